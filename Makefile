@@ -1,0 +1,56 @@
+# tether: the two commands a fresh machine needs are `make demo` and `make test`.
+# Each creates .venv when missing and installs what it needs (pins: constraints/test.txt).
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip install -q --disable-pip-version-check -c constraints/test.txt
+export PYTHONUNBUFFERED := 1
+
+.PHONY: demo test test-fast lint e2e-infra bench bench-smoke pipelines clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# core + torch: enough for the embedded default scheduler and the demo
+$(VENV)/.core: $(PY) pyproject.toml constraints/test.txt
+	$(PIP) -e . 'torch==2.13.0'
+	@touch $@
+
+# everything: every adapter, backend client and the test tools
+$(VENV)/.all: $(VENV)/.core
+	$(PIP) -e '.[all,dev]' 'torch==2.13.0'
+	$(PIP) --no-deps --no-build-isolation -e tests/fixtures/plugin_pkg
+	@touch $@
+
+## demo: run the distributed training example (2 ranks) on the embedded default scheduler
+demo: $(VENV)/.core
+	$(VENV)/bin/tether run --wait --log -s local_cwd dist.ddp -j 1x2 --script examples/apps/train_ddp.py
+
+## lint: ruff and mypy on the packages
+lint: $(VENV)/.all
+	$(VENV)/bin/ruff check core adapters tests examples dags benchmarks
+	$(VENV)/bin/mypy
+
+## e2e-infra: build/install the real backends the end-to-end tests start (cached)
+e2e-infra: $(VENV)/.all
+	bash tests/e2e/infra/setup.sh
+
+## test: lint, then every test including the end-to-end ones against real backends
+test: lint e2e-infra
+	TETHER_BUILD_KUBE=1 $(PY) -m pytest -q -ra
+
+## test-fast: unit and local tests only (no external backends)
+test-fast: $(VENV)/.all
+	$(PY) -m pytest -q -ra -m "not e2e"
+
+## bench: the benchmark harness against the reference implementation (torchx-nightly)
+bench: $(VENV)/.all
+	$(PY) benchmarks/run.py
+
+## bench-smoke: the harness in seconds (CI runs it so it cannot rot)
+bench-smoke: $(VENV)/.all
+	$(PY) benchmarks/run.py --smoke
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

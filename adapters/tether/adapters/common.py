@@ -1,0 +1,355 @@
+"""What every orchestrator adapter shares: one mechanism each, used by Airflow, Prefect, KFP.
+
+* **Job identity**: :func:`job_key` turns the orchestrator's own ids (DAG run + task + map
+  index, flow run + task run, KFP run + task) into a stable key; :class:`ComponentJob` passes
+  it to the Runner, which re-attaches to a job already launched with that key instead of
+  submitting a duplicate, and resubmits only after a failed attempt.
+* **Log fan-in**: :meth:`ComponentJob.stream_logs` feeds every replica's lines, prefixed
+  ``role/replica``, to the orchestrator's logger while the job runs.
+* **Outputs**: :class:`JobResult` carries the job's published outputs and final status.
+* **Cancellation**: :meth:`ComponentJob.cancel` is what each orchestrator's stop signal calls.
+* **Dry-run**: :func:`render_dryrun` shows the AppDef and the scheduler's native request, to
+  which each adapter adds its own layer.
+
+Only the public API of ``tether.runner``, ``tether.specs`` and ``tether.components`` is used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tether.runner import Runner, fan_in, get_runner
+from tether.specs import AppDef, AppDryRunInfo, AppState, AppStatus, CfgVal, mask_env
+
+log = logging.getLogger(__name__)
+
+class JobFailedError(RuntimeError):
+    """The job finished without succeeding; the message is the job's own error."""
+
+    def __init__(self, result: JobResult) -> None:
+        detail = result.msg or "no message from the scheduler"
+        super().__init__(
+            f"tether job {result.app_handle} finished {result.state.name}: {detail}"
+        )
+        self.result = result
+
+
+@dataclass
+class JobResult:
+    """The outcome of a job, in a form every orchestrator can store.
+
+    Attributes:
+        app_handle: The job's handle.
+        state: Final state.
+        msg: The scheduler's message (the failure reason).
+        ui_url: Link to the job's UI, if any.
+        outputs: What the job published through ``AppRun.add_output``.
+        num_restarts: Restarts the scheduler made.
+        reattached: Whether this run re-attached to a job launched by an earlier attempt.
+    """
+
+    app_handle: str
+    state: AppState
+    msg: str = ""
+    ui_url: str | None = None
+    outputs: dict[str, Any] = field(default_factory=dict)
+    num_restarts: int = 0
+    reattached: bool = False
+
+    @property
+    def succeeded(self) -> bool:
+        """Whether the job SUCCEEDED."""
+        return self.state == AppState.SUCCEEDED
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serializable summary (state as its name)."""
+        return {
+            "app_handle": self.app_handle,
+            "state": self.state.name,
+            "msg": self.msg,
+            "ui_url": self.ui_url,
+            "outputs": self.outputs,
+            "num_restarts": self.num_restarts,
+            "reattached": self.reattached,
+        }
+
+
+_KEY_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def job_key(orchestrator: str, *parts: object) -> str:
+    """A stable job identity from an orchestrator's ids.
+
+    The key is short and label-safe (Kubernetes label values, AWS tags, Slurm comments): the
+    orchestrator's name plus a hash of the parts.
+
+    Args:
+        orchestrator: ``airflow``, ``prefect``, ``kfp``...
+        *parts: The ids that identify one logical task execution across retries (e.g.
+            dag_id, run_id, task_id, map_index).
+
+    Returns:
+        The key, e.g. ``airflow-3f2a...``.
+    """
+    text = "\x1f".join(str(p) for p in parts)
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+    return f"{_KEY_SAFE.sub('-', orchestrator)[:20]}-{digest}"
+
+
+def resolve_component(component: str | Callable[..., AppDef]) -> tuple[str, Callable[..., AppDef]]:
+    """Finds a component given by name (as the CLI takes it) or as a function.
+
+    Args:
+        component: ``dist.ddp``, ``file.py:fn``, ``pkg.module:fn`` or the function itself.
+
+    Returns:
+        Its display name and function.
+    """
+    from tether.components.finder import get_component
+
+    if callable(component):
+        name = f"{component.__module__}:{component.__qualname__}"
+        return name, component
+    info = get_component(component)
+    return info.name, info.fn
+
+
+def materialize(
+    component: str | Callable[..., AppDef],
+    component_args: list[str] | Mapping[str, Any] | None = None,
+    image: str | None = None,
+    env: Mapping[str, str] | None = None,
+    defaults: Mapping[str, str] | None = None,
+) -> AppDef:
+    """Builds the AppDef of a component, with optional image and env overrides.
+
+    Args:
+        component: The component (name or function).
+        component_args: CLI-style arguments or keyword arguments.
+        image: Replaces every role's image.
+        env: Added to (and overriding) every role's env.
+        defaults: Default arguments (e.g. ``[component:<name>]`` from ``.tetherconfig``).
+
+    Returns:
+        The AppDef.
+    """
+    from tether.components.args import materialize as _materialize
+
+    _, fn = resolve_component(component)
+    app = _materialize(fn, component_args if component_args is not None else {}, defaults or {})
+    for role in app.roles:
+        if image:
+            role.image = image
+        if env:
+            role.env.update(env)
+    return app
+
+
+def describe_app(app: AppDef) -> dict[str, Any]:
+    """A printable summary of an AppDef with secrets masked (for dry-runs and artifacts).
+
+    Args:
+        app: The app.
+
+    Returns:
+        Name, and per role: image, command, replicas, resources, env (masked), retries.
+    """
+    return {
+        "name": app.name,
+        "roles": [
+            {
+                "name": r.name,
+                "image": r.image,
+                "command": [r.entrypoint, *r.args],
+                "num_replicas": r.num_replicas,
+                "min_replicas": r.min_replicas,
+                "resource": {"cpu": r.resource.cpu, "gpu": r.resource.gpu,
+                             "memMB": r.resource.memMB, "devices": dict(r.resource.devices)},
+                "env": mask_env(r.env),
+                "max_retries": r.max_retries,
+                "retry_policy": r.retry_policy.value,
+                "mounts": [repr(m) for m in r.mounts],
+            }
+            for r in app.roles
+        ],
+    }
+
+
+def render_dryrun(
+    app: AppDef,
+    scheduler: str,
+    cfg: Mapping[str, CfgVal] | None = None,
+    runner: Runner | None = None,
+) -> tuple[dict[str, Any], AppDryRunInfo[Any]]:
+    """Renders the backend layer of a dry-run: the AppDef summary and the native request.
+
+    Args:
+        app: The app.
+        scheduler: The scheduler.
+        cfg: Run options.
+        runner: A runner to use (one is created and closed otherwise).
+
+    Returns:
+        The AppDef summary and the scheduler's dry-run info (``str()`` is redacted).
+    """
+    own = runner is None
+    r = runner or get_runner()
+    try:
+        info = r.dryrun(app, scheduler, cfg)
+    finally:
+        if own:
+            r.close()
+    return describe_app(app), info
+
+
+LineSink = Callable[[str], None]
+
+
+class ComponentJob:
+    """One logical job of an orchestrator task: submit-or-attach, stream logs, wait, cancel.
+
+    Args:
+        app: The materialized AppDef.
+        scheduler: The scheduler to run on.
+        cfg: Run options.
+        key: Stable job identity (see :func:`job_key`); None disables re-attaching.
+        parent_run_id: Tracking parent (the DAG run, the flow run...).
+        runner: Runner to use (default: a new one, closed by :meth:`close`).
+    """
+
+    def __init__(
+        self,
+        app: AppDef,
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None = None,
+        key: str | None = None,
+        parent_run_id: str | None = None,
+        runner: Runner | None = None,
+    ) -> None:
+        self.app = app
+        self.scheduler = scheduler
+        self.cfg = dict(cfg or {})
+        self.key = key
+        self.parent_run_id = parent_run_id
+        self._own_runner = runner is None
+        self.runner = runner or get_runner()
+        self.app_handle: str | None = None
+        self.reattached = False
+        self._cancelled = threading.Event()
+
+    # ---- submit ------------------------------------------------------------------------
+    def submit(self) -> str:
+        """Submits the job, or re-attaches to the one an earlier attempt launched.
+
+        Returns:
+            The app handle.
+        """
+        outcome = self.runner.run_or_attach(
+            self.app, self.scheduler, self.cfg, parent_run_id=self.parent_run_id, job_key=self.key
+        )
+        self.app_handle, self.reattached = outcome.app_handle, outcome.reattached
+        return outcome.app_handle
+
+    def _handle(self) -> str:
+        if self.app_handle is None:
+            raise RuntimeError("the job was not submitted: call submit() first")
+        return self.app_handle
+
+    # ---- observe -----------------------------------------------------------------------
+    def stream_logs(self, sink: LineSink) -> None:
+        """Feeds every replica's log lines (``role/replica line``) to ``sink`` until the job ends.
+
+        Args:
+            sink: Receives one formatted line at a time (e.g. ``logger.info``).
+        """
+        for line in fan_in(self.runner, self._handle(), should_tail=True):
+            sink(line.format())
+
+    def status(self) -> AppStatus | None:
+        """The job's current status."""
+        return self.runner.status(self._handle())
+
+    def wait(self, wait_interval: float = 5.0, timeout: float | None = None) -> JobResult:
+        """Waits for the job to finish and collects its result.
+
+        Args:
+            wait_interval: Poll interval for schedulers that need polling.
+            timeout: Stop waiting after this many seconds (the job keeps running).
+
+        Returns:
+            The result (whatever the final state).
+        """
+        handle = self._handle()
+        status = self.runner.wait(handle, wait_interval=wait_interval, timeout=timeout)
+        return self.result(status)
+
+    def result(self, status: AppStatus | None = None) -> JobResult:
+        """Builds the result from a status (fetching it when not given).
+
+        Args:
+            status: The status.
+
+        Returns:
+            The result; outputs are read only for finished jobs.
+        """
+        handle = self._handle()
+        status = status or self.runner.status(handle)
+        if status is None:
+            return JobResult(handle, AppState.UNKNOWN, msg="the scheduler no longer knows the job",
+                             reattached=self.reattached)
+        outputs: dict[str, Any] = {}
+        if status.is_terminal():
+            try:
+                outputs = self.runner.outputs(handle)
+            except Exception as e:
+                log.warning("cannot read the outputs of %s: %s", handle, e)
+        return JobResult(
+            app_handle=handle, state=status.state, msg=status.msg, ui_url=status.ui_url,
+            outputs=outputs, num_restarts=max(status.num_restarts, 0), reattached=self.reattached,
+        )
+
+    def run(
+        self,
+        sink: LineSink | None = None,
+        wait_interval: float = 5.0,
+        raise_on_failure: bool = True,
+    ) -> JobResult:
+        """Submit-or-attach, stream logs into ``sink`` while it runs, wait, collect the result.
+
+        Args:
+            sink: Receives log lines (no streaming when None).
+            wait_interval: Poll interval.
+            raise_on_failure: Raise :class:`JobFailedError` unless the job SUCCEEDED.
+
+        Returns:
+            The result.
+
+        Raises:
+            JobFailedError: When the job did not succeed and ``raise_on_failure``.
+        """
+        self.submit()
+        if sink is not None:
+            self.stream_logs(sink)
+        result = self.wait(wait_interval)
+        if raise_on_failure and not result.succeeded:
+            raise JobFailedError(result)
+        return result
+
+    # ---- stop --------------------------------------------------------------------------
+    def cancel(self) -> None:
+        """Cancels the job (idempotent; a no-op before submission)."""
+        self._cancelled.set()
+        if self.app_handle is not None:
+            log.info("cancelling %s", self.app_handle)
+            self.runner.cancel(self.app_handle)
+
+    def close(self) -> None:
+        """Closes the runner if this job created it."""
+        if self._own_runner:
+            self.runner.close()

@@ -1,0 +1,120 @@
+"""Log fan-in: every replica of every role, merged into one live stream of lines.
+
+The CLI's ``run --log``/``log``, the Airflow task log, the Prefect run logger and the KFP
+launcher step all read job logs through :func:`fan_in`, so they look the same everywhere:
+``role/replica line``. Values of secret-looking environment variables of the app are redacted.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tether.specs.secrets import redact, secret_values
+
+if TYPE_CHECKING:
+    from tether.runner.api import Runner
+    from tether.schedulers.api import Stream
+    from tether.specs import AppHandle
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One line of one replica.
+
+    Attributes:
+        role: The role's name.
+        replica: The replica index.
+        line: The text, ending with ``\\n``.
+    """
+
+    role: str
+    replica: int
+    line: str
+
+    def format(self) -> str:
+        """``role/replica line`` (without the trailing newline)."""
+        return f"{self.role}/{self.replica} {self.line.rstrip(chr(10))}"
+
+
+_DONE = object()
+
+
+def _replicas(runner: Runner, app_handle: AppHandle) -> tuple[list[tuple[str, int]], list[str]]:
+    app = runner.describe(app_handle)
+    pairs: list[tuple[str, int]] = []
+    secrets: list[str] = []
+    if app is not None:
+        secrets = secret_values(r.env for r in app.roles)
+        for role in app.roles:
+            pairs.extend((role.name, k) for k in range(role.num_replicas))
+    if not pairs:
+        status = runner.status(app_handle)
+        for rs in status.roles if status else []:
+            pairs.extend((rs.role, rep.id) for rep in rs.replicas)
+    return pairs, secrets
+
+
+def fan_in(
+    runner: Runner,
+    app_handle: AppHandle,
+    roles: Mapping[str, Sequence[int]] | None = None,
+    should_tail: bool = True,
+    streams: Stream | None = None,
+    regex: str | None = None,
+) -> Iterator[LogLine]:
+    """Merges the log streams of the app's replicas as lines arrive.
+
+    Lines of one replica keep their order; lines of different replicas interleave in arrival
+    order. With ``should_tail`` the iterator ends when every replica has finished.
+
+    Args:
+        runner: The runner.
+        app_handle: The app.
+        roles: Only these roles (and replica indices); all when None.
+        should_tail: Follow the logs while the app runs.
+        streams: stdout, stderr or combined (default combined).
+        regex: Only lines matching this expression.
+
+    Yields:
+        One :class:`LogLine` per line.
+    """
+    pairs, secrets = _replicas(runner, app_handle)
+    if roles is not None:
+        pairs = [(r, k) for r, k in pairs if r in roles and (not roles[r] or k in roles[r])]
+    q: queue.Queue[object] = queue.Queue(maxsize=10000)
+    stop = threading.Event()
+
+    def pump(role: str, k: int) -> None:
+        try:
+            for line in runner.log_lines(
+                app_handle, role, k, regex=regex, should_tail=should_tail, streams=streams
+            ):
+                if stop.is_set():
+                    break
+                q.put(LogLine(role, k, redact(line, secrets) if secrets else line))
+        except Exception as e:
+            q.put(LogLine(role, k, f"[tether] cannot read logs of {role}/{k}: {e}\n"))
+        finally:
+            q.put(_DONE)
+
+    threads = [
+        threading.Thread(target=pump, args=p, daemon=True, name=f"logs-{p[0]}-{p[1]}")
+        for p in pairs
+    ]
+    for t in threads:
+        t.start()
+    remaining = len(threads)
+    try:
+        while remaining:
+            item = q.get()
+            if item is _DONE:
+                remaining -= 1
+            else:
+                assert isinstance(item, LogLine)
+                yield item
+    finally:
+        stop.set()

@@ -1,0 +1,362 @@
+"""The scheduler interface every backend implements.
+
+The contract, shared by every backend:
+
+* ``submit_dryrun(app, cfg)`` renders the native request without side effects (it works
+  offline); ``schedule(info)`` submits it and returns the app id.
+* ``describe``/``list`` map native states to :class:`~tether.specs.AppState` through one table
+  in the backend's module, with the native reason in ``msg``.
+* ``cancel`` is idempotent: cancelling a finished, cancelled or unknown app is a no-op.
+* **Job identity**: when ``app.metadata`` holds :data:`JOB_KEY` (set by the Runner from the
+  caller's stable identity, e.g. an Airflow task instance), the backend records it with the
+  job natively (a state index, a label, a tag, a comment) and :meth:`Scheduler.find_jobs`
+  returns the jobs that carry it, oldest first.
+"""
+
+from __future__ import annotations
+
+import abc
+import builtins
+import re
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Any, Generic, TypeVar
+
+from tether.specs import (
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    CfgVal,
+    Role,
+    RoleStatus,
+    StructuredOpts,
+    runopts,
+    validate,
+)
+from tether.specs.status import is_terminal
+
+JOB_KEY = "tether.job_key"
+"""``AppDef.metadata`` key holding the caller's stable job identity (see module docs)."""
+
+NONE = "<NONE>"
+
+T = TypeVar("T")
+
+
+class Stream(str, Enum):
+    """Which output stream(s) ``log_iter`` returns."""
+
+    STDOUT = "stdout"
+    STDERR = "stderr"
+    COMBINED = "combined"
+
+
+@dataclass
+class DescribeAppResponse:
+    """What a scheduler knows of an app.
+
+    Attributes:
+        app_id: The app's id.
+        state: Its state.
+        num_restarts: Restarts so far (-1 if unknown).
+        msg: Human-readable detail (the native reason on failure).
+        structured_error_msg: A JSON error document, when there is one.
+        ui_url: Link to the scheduler's UI.
+        roles_statuses: Per-replica statuses.
+        roles: The roles, rebuilt from the native objects where possible.
+        job_key: The job identity the app was submitted with, if any.
+    """
+
+    app_id: str = "<NOT_SET>"
+    state: AppState = AppState.UNSUBMITTED
+    num_restarts: int = -1
+    msg: str = NONE
+    structured_error_msg: str = NONE
+    ui_url: str | None = None
+    roles_statuses: list[RoleStatus] = field(default_factory=list)
+    roles: list[Role] = field(default_factory=list)
+    job_key: str | None = None
+
+
+@dataclass
+class ListAppResponse:
+    """One app in a listing.
+
+    Attributes:
+        app_id: The app's id.
+        state: Its state.
+        app_handle: The handle (filled by the Runner).
+        name: The app's name, when known.
+        job_key: The job identity, when the app has one.
+        created: Submission time (seconds since the epoch), when known.
+    """
+
+    app_id: str
+    state: AppState
+    app_handle: str = "<NOT_SET>"
+    name: str = ""
+    job_key: str | None = None
+    created: float | None = None
+
+
+class Scheduler(abc.ABC, Generic[T]):
+    """A backend that runs AppDefs. Implement the abstract methods; see the module docs.
+
+    Args:
+        backend: The scheduler's registered name (``local_cwd``, ``kubernetes``...).
+        session_name: The runner's session, part of every app handle.
+    """
+
+    def __init__(self, backend: str, session_name: str) -> None:
+        self.backend = backend
+        self.session_name = session_name
+
+    # ---- options ---------------------------------------------------------------------
+    def run_opts(self) -> runopts:
+        """The run options this scheduler accepts (its ``--help`` for ``-cfg``).
+
+        Returns:
+            The options, including workspace options where the scheduler builds workspaces.
+        """
+        opts = self._run_opts()
+        ws = getattr(self, "workspace_opts", None)
+        if callable(ws):
+            opts.update(ws())
+        return opts
+
+    def _run_opts(self) -> runopts:
+        opts_cls = self._opts_class()
+        return opts_cls.as_runopts() if opts_cls is not None else runopts()
+
+    def _opts_class(self) -> type[StructuredOpts] | None:
+        """The backend's options dataclass, if it declares one."""
+        return None
+
+    # ---- render and submit -----------------------------------------------------------
+    def submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[Any]:
+        """Renders the native request for ``app`` without submitting anything.
+
+        Args:
+            app: The app (validated here).
+            cfg: Run options (validated and defaulted here).
+
+        Returns:
+            The request, ready for :meth:`schedule`.
+
+        Raises:
+            ValueError: For an invalid app or options.
+        """
+        resolved = self.run_opts().resolve(cfg, self.backend)
+        validate(app)
+        self._validate(app, resolved)
+        info = self._submit_dryrun(app, resolved)
+        for role in app.roles:
+            info = role.pre_proc(self.backend, info)
+        info._app = app
+        info._cfg = resolved
+        info._scheduler = self.backend
+        return info
+
+    @abc.abstractmethod
+    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[Any]:
+        """Renders the native request (pure: no side effects)."""
+
+    def _validate(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> None:
+        """Backend-specific checks; raise ValueError naming the role and field."""
+
+    @abc.abstractmethod
+    def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
+        """Submits a rendered request.
+
+        Args:
+            dryrun_info: What :meth:`submit_dryrun` returned.
+
+        Returns:
+            The app id.
+        """
+
+    def submit(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> str:
+        """Renders and submits in one call (prefer the Runner, which also tracks and reattaches).
+
+        Args:
+            app: The app.
+            cfg: Run options.
+
+        Returns:
+            The app id.
+        """
+        return self.schedule(self.submit_dryrun(app, cfg))
+
+    # ---- query -----------------------------------------------------------------------
+    @abc.abstractmethod
+    def describe(self, app_id: str) -> DescribeAppResponse | None:
+        """Describes an app, or returns None when it does not exist."""
+
+    @abc.abstractmethod
+    def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
+        """Lists the apps this scheduler knows of (launched by tether)."""
+
+    def exists(self, app_id: str) -> bool:
+        """Whether the app exists.
+
+        Args:
+            app_id: The app id.
+
+        Returns:
+            True if the scheduler knows it.
+        """
+        return self.describe(app_id) is not None
+
+    def find_jobs(self, job_key: str) -> builtins.list[ListAppResponse]:
+        """The apps submitted with job identity ``job_key``, oldest first.
+
+        The default scans :meth:`list`; backends with a native query (a label selector, a tag
+        filter) override it.
+
+        Args:
+            job_key: The identity.
+
+        Returns:
+            Matching apps, oldest first.
+        """
+        found = [a for a in self.list() if a.job_key == job_key]
+        return sorted(found, key=lambda a: a.created or 0.0)
+
+    def wait_for_change(self, app_id: str, timeout: float) -> None:
+        """Blocks until the app may have changed state, or ``timeout`` seconds pass.
+
+        The default sleeps; backends that can observe completion directly (``local_cwd``
+        watches its supervisor process) return as soon as it happens.
+
+        Args:
+            app_id: The app.
+            timeout: The longest wait, in seconds.
+        """
+        time.sleep(max(timeout, 0.0))
+
+    # ---- logs ------------------------------------------------------------------------
+    def supported_streams(self) -> frozenset[Stream]:
+        """The streams :meth:`log_iter` can return (COMBINED at least)."""
+        return frozenset({Stream.COMBINED})
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        should_tail: bool = False,
+        streams: Stream | None = None,
+    ) -> Iterable[str]:
+        """Log lines of replica ``k`` of ``role_name``; each line ends with ``\\n``.
+
+        Args:
+            app_id: The app.
+            role_name: The role.
+            k: The replica index.
+            regex: Only lines matching this regular expression.
+            since: Only lines at or after this time (where the backend has timestamps).
+            until: Only lines before this time.
+            should_tail: Follow the log until the replica finishes.
+            streams: stdout, stderr or combined (default combined).
+
+        Returns:
+            An iterator of lines.
+
+        Raises:
+            ValueError: When the stream is not supported by this scheduler, or the role or
+                replica does not exist.
+        """
+        stream = Stream(streams) if streams is not None else Stream.COMBINED
+        if stream not in self.supported_streams():
+            raise ValueError(
+                f"scheduler {self.backend!r} cannot return the {stream.value!r} stream; "
+                f"supported: {sorted(s.value for s in self.supported_streams())}"
+            )
+        return self._log_iter(app_id, role_name, k, regex, since, until, should_tail, stream)
+
+    @abc.abstractmethod
+    def _log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int,
+        regex: str | None,
+        since: datetime | None,
+        until: datetime | None,
+        should_tail: bool,
+        streams: Stream,
+    ) -> Iterable[str]:
+        """Backend log reading (stream already checked)."""
+
+    # ---- stop ------------------------------------------------------------------------
+    def cancel(self, app_id: str) -> None:
+        """Cancels the app. Idempotent: a finished or unknown app is left alone.
+
+        Args:
+            app_id: The app.
+        """
+        desc = self.describe(app_id)
+        if desc is None or is_terminal(desc.state):
+            return
+        self._cancel_existing(app_id)
+
+    @abc.abstractmethod
+    def _cancel_existing(self, app_id: str) -> None:
+        """Cancels an app that exists and is not finished."""
+
+    def delete(self, app_id: str) -> None:
+        """Cancels the app if needed and removes everything tether created for it. Idempotent.
+
+        Args:
+            app_id: The app.
+        """
+        if self.describe(app_id) is None:
+            return
+        self.cancel(app_id)
+        self._delete_existing(app_id)
+
+    def _delete_existing(self, app_id: str) -> None:
+        """Removes the app's objects/records (backends with state override this)."""
+
+    def close(self) -> None:
+        """Releases local resources. Safe to call more than once."""
+
+
+def filter_regex(regex: str | None, lines: Iterable[str]) -> Iterator[str]:
+    """Keeps the lines that match ``regex`` (all lines when it is None).
+
+    Args:
+        regex: A regular expression.
+        lines: Lines.
+
+    Yields:
+        The matching lines.
+    """
+    if not regex:
+        yield from lines
+        return
+    pat = re.compile(regex)
+    for line in lines:
+        if pat.search(line):
+            yield line
+
+
+def split_lines(text: str) -> list[str]:
+    """Splits text into lines that keep their ``\\n`` (the last one gets one if missing).
+
+    Args:
+        text: The text.
+
+    Returns:
+        The lines.
+    """
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    return lines

@@ -1,0 +1,78 @@
+"""The job model: :class:`Role` (a set of identical replicas) and :class:`AppDef` (a job)."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tether.specs.mounts import Mount
+from tether.specs.resources import NULL_RESOURCE, Resource
+from tether.specs.status import RetryPolicy
+
+if TYPE_CHECKING:
+    from tether.workspace.api import Workspace
+
+
+@dataclass
+class Role:
+    """A set of identical replicas of one program.
+
+    Attributes:
+        name: Role name, unique within the app.
+        image: Container image, or a directory for local schedulers.
+        entrypoint: The program to run.
+        args: Arguments to the entrypoint; may contain :class:`~tether.specs.macros`.
+        env: Environment variables; values may contain macros.
+        num_replicas: How many replicas to run.
+        min_replicas: For elastic jobs, the fewest replicas the job can run with.
+        max_retries: How many times a failure is retried (see ``retry_policy``).
+        retry_policy: What restarts on a failure.
+        resource: Hardware per replica.
+        port_map: Named ports the replica listens on.
+        mounts: Bind, volume and device mounts.
+        workspace: A project directory to ship with the role (see :mod:`tether.workspace`).
+        metadata: Scheduler-specific metadata; values may contain macros.
+    """
+
+    name: str
+    image: str = ""
+    entrypoint: str = ""
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    num_replicas: int = 1
+    min_replicas: int | None = None
+    max_retries: int = 0
+    retry_policy: RetryPolicy = RetryPolicy.APPLICATION
+    resource: Resource = field(default_factory=lambda: copy.deepcopy(NULL_RESOURCE))
+    port_map: dict[str, int] = field(default_factory=dict)
+    mounts: list[Mount] = field(default_factory=list)
+    workspace: Workspace | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def pre_proc(self, scheduler: str, dryrun_info: Any) -> Any:
+        """Hook for roles that adjust the native request of a scheduler (identity by default).
+
+        Args:
+            scheduler: The scheduler's backend name.
+            dryrun_info: The native request.
+
+        Returns:
+            The (possibly modified) request.
+        """
+        return dryrun_info
+
+
+@dataclass
+class AppDef:
+    """A job: one or more roles that run together.
+
+    Attributes:
+        name: Job name (schedulers derive valid native names from it).
+        roles: The roles.
+        metadata: Scheduler-specific metadata.
+    """
+
+    name: str
+    roles: list[Role] = field(default_factory=list)
+    metadata: dict[str, str] = field(default_factory=dict)

@@ -1,0 +1,84 @@
+"""Runtime macros: placeholders in args, env and metadata that schedulers fill per replica.
+
+A macro is written ``${name}``; ``$$`` stands for a literal ``$``. Unknown ``$names`` are left
+untouched, so shell variables in args survive substitution.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from string import Template
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tether.specs.app import Role
+
+
+class macros:
+    """The macro names. Use them inside ``Role.args``, ``Role.env`` values or metadata.
+
+    Attributes:
+        app_id: The scheduler-assigned application id.
+        replica_id: The replica's index within its role (``0``, ``1``, ...).
+        img_root: Root directory of the image on the host (the working directory for
+            ``local_cwd``).
+        base_img_root: Root directory of the base image (same as ``img_root`` where images
+            are not layered).
+        rank0_env: The *name* of an environment variable that holds rank 0's host address
+            (``TETHER_RANK0_HOST``); expand it with the shell or read it in the app.
+    """
+
+    app_id = "${app_id}"
+    replica_id = "${replica_id}"
+    img_root = "${img_root}"
+    base_img_root = "${base_img_root}"
+    rank0_env = "${rank0_env}"
+
+    @dataclass
+    class Values:
+        """Concrete values of the macros for one replica."""
+
+        img_root: str
+        app_id: str
+        replica_id: str
+        rank0_env: str = "TETHER_RANK0_HOST"
+        base_img_root: str = ""
+
+        def _mapping(self) -> dict[str, str]:
+            return {
+                "img_root": self.img_root,
+                "app_id": self.app_id,
+                "replica_id": self.replica_id,
+                "rank0_env": self.rank0_env,
+                "base_img_root": self.base_img_root or self.img_root,
+            }
+
+        def substitute(self, text: str) -> str:
+            """Replaces the macros in ``text`` (``$$`` becomes ``$``).
+
+            Args:
+                text: A string that may contain macros.
+
+            Returns:
+                The substituted string.
+            """
+            return Template(text).safe_substitute(self._mapping())
+
+        def apply(self, role: Role) -> Role:
+            """Returns a copy of ``role`` with macros substituted in args, env and metadata.
+
+            Args:
+                role: The role (not modified).
+
+            Returns:
+                The substituted copy.
+            """
+            out = copy.deepcopy(role)
+            out.args = [self.substitute(a) for a in out.args]
+            out.env = {k: self.substitute(v) for k, v in out.env.items()}
+            out.metadata = {
+                k: self.substitute(v) if isinstance(v, str) else v
+                for k, v in out.metadata.items()
+            }
+            return out

@@ -1,0 +1,142 @@
+"""Named resources: t-shirt sizes and instance types looked up with :func:`resource`.
+
+Sources, later ones overriding earlier ones:
+
+1. the generic table (``gpu.small`` ... ``cpu.xlarge``) and AWS instance types
+   (``aws_p3.2xlarge``...);
+2. factories registered in the entry-point group ``tether.named_resources``
+   (``name = pkg.module:factory``, a factory takes no argument and returns a Resource);
+3. the ``NAMED_RESOURCES`` dict of the module named by ``$TETHER_CUSTOM_NAMED_RESOURCES``.
+
+The registry is built on first use, not at import.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import os
+from collections.abc import Callable
+from importlib.metadata import entry_points
+
+from tether.specs.resources import Resource
+
+GiB = 1024
+
+_GENERIC: dict[str, tuple[int, int, int]] = {
+    "gpu.small": (8, 1, 32),
+    "gpu.medium": (16, 2, 64),
+    "gpu.large": (32, 4, 128),
+    "gpu.xlarge": (64, 8, 256),
+    "cpu.small": (1, 0, 2),
+    "cpu.medium": (2, 0, 4),
+    "cpu.large": (2, 0, 8),
+    "cpu.xlarge": (8, 0, 32),
+}
+
+ENTRY_POINT_GROUP = "tether.named_resources"
+CUSTOM_ENV = "TETHER_CUSTOM_NAMED_RESOURCES"
+
+_registry: dict[str, Callable[[], Resource]] | None = None
+
+
+def _generic(cpu: int, gpu: int, mem_gib: int) -> Callable[[], Resource]:
+    return lambda: Resource(cpu=cpu, gpu=gpu, memMB=mem_gib * GiB)
+
+
+def _load() -> dict[str, Callable[[], Resource]]:
+    from tether.specs.named_resources_aws import NAMED_RESOURCES as AWS
+
+    reg: dict[str, Callable[[], Resource]] = {n: _generic(*v) for n, v in _GENERIC.items()}
+    reg.update(AWS)
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        reg[ep.name] = ep.load()
+    custom = os.environ.get(CUSTOM_ENV)
+    if custom:
+        try:
+            mod = importlib.import_module(custom)
+        except ImportError as e:
+            raise ImportError(
+                f"${CUSTOM_ENV}={custom!r} names a module that cannot be imported: {e}"
+            ) from e
+        table = getattr(mod, "NAMED_RESOURCES", None)
+        if not isinstance(table, dict):
+            raise TypeError(
+                f"module {custom!r} (from ${CUSTOM_ENV}) must define a dict NAMED_RESOURCES "
+                "mapping names to factories returning Resource"
+            )
+        reg.update(table)
+    return reg
+
+
+def named_resources() -> dict[str, Callable[[], Resource]]:
+    """Every registered named resource, by name.
+
+    Returns:
+        A mapping from name to a factory returning a fresh :class:`Resource`.
+    """
+    global _registry
+    if _registry is None:
+        _registry = _load()
+    return _registry
+
+
+def reload_named_resources() -> None:
+    """Forgets the cached registry (after installing plugins or changing the env var)."""
+    global _registry
+    _registry = None
+
+
+def get_named_resource(name: str) -> Resource:
+    """Looks up a named resource.
+
+    Args:
+        name: A registered name, e.g. ``gpu.small`` or ``aws_p3.2xlarge``.
+
+    Returns:
+        A fresh Resource.
+
+    Raises:
+        KeyError: When the name is unknown; the message lists close matches.
+    """
+    reg = named_resources()
+    if name not in reg:
+        close = difflib.get_close_matches(name, list(reg), n=4, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise KeyError(
+            f"unknown named resource {name!r}{hint} (see `tether runopts`/docs for the list; "
+            f"register more via the {ENTRY_POINT_GROUP!r} entry point or ${CUSTOM_ENV})"
+        )
+    return reg[name]()
+
+
+def resource(
+    cpu: float | None = None,
+    gpu: int | None = None,
+    memMB: int | None = None,
+    h: str | None = None,
+) -> Resource:
+    """Builds a Resource from a named resource or explicit values.
+
+    When ``h`` is given it wins over the explicit values. Without it, missing values default to
+    1 CPU, 0 GPU and 1024 MiB.
+
+    Args:
+        cpu: Number of CPUs.
+        gpu: Number of GPUs.
+        memMB: Memory in MiB.
+        h: A named resource.
+
+    Returns:
+        The resource.
+
+    Raises:
+        KeyError: When ``h`` is not a known name.
+    """
+    if h:
+        return get_named_resource(h)
+    return Resource(
+        cpu=1 if cpu is None else cpu,
+        gpu=0 if gpu is None else gpu,
+        memMB=1024 if memMB is None else memMB,
+    )

@@ -1,0 +1,97 @@
+"""AWS EC2 instance types as named resources (``aws_<instance type>``).
+
+Values are the instance's published facts: vCPUs, accelerators and memory (GiB * 1024 MiB).
+Schedulers that pack pods onto nodes subtract their own reserve for system daemons.
+Each resource carries the instance type as the capability
+``node.kubernetes.io/instance-type`` and network/accelerator devices (EFA, Neuron) in
+``devices``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tether.specs.resources import Resource
+
+K8S_ITYPE = "node.kubernetes.io/instance-type"
+EFA_DEVICE = "vpc.amazonaws.com/efa"
+NEURON_DEVICE = "aws.amazon.com/neurondevice"
+
+# instance type: (vCPU, GPU, memory GiB, EFA interfaces, Neuron devices)
+_INSTANCES: dict[str, tuple[int, int, int, int, int]] = {
+    # general purpose / compute
+    "t3.medium": (2, 0, 4, 0, 0),
+    "m5.xlarge": (4, 0, 16, 0, 0),
+    "m5.2xlarge": (8, 0, 32, 0, 0),
+    "m5.4xlarge": (16, 0, 64, 0, 0),
+    "m5.8xlarge": (32, 0, 128, 0, 0),
+    "m5.12xlarge": (48, 0, 192, 0, 0),
+    "m5.24xlarge": (96, 0, 384, 0, 0),
+    "c5.18xlarge": (72, 0, 144, 0, 0),
+    "c5n.18xlarge": (72, 0, 192, 1, 0),
+    # NVIDIA V100
+    "p3.2xlarge": (8, 1, 61, 0, 0),
+    "p3.8xlarge": (32, 4, 244, 0, 0),
+    "p3.16xlarge": (64, 8, 488, 0, 0),
+    "p3dn.24xlarge": (96, 8, 768, 1, 0),
+    # NVIDIA A100 / H100
+    "p4d.24xlarge": (96, 8, 1152, 4, 0),
+    "p4de.24xlarge": (96, 8, 1152, 4, 0),
+    "p5.48xlarge": (192, 8, 2048, 32, 0),
+    # NVIDIA T4
+    "g4dn.xlarge": (4, 1, 16, 0, 0),
+    "g4dn.2xlarge": (8, 1, 32, 0, 0),
+    "g4dn.4xlarge": (16, 1, 64, 0, 0),
+    "g4dn.8xlarge": (32, 1, 128, 1, 0),
+    "g4dn.12xlarge": (48, 4, 192, 1, 0),
+    "g4dn.16xlarge": (64, 1, 256, 1, 0),
+    "g4dn.metal": (96, 8, 384, 1, 0),
+    # NVIDIA A10G
+    "g5.xlarge": (4, 1, 16, 0, 0),
+    "g5.2xlarge": (8, 1, 32, 0, 0),
+    "g5.4xlarge": (16, 1, 64, 0, 0),
+    "g5.8xlarge": (32, 1, 128, 1, 0),
+    "g5.12xlarge": (48, 4, 192, 1, 0),
+    "g5.16xlarge": (64, 1, 256, 1, 0),
+    "g5.24xlarge": (96, 4, 384, 1, 0),
+    "g5.48xlarge": (192, 8, 768, 1, 0),
+    # NVIDIA L4
+    "g6.xlarge": (4, 1, 16, 0, 0),
+    "g6.2xlarge": (8, 1, 32, 0, 0),
+    "g6.4xlarge": (16, 1, 64, 0, 0),
+    "g6.8xlarge": (32, 1, 128, 1, 0),
+    "g6.12xlarge": (48, 4, 192, 1, 0),
+    "g6.16xlarge": (64, 1, 256, 1, 0),
+    "g6.24xlarge": (96, 4, 384, 1, 0),
+    "g6.48xlarge": (192, 8, 768, 1, 0),
+    # AWS Trainium
+    "trn1.2xlarge": (8, 0, 32, 0, 1),
+    "trn1.32xlarge": (128, 0, 512, 8, 16),
+    "trn1n.32xlarge": (128, 0, 512, 16, 16),
+}
+
+
+def _factory(itype: str) -> Callable[[], Resource]:
+    vcpu, gpu, mem_gib, efa, neuron = _INSTANCES[itype]
+
+    def make() -> Resource:
+        devices: dict[str, int] = {}
+        if efa:
+            devices[EFA_DEVICE] = efa
+        if neuron:
+            devices[NEURON_DEVICE] = neuron
+        return Resource(
+            cpu=vcpu,
+            gpu=gpu,
+            memMB=mem_gib * 1024,
+            capabilities={K8S_ITYPE: itype},
+            devices=devices,
+        )
+
+    make.__name__ = "aws_" + itype.replace(".", "_")
+    return make
+
+
+NAMED_RESOURCES: dict[str, Callable[[], Resource]] = {
+    f"aws_{itype}": _factory(itype) for itype in _INSTANCES
+}

@@ -1,0 +1,48 @@
+"""Hardware requirements of one replica: :class:`Resource`."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Resource:
+    """Hardware a single replica of a role asks for.
+
+    Attributes:
+        cpu: Number of logical CPUs (may be fractional on container schedulers).
+        gpu: Number of GPUs.
+        memMB: Memory in MiB.
+        capabilities: Scheduler-specific capabilities (for example the instance type a
+            named resource stands for); container schedulers turn them into node selectors.
+        devices: Extended devices and their counts, e.g. ``{"vpc.amazonaws.com/efa": 4}``.
+        tags: Free-form labels describing the resource (not interpreted by schedulers).
+    """
+
+    cpu: float
+    gpu: int
+    memMB: int
+    capabilities: dict[str, Any] = field(default_factory=dict)
+    devices: dict[str, int] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+
+    @staticmethod
+    def copy(original: Resource, **capabilities: Any) -> Resource:
+        """Returns a deep copy of ``original`` with ``capabilities`` added or replaced.
+
+        Args:
+            original: The resource to copy.
+            **capabilities: Capabilities to merge into the copy.
+
+        Returns:
+            The new resource.
+        """
+        res = copy.deepcopy(original)
+        res.capabilities.update(capabilities)
+        return res
+
+
+NULL_RESOURCE = Resource(cpu=-1, gpu=-1, memMB=-1)
+"""Placeholder for "the scheduler's default": every field is -1."""

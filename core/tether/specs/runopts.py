@@ -1,0 +1,348 @@
+"""Scheduler run options: :class:`runopts`, typed values, ``k=v`` parsing, StructuredOpts.
+
+A scheduler declares its options once, as a :class:`StructuredOpts` dataclass whose field
+docstrings are the help text; ``runopts`` is the runtime form used by the CLI (``tether
+runopts``), ``.tetherconfig`` and validation.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+import inspect
+import textwrap
+import types
+import typing
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar, Union
+
+CfgVal = str | int | float | bool | list[str] | dict[str, str] | None
+"""A run option value."""
+
+_SCALARS = (str, int, float, bool)
+
+
+def _type_name(t: Any) -> str:
+    if t is None or t is type(None):
+        return "None"
+    origin = typing.get_origin(t)
+    if origin in (list, dict):
+        return str(t).replace("typing.", "")
+    return getattr(t, "__name__", str(t))
+
+
+@dataclass
+class runopt:
+    """One run option.
+
+    Attributes:
+        default: Value used when the option is not given.
+        opt_type: ``str``, ``int``, ``float``, ``bool``, ``list[str]`` or ``dict[str, str]``.
+        is_required: Whether a value must be given.
+        help: One-line description.
+    """
+
+    default: CfgVal
+    opt_type: Any
+    is_required: bool
+    help: str
+
+    def type_name(self) -> str:
+        """The option's type as text."""
+        return _type_name(self.opt_type)
+
+
+def _matches(value: Any, t: Any) -> bool:
+    if value is None:
+        return True
+    origin = typing.get_origin(t)
+    if origin is list:
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        )
+    if t is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if t is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, t)
+
+
+class InvalidRunConfigException(ValueError):
+    """Raised when run options are missing, unknown or of the wrong type."""
+
+
+class runopts:
+    """The run options of a scheduler (or workspace), by name."""
+
+    def __init__(self) -> None:
+        self._opts: dict[str, runopt] = {}
+
+    def add(
+        self,
+        cfg_key: str,
+        type_: Any,
+        help: str,
+        default: CfgVal = None,
+        required: bool = False,
+    ) -> None:
+        """Declares an option.
+
+        Args:
+            cfg_key: The option's name.
+            type_: Its type (see :class:`runopt`).
+            help: One-line description.
+            default: Default value (must be None when ``required``).
+            required: Whether the user must give a value.
+
+        Raises:
+            ValueError: When the declaration is inconsistent.
+        """
+        if required and default is not None:
+            raise ValueError(f"run option {cfg_key!r} is required and cannot have a default")
+        if not _matches(default, type_):
+            raise TypeError(
+                f"run option {cfg_key!r}: default {default!r} is not a {_type_name(type_)}"
+            )
+        self._opts[cfg_key] = runopt(default, type_, required, help)
+
+    def update(self, other: runopts) -> None:
+        """Adds every option of ``other``.
+
+        Args:
+            other: More options.
+        """
+        self._opts.update(other._opts)
+
+    def get(self, name: str) -> runopt | None:
+        """The option called ``name``, or None."""
+        return self._opts.get(name)
+
+    def __iter__(self) -> Iterator[tuple[str, runopt]]:
+        return iter(self._opts.items())
+
+    def __len__(self) -> int:
+        return len(self._opts)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._opts
+
+    def resolve(self, cfg: Mapping[str, CfgVal], scheduler: str = "") -> dict[str, CfgVal]:
+        """Checks ``cfg`` and fills in defaults.
+
+        Args:
+            cfg: The user's options.
+            scheduler: Name used in error messages.
+
+        Returns:
+            A new dict with every declared option.
+
+        Raises:
+            InvalidRunConfigException: For an unknown option (with close matches), a missing
+                required one, or a value of the wrong type.
+        """
+        where = f" for scheduler {scheduler!r}" if scheduler else ""
+        known = list(self._opts)
+        for key in cfg:
+            if key not in self._opts:
+                close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
+                hint = f"; did you mean {', '.join(close)}?" if close else ""
+                raise InvalidRunConfigException(
+                    f"unknown run option {key!r}{where}{hint} "
+                    f"(allowed: {', '.join(known) or 'none'})"
+                )
+        out: dict[str, CfgVal] = {}
+        for key, opt in self._opts.items():
+            val = cfg.get(key, opt.default)
+            if val is None and opt.is_required:
+                raise InvalidRunConfigException(
+                    f"required run option {key!r}{where} is missing: {opt.help} "
+                    f"(pass -cfg {key}=... or set it under [{scheduler or 'scheduler'}] in "
+                    ".tetherconfig)"
+                )
+            if isinstance(val, str) and opt.opt_type is not str:
+                val = _convert(key, val, opt.opt_type)
+            if isinstance(val, int) and opt.opt_type is float and not isinstance(val, bool):
+                val = float(val)
+            if not _matches(val, opt.opt_type):
+                raise InvalidRunConfigException(
+                    f"run option {key!r}{where} expects {opt.type_name()}, got "
+                    f"{type(val).__name__} {val!r}"
+                )
+            out[key] = val
+        return out
+
+    def cfg_from_str(self, cfg_str: str) -> dict[str, CfgVal]:
+        """Parses ``k=v,k2=v2`` with each value converted to its option's type.
+
+        Lists are written ``a;b;c`` (commas also work when the next item has no ``=``), dicts
+        ``k:v;k2:v2``, booleans ``true/false/1/0/yes/no``.
+
+        Args:
+            cfg_str: The string from ``-cfg``.
+
+        Returns:
+            The parsed options (unknown keys are kept as strings and rejected by
+            :meth:`resolve`).
+
+        Raises:
+            InvalidRunConfigException: When an item has no ``=`` or a value cannot be converted.
+        """
+        out: dict[str, CfgVal] = {}
+        last: str | None = None
+        for item in _split_items(cfg_str):
+            key, sep, val = item.partition("=")
+            if not sep:
+                if last is not None and isinstance(out[last], list):
+                    cast = typing.cast(list[str], out[last])
+                    cast.extend(v for v in item.split(";") if v)
+                    continue
+                raise InvalidRunConfigException(
+                    f"run option {item!r} in {cfg_str!r} has no '=': write key=value,key2=value2"
+                )
+            key = key.strip()
+            opt = self._opts.get(key)
+            out[key] = _convert(key, val, opt.opt_type) if opt else val
+            last = key
+        return out
+
+
+def _split_items(s: str) -> list[str]:
+    return [p for p in (x.strip() for x in s.split(",")) if p]
+
+
+def _convert(key: str, val: str, t: Any) -> CfgVal:
+    origin = typing.get_origin(t)
+    try:
+        if t is bool:
+            low = val.strip().lower()
+            if low in ("true", "1", "yes", "y", "on"):
+                return True
+            if low in ("false", "0", "no", "n", "off"):
+                return False
+            raise ValueError(val)
+        if t is int:
+            return int(val)
+        if t is float:
+            return float(val)
+        if origin is list:
+            return [v for v in val.split(";") if v]
+        if origin is dict:
+            out: dict[str, str] = {}
+            for kv in val.split(";"):
+                if not kv:
+                    continue
+                k, sep, v = kv.partition(":")
+                if not sep:
+                    raise ValueError(kv)
+                out[k] = v
+            return out
+    except ValueError:
+        raise InvalidRunConfigException(
+            f"run option {key!r}: cannot read {val!r} as {_type_name(t)}"
+            + (" (write k1:v1;k2:v2)" if origin is dict else "")
+        ) from None
+    return val
+
+
+S = TypeVar("S", bound="StructuredOpts")
+
+
+_DOCS_CACHE: dict[type, dict[str, str]] = {}
+
+
+def _field_docs(cls: type) -> dict[str, str]:
+    """Reads the docstrings written under each annotated field of a dataclass."""
+    cached = _DOCS_CACHE.get(cls)
+    if cached is not None:
+        return cached
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if klass is object or not dataclasses.is_dataclass(klass):
+            continue
+        try:
+            src = textwrap.dedent(inspect.getsource(klass))
+        except (OSError, TypeError):
+            continue
+        body = ast.parse(src).body[0]
+        if not isinstance(body, ast.ClassDef):
+            continue
+        stmts = body.body
+        for i, node in enumerate(stmts[:-1]):
+            nxt = stmts[i + 1]
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and isinstance(nxt, ast.Expr)
+                and isinstance(nxt.value, ast.Constant)
+                and isinstance(nxt.value.value, str)
+            ):
+                docs[node.target.id] = " ".join(nxt.value.value.split())
+    _DOCS_CACHE[cls] = docs
+    return docs
+
+
+def _unwrap_optional(t: Any) -> Any:
+    origin = typing.get_origin(t)
+    if origin in (Union, types.UnionType):
+        args = [a for a in typing.get_args(t) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return t
+
+
+@dataclass
+class StructuredOpts:
+    """Base for a scheduler's options dataclass.
+
+    Declare each option as a field with a default (or none, for a required option) and a
+    docstring right below it; the docstring is the option's help text::
+
+        @dataclass
+        class MyOpts(StructuredOpts):
+            namespace: str = "default"
+            \"\"\"Namespace to submit to.\"\"\"
+    """
+
+    @classmethod
+    def as_runopts(cls) -> runopts:
+        """The options as :class:`runopts` (help from the field docstrings).
+
+        Returns:
+            The runopts.
+        """
+        docs = _field_docs(cls)
+        hints = typing.get_type_hints(cls)
+        opts = runopts()
+        for f in dataclasses.fields(cls):
+            t = _unwrap_optional(hints[f.name])
+            required = f.default is dataclasses.MISSING and (
+                f.default_factory is dataclasses.MISSING
+            )
+            default: CfgVal = None
+            if f.default is not dataclasses.MISSING:
+                default = typing.cast(CfgVal, f.default)
+            elif f.default_factory is not dataclasses.MISSING:
+                default = typing.cast(CfgVal, f.default_factory())
+            opts.add(f.name, t, docs.get(f.name, ""), default=default, required=required)
+        return opts
+
+    @classmethod
+    def from_cfg(cls: type[S], cfg: Mapping[str, CfgVal], scheduler: str = "") -> S:
+        """Builds the options object from a cfg mapping, validating it.
+
+        Args:
+            cfg: The run options.
+            scheduler: Name used in error messages.
+
+        Returns:
+            The options object.
+
+        Raises:
+            InvalidRunConfigException: As :meth:`runopts.resolve`.
+        """
+        resolved = cls.as_runopts().resolve(cfg, scheduler)
+        return cls(**resolved)

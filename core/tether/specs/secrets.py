@@ -1,0 +1,70 @@
+"""Masking of secrets: env values whose names look like tokens, passwords or keys.
+
+Dry-runs, describes and log prefixes never print these values; they show ``****`` instead.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+MASK = "****"
+
+_SECRET_NAME = re.compile(
+    r"(TOKEN|PASSWORD|PASSWD|PASSPHRASE|SECRET|CREDENTIAL|PRIVATE|(^|_)KEY$|_KEY_|APIKEY|"
+    r"ACCESS_KEY|AUTH|SESSION|COOKIE|SIGNATURE|DSN)",
+    re.IGNORECASE,
+)
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether an environment variable name looks like it holds a secret.
+
+    Args:
+        name: The variable name, e.g. ``HF_TOKEN`` or ``AWS_SECRET_ACCESS_KEY``.
+
+    Returns:
+        True if its value must not be printed.
+    """
+    return bool(_SECRET_NAME.search(name))
+
+
+def mask_env(env: Mapping[str, str]) -> dict[str, str]:
+    """Returns a copy of ``env`` with secret values replaced by ``****``.
+
+    Args:
+        env: Environment variables.
+
+    Returns:
+        The masked copy.
+    """
+    return {k: (MASK if is_secret_name(k) and v else v) for k, v in env.items()}
+
+
+def secret_values(envs: Iterable[Mapping[str, str]]) -> list[str]:
+    """Collects the values of secret-looking variables of several environments.
+
+    Args:
+        envs: Environments to scan.
+
+    Returns:
+        The distinct non-empty secret values, longest first.
+    """
+    vals = {v for env in envs for k, v in env.items() if v and is_secret_name(k)}
+    return sorted(vals, key=len, reverse=True)
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """Replaces every occurrence of each secret in ``text`` with ``****``.
+
+    Args:
+        text: Text to print (a rendered request, a log line).
+        secrets: Values to hide.
+
+    Returns:
+        The redacted text.
+    """
+    for s in secrets:
+        if s:
+            text = text.replace(s, MASK)
+    return text

@@ -1,0 +1,1 @@
+"""Small helpers shared by several layers (no third-party imports)."""

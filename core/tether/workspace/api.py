@@ -1,0 +1,140 @@
+"""The workspace model and the mixin schedulers use to build and ship it.
+
+A :class:`Workspace` maps local project directories to paths inside the job
+(``{"./": ""}`` ships the current directory as the job's root). Schedulers that can ship code
+mix in :class:`WorkspaceMixin`: ``local_cwd`` simply runs the replicas in the directory;
+container backends build an image layer from it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from tether.specs import CfgVal, runopts
+
+if TYPE_CHECKING:
+    from tether.specs import Role
+
+T = TypeVar("T")
+
+IGNORE_FILE = ".tetherignore"
+
+
+@dataclass
+class Workspace:
+    """Local directories to ship with a role.
+
+    Attributes:
+        projects: Local path to destination path (relative to the job's root; ``""`` is the
+            root itself).
+    """
+
+    projects: dict[str, str] = field(default_factory=dict)
+
+    def is_unmapped_single_project(self) -> bool:
+        """True when the workspace is one directory shipped as the job's root."""
+        return len(self.projects) == 1 and not next(iter(self.projects.values()))
+
+    @staticmethod
+    def from_str(workspace: str | None) -> Workspace | None:
+        """Parses ``DIR`` or ``SRC:DST[,SRC2:DST2]`` (the CLI's ``--workspace``).
+
+        Args:
+            workspace: The string (None or empty means no workspace).
+
+        Returns:
+            The workspace, or None.
+
+        Raises:
+            ValueError: When a source directory does not exist.
+        """
+        if not workspace:
+            return None
+        projects: dict[str, str] = {}
+        for part in workspace.split(","):
+            src, _, dst = part.partition(":")
+            src = os.path.expanduser(src.strip())
+            if not os.path.isdir(src):
+                raise ValueError(
+                    f"workspace directory {src!r} does not exist (from --workspace {workspace!r})"
+                )
+            projects[src] = dst.strip()
+        return Workspace(projects)
+
+    def __str__(self) -> str:
+        if self.is_unmapped_single_project():
+            return next(iter(self.projects))
+        return ",".join(f"{k}:{v}" for k, v in self.projects.items())
+
+
+def _ignore_patterns(root: str) -> list[str]:
+    path = os.path.join(root, IGNORE_FILE)
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [ln.strip() for ln in f if ln.strip() and not ln.startswith("#")]
+
+
+def walk_workspace(root: str) -> Iterator[str]:
+    """Yields the files of a workspace directory, relative to it, honouring ``.tetherignore``.
+
+    Args:
+        root: The directory.
+
+    Yields:
+        Relative file paths.
+    """
+    patterns = [*_ignore_patterns(root), ".git", "__pycache__", "*.pyc"]
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root)
+        dirnames[:] = [
+            d
+            for d in dirnames
+            if not any(fnmatch.fnmatch(d, p) or fnmatch.fnmatch(
+                os.path.normpath(os.path.join(rel_dir, d)), p) for p in patterns)
+        ]
+        for name in filenames:
+            rel = os.path.normpath(os.path.join(rel_dir, name))
+            if not any(fnmatch.fnmatch(name, p) or fnmatch.fnmatch(rel, p) for p in patterns):
+                yield rel
+
+
+class WorkspaceMixin(Generic[T]):
+    """Mixed into schedulers that build and ship workspaces.
+
+    Subclasses implement :meth:`caching_build_workspace_and_update_role`; the Runner calls
+    :meth:`build_workspaces` before rendering the request.
+    """
+
+    def workspace_opts(self) -> runopts:
+        """Extra run options the workspace build takes (none by default)."""
+        return runopts()
+
+    def caching_build_workspace_and_update_role(
+        self, role: Role, cfg: Mapping[str, CfgVal], build_cache: dict[object, object]
+    ) -> None:
+        """Builds ``role.workspace`` and points the role at the result (image, cwd...).
+
+        Implementations must reuse ``build_cache`` so roles sharing a workspace build once.
+
+        Args:
+            role: The role to update in place.
+            cfg: Resolved run options.
+            build_cache: Shared between the roles of one submission.
+        """
+
+    def build_workspaces(self, roles: list[Role], cfg: Mapping[str, CfgVal]) -> None:
+        """Builds every role's workspace (once per distinct workspace).
+
+        Args:
+            roles: The app's roles (updated in place).
+            cfg: Resolved run options.
+        """
+        cache: dict[object, Any] = {}
+        for role in roles:
+            if role.workspace is not None:
+                self.caching_build_workspace_and_update_role(role, cfg, cache)
