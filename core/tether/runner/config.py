@@ -27,6 +27,7 @@ ones in ``$HOME``.
 
 from __future__ import annotations
 
+import ast
 import configparser
 import os
 from collections.abc import Mapping
@@ -150,7 +151,11 @@ def _read(path: str) -> dict[str, dict[str, str]]:
         ) from None
     except configparser.ParsingError as e:
         lineno, line = e.errors[0] if e.errors else (0, "")
-        raise ConfigError(f"{path}:{lineno}: cannot parse line {line.strip()!r} (use key = value)"
+        try:  # configparser stores the repr() of the offending line
+            text = str(ast.literal_eval(line))
+        except (ValueError, SyntaxError):
+            text = str(line)
+        raise ConfigError(f"{path}:{lineno}: cannot parse line {text.strip()!r} (use key = value)"
                           ) from None
     except configparser.DuplicateOptionError as e:
         raise ConfigError(f"{path}:{e.lineno}: key {e.option!r} repeated in [{e.section}]"

@@ -1,0 +1,100 @@
+"""Run options: declaration, parsing of ``k=v`` strings, validation, StructuredOpts help."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from tether.specs import InvalidRunConfigException, StructuredOpts, runopts
+
+
+@dataclass
+class DemoOpts(StructuredOpts):
+    namespace: str = "default"
+    """Namespace to submit to."""
+    queue: str | None = None
+    """Queue   name,
+    spread over lines."""
+    retries: int = 2
+    """How often."""
+    ratio: float = 0.5
+    """A fraction."""
+    dry: bool = False
+    """Skip things."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """Extra labels."""
+    hosts: list[str] = field(default_factory=list)
+    """Hosts."""
+
+
+@dataclass
+class Required(StructuredOpts):
+    cluster: str
+    """Cluster to use."""
+
+
+def test_structured_opts_help_from_docstrings() -> None:
+    opts = DemoOpts.as_runopts()
+    assert opts.get("namespace").help == "Namespace to submit to."  # type: ignore[union-attr]
+    assert opts.get("queue").help == "Queue name, spread over lines."  # type: ignore[union-attr]
+    assert opts.get("retries").default == 2  # type: ignore[union-attr]
+
+
+def test_cfg_from_str_types() -> None:
+    opts = DemoOpts.as_runopts()
+    cfg = opts.cfg_from_str("retries=5,ratio=2,dry=yes,labels=a:1;b:2,hosts=h1;h2,queue=q")
+    assert cfg == {
+        "retries": 5, "ratio": 2.0, "dry": True, "labels": {"a": "1", "b": "2"},
+        "hosts": ["h1", "h2"], "queue": "q",
+    }
+    # a comma-continued list
+    assert opts.cfg_from_str("hosts=h1,h2,dry=0") == {"hosts": ["h1", "h2"], "dry": False}
+
+
+def test_from_cfg_fills_defaults() -> None:
+    o = DemoOpts.from_cfg({"retries": 1})
+    assert (o.namespace, o.retries, o.labels) == ("default", 1, {})
+
+
+@pytest.mark.parametrize(
+    ("cfg", "needle"),
+    [
+        ({"namespce": "x"}, "unknown run option 'namespce' for scheduler 'demo'; did you mean namespace?"),
+        ({"retries": "many"}, "cannot read 'many' as int"),
+        ({"retries": 1.5}, "expects int, got float"),
+        ({"hosts": "a"}, None),
+    ],
+)
+def test_resolve_errors(cfg: dict[str, object], needle: str | None) -> None:
+    opts = DemoOpts.as_runopts()
+    if needle is None:
+        assert opts.resolve(cfg, "demo")["hosts"] == ["a"]  # type: ignore[arg-type]
+        return
+    with pytest.raises(InvalidRunConfigException) as ei:
+        opts.resolve(cfg, "demo")  # type: ignore[arg-type]
+    assert needle in str(ei.value)
+
+
+def test_required_option_missing() -> None:
+    with pytest.raises(InvalidRunConfigException, match="required run option 'cluster'"):
+        Required.from_cfg({}, "slurm")
+    assert Required.from_cfg({"cluster": "c1"}).cluster == "c1"
+
+
+def test_bad_items() -> None:
+    opts = DemoOpts.as_runopts()
+    with pytest.raises(InvalidRunConfigException, match="has no '='"):
+        opts.cfg_from_str("retries")
+    with pytest.raises(InvalidRunConfigException, match="write k1:v1;k2:v2"):
+        opts.cfg_from_str("labels=novalue")
+    with pytest.raises(InvalidRunConfigException, match="cannot read 'maybe' as bool"):
+        opts.cfg_from_str("dry=maybe")
+
+
+def test_declaration_errors() -> None:
+    o = runopts()
+    with pytest.raises(ValueError, match="required and cannot have a default"):
+        o.add("x", str, "h", default="a", required=True)
+    with pytest.raises(TypeError, match="is not a int"):
+        o.add("y", int, "h", default="a")
