@@ -1,0 +1,256 @@
+"""The benchmark harness: tether against the reference implementation (torchx-nightly).
+
+``make bench`` runs every case with warm-up and alternation and writes
+``benchmarks/results/latest.{json,md}``; ``make bench-smoke`` runs each case once with tiny
+inputs (seconds) so the harness cannot rot. The harness reports; it never fails a build
+because of a number (it exits non-zero only when it cannot run at all).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import (  # noqa: E402
+    CaseResult,
+    Measurement,
+    Sample,
+    alternate,
+    machine,
+    run_cmd,
+    write_results,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "benchmarks"
+TETHER_BIN = ROOT / ".venv" / "bin"
+REF_VENV = ROOT / ".venv-bench-ref"
+REF_BIN = REF_VENV / "bin"
+SCRIPTS = BENCH / "scripts"
+
+
+def ensure_reference(offline_ok: bool) -> bool:
+    """Creates the reference venv when missing. Returns whether it is usable."""
+    if (REF_BIN / "torchx").exists():
+        return True
+    try:
+        subprocess.run([sys.executable, "-m", "venv", str(REF_VENV)], check=True)
+        subprocess.run(
+            [str(REF_BIN / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+             "-r", str(BENCH / "requirements-reference.txt")],
+            check=True,
+        )
+        return True
+    except subprocess.CalledProcessError as e:
+        if offline_ok:
+            print(f"[bench] reference implementation unavailable ({e}); tether-only numbers")
+            return False
+        raise
+
+
+class Ctx:
+    """Settings shared by the cases."""
+
+    def __init__(self, smoke: bool, have_ref: bool, work: Path) -> None:
+        self.smoke = smoke
+        self.have_ref = have_ref
+        self.work = work
+        self.repeats = 1 if smoke else 7
+        self.warmup = 0 if smoke else 1
+
+    def env(self, impl: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env["TETHER_STATE_DIR"] = str(self.work / f"state-{impl}")
+        env.pop("TETHERCONFIG", None)
+        return env
+
+
+def _cli_case(ctx: Ctx, name: str, desc: str, tether_args: list[str],
+              ref_args: list[str] | None, note: str = "") -> CaseResult:
+    cwd = ctx.work / "cwd"
+    cwd.mkdir(exist_ok=True)
+
+    def runner(binary: Path, args: list[str], impl: str) -> Callable[[], Sample]:
+        def fn() -> Sample:
+            wall, rss, rc, out = run_cmd([str(binary), *args], cwd=str(cwd), env=ctx.env(impl))
+            if rc != 0:
+                raise RuntimeError(f"{impl} {' '.join(args)} exited {rc}:\n{out}")
+            return {"wall_s": wall, "rss": rss}
+        return fn
+
+    impls = {"tether": runner(TETHER_BIN / "tether", tether_args, "tether")}
+    if ctx.have_ref and ref_args is not None:
+        impls["torchx"] = runner(REF_BIN / "torchx", ref_args, "torchx")
+    samples = alternate(impls, ctx.repeats, ctx.warmup)
+    ms = []
+    for impl, ss in samples.items():
+        m = Measurement(impl, "wall time", "s")
+        m.values = [s["wall_s"] for s in ss]
+        m.peak_rss_mb = [s["rss"] for s in ss]
+        ms.append(m)
+    return CaseResult(name, desc, ms, note=note)
+
+
+def _script_case(ctx: Ctx, name: str, desc: str, script_args: list[str],
+                 metrics: dict[str, tuple[str, str, Callable[[dict[str, float]], float]]],
+                 lower_is_better: bool = True, note: str = "") -> CaseResult:
+    def runner(python: Path, impl: str) -> Callable[[], Sample]:
+        def fn() -> Sample:
+            wall, rss, rc, out = run_cmd(
+                [str(python), str(SCRIPTS / "api_bench.py"), "--impl", impl, *script_args],
+                env=ctx.env(impl), timeout=900,
+            )
+            if rc != 0:
+                raise RuntimeError(f"{impl} {name} exited {rc}:\n{out}")
+            data = json.loads(out.strip().splitlines()[-1])
+            data["__rss"] = rss
+            return data
+        return fn
+
+    impls = {"tether": runner(TETHER_BIN / "python", "tether")}
+    if ctx.have_ref:
+        impls["torchx"] = runner(REF_BIN / "python", "torchx")
+    samples = alternate(impls, ctx.repeats if not ctx.smoke else 1, ctx.warmup)
+    ms = []
+    for impl, ss in samples.items():
+        for metric, (unit, _, fn) in metrics.items():
+            m = Measurement(impl, metric, unit)
+            m.values = [fn(s) for s in ss]
+            m.peak_rss_mb = [s["__rss"] for s in ss]
+            ms.append(m)
+    return CaseResult(name, desc, ms, lower_is_better=lower_is_better, note=note)
+
+
+def case_cli(ctx: Ctx) -> list[CaseResult]:
+    return [
+        _cli_case(ctx, "cli --help", "CLI start: `--help`", ["--help"], ["--help"]),
+        _cli_case(ctx, "cli builtins", "CLI start: `builtins`", ["builtins"], ["builtins"]),
+        _cli_case(ctx, "dryrun local_cwd", "`run --dryrun -s local_cwd utils.echo --msg hi`",
+                  ["run", "--dryrun", "-s", "local_cwd", "utils.echo", "--msg", "hi"],
+                  ["run", "--dryrun", "-s", "local_cwd", "utils.echo", "--msg", "hi"]),
+        _cli_case(ctx, "run local_cwd", "a real `run -s local_cwd utils.echo --msg hi` until exit",
+                  ["run", "--wait", "-s", "local_cwd", "utils.echo", "--msg", "hi"],
+                  ["run", "-s", "local_cwd", "utils.echo", "--msg", "hi"],
+                  note="torchx `run` waits for local schedulers by itself; tether with --wait"),
+        _cli_case(
+            ctx, "dryrun kubernetes", "`run --dryrun -s kubernetes dist.ddp -j 2x2 --script "
+            "train.py`, offline (no cluster, no kubeconfig)",
+            ["run", "--dryrun", "-s", "kubernetes", "dist.ddp", "-j", "2x2", "--script",
+             "train.py"],
+            ["run", "--dryrun", "-s", "kubernetes", "-cfg", "queue=default", "--workspace", "",
+             "dist.ddp", "-j", "2x2", "--script", "train.py"],
+            note="torchx needs -cfg queue=default (its Volcano queue is required) and "
+            "--workspace '' (else it builds a Docker image); tether renders plain Jobs offline",
+        ),
+    ]
+
+
+def case_latency(ctx: Ctx) -> list[CaseResult]:
+    return [_script_case(
+        ctx, "completion latency", "from the job's last process exiting to `wait` returning "
+        "(wait_interval=1 for both)",
+        ["--case", "latency"], {"latency": ("s", "", lambda d: d["latency_s"])},
+    )]
+
+
+def case_logs(ctx: Ctx) -> list[CaseResult]:
+    size_mb = 8 if ctx.smoke else 1024
+    big = ctx.work / f"big-{size_mb}.log"
+    if not big.exists():
+        line = b"step=000123 loss=0.123456 lr=0.000100 tokens/s=123456.7 some more payload\n"
+        chunk = line * (1024 * 1024 // len(line) + 1)
+        with big.open("wb") as f:
+            for _ in range(size_mb):
+                f.write(chunk[: 1024 * 1024])
+    nbytes = big.stat().st_size
+    res = _script_case(
+        ctx, "log throughput", f"`log_iter` over a {size_mb} MiB log of a finished replica",
+        ["--case", "logs", "--big", str(big)],
+        {
+            "lines/s": ("lines/s", "", lambda d: d["lines"] / d["seconds"]),
+            "MB/s": ("MB/s", "", lambda d: nbytes / 1e6 / d["seconds"]),
+        },
+        lower_is_better=False,
+    )
+    # the physical floor: cat of the same file
+    floor_mb = Measurement("cat (floor)", "MB/s", "MB/s")
+    for _ in range(max(ctx.repeats // 2, 1)):
+        start = time.perf_counter()
+        with open(os.devnull, "wb") as devnull:
+            subprocess.run(["cat", str(big)], stdout=devnull, check=True)
+        floor_mb.values.append(nbytes / 1e6 / (time.perf_counter() - start))
+    res.measurements.append(floor_mb)
+    return [res]
+
+
+def case_replicas(ctx: Ctx) -> list[CaseResult]:
+    count = 4 if ctx.smoke else 32
+    return [_script_case(
+        ctx, "launch replicas", f"launching {count} replicas on local_cwd until all RUNNING",
+        ["--case", "replicas", "--count", str(count)],
+        {"time to all RUNNING": ("s", "", lambda d: d["seconds"])},
+    )]
+
+
+def case_adapters(ctx: Ctx) -> list[CaseResult]:
+    from adapters_bench import adapter_cases
+
+    return adapter_cases(ctx.smoke, ctx.repeats, ctx.warmup, TETHER_BIN / "python", ctx.work)
+
+
+CASES: dict[str, Callable[[Ctx], list[CaseResult]]] = {
+    "cli": case_cli,
+    "latency": case_latency,
+    "logs": case_logs,
+    "replicas": case_replicas,
+    "adapters": case_adapters,
+}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--smoke", action="store_true", help="each case once, tiny inputs")
+    ap.add_argument("--only", nargs="*", choices=list(CASES), help="run only these cases")
+    ap.add_argument("--no-reference", action="store_true", help="tether only")
+    args = ap.parse_args()
+
+    have_ref = False if args.no_reference else ensure_reference(offline_ok=True)
+    info = machine()
+    print(f"[bench] machine: {info}")
+    results: list[CaseResult] = []
+    failures = 0
+    with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
+        ctx = Ctx(args.smoke, have_ref, Path(tmp))
+        for name, fn in CASES.items():
+            if args.only and name not in args.only:
+                continue
+            print(f"[bench] case {name} ...", flush=True)
+            try:
+                for r in fn(ctx):
+                    results.append(r)
+                    for m in r.measurements:
+                        s = m.summary()
+                        print(f"[bench]   {r.name} | {m.impl:12s} {m.metric}: median "
+                              f"{s['median']:.4g} {m.unit} (min {s['min']:.4g}, max "
+                              f"{s['max']:.4g}, n={s['n']}, peak RSS {s['peak_rss_mb']} MiB)")
+            except Exception:  # noqa: BLE001 - report and go on: the harness never fails a build
+                failures += 1
+                print(f"[bench] case {name} could not run:\n{traceback.format_exc()}")
+    md = write_results(results, BENCH / "results", info, args.smoke)
+    print(f"[bench] wrote {md} and {md.with_suffix('.json')}")
+    # exit non-zero only when nothing could be measured (a rotten harness)
+    return 1 if not results else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
