@@ -14,8 +14,9 @@ import tether.schedulers as reg
 def test_importing_the_registry_imports_no_backend() -> None:
     code = (
         "import sys, tether.schedulers, tether.runner; "
-        "bad=[m for m in sys.modules if m.startswith(('tether.schedulers.local','tether.schedulers.kube',"
-        "'kubernetes','boto3','airflow','prefect','kfp','mlflow','torch'))]; print(bad)"
+        "bad=[m for m in sys.modules if m.startswith(('tether.schedulers.local',"
+        "'tether.schedulers.kube','kubernetes','boto3','airflow','prefect','kfp','mlflow',"
+        "'torch'))]; print(bad)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -23,7 +24,7 @@ def test_importing_the_registry_imports_no_backend() -> None:
 
 def test_default_is_local_cwd() -> None:
     assert reg.get_default_scheduler_name() == "local_cwd"
-    assert list(reg.get_scheduler_factories())[0] == "local_cwd"
+    assert next(iter(reg.get_scheduler_factories())) == "local_cwd"
 
 
 def test_unknown_scheduler_suggests() -> None:

@@ -60,7 +60,10 @@ def test_from_cfg_fills_defaults() -> None:
 @pytest.mark.parametrize(
     ("cfg", "needle"),
     [
-        ({"namespce": "x"}, "unknown run option 'namespce' for scheduler 'demo'; did you mean namespace?"),
+        (
+            {"namespce": "x"},
+            "unknown run option 'namespce' for scheduler 'demo'; did you mean namespace?",
+        ),
         ({"retries": "many"}, "cannot read 'many' as int"),
         ({"retries": 1.5}, "expects int, got float"),
         ({"hosts": "a"}, None),

@@ -33,6 +33,13 @@ from tether.specs import (
     runopts,
 )
 from tether.specs.status import is_terminal
+from tether.tracker.api import (
+    ENV_APP_NAME,
+    ENV_JOB_ID,
+    ENV_PARENT_RUN_ID,
+    ENV_TRACKERS,
+    tracker_config_env,
+)
 from tether.tracker.outputs import ENV_OUTPUTS_URL, outputs_root, outputs_url, read_outputs
 from tether.workspace import Workspace
 
@@ -43,22 +50,7 @@ log: logging.Logger = logging.getLogger(__name__)
 
 DEFAULT_SESSION = "tether"
 
-ENV_JOB_ID = "TETHER_JOB_ID"
-ENV_PARENT_RUN_ID = "TETHER_PARENT_RUN_ID"
-ENV_TRACKERS = "TETHER_TRACKERS"
 ENV_JOB_KEY = "TETHER_JOB_KEY"
-
-
-def tracker_config_env(name: str) -> str:
-    """The env var holding a tracker's config: ``TETHER_TRACKER_<NAME>_CONFIG``.
-
-    Args:
-        name: The tracker's name.
-
-    Returns:
-        The variable name.
-    """
-    return f"TETHER_TRACKER_{name.upper().replace('-', '_').replace('.', '_')}_CONFIG"
 
 
 class UnknownAppError(LookupError):
@@ -270,6 +262,7 @@ class Runner:
         )
         for role in app.roles:
             role.env.setdefault(ENV_JOB_ID, job_id)
+            role.env.setdefault(ENV_APP_NAME, app.name)
             role.env.setdefault(ENV_OUTPUTS_URL, out_url)
             if parent:
                 role.env.setdefault(ENV_PARENT_RUN_ID, parent)

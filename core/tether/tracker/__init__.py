@@ -1,0 +1,82 @@
+"""Tracking: metadata, artifacts, sources and lineage of runs, and job outputs.
+
+Inside a job, :meth:`AppRun.run_from_env` gives the run of the job (its id is the app handle,
+``$TETHER_JOB_ID``) writing to the backends named by ``$TETHER_TRACKERS`` (or
+``.tetherconfig``). Backends implement :class:`TrackerBase` and are registered in the
+``tether.tracker`` entry-point group; ``fsspec`` and ``mlflow`` are built in. Outside a job,
+:func:`list_jobs`, :func:`list_metadata`, :func:`list_artifacts`, :func:`lineage` and
+:func:`format_lineage_tree` read the runs back (``tether tracker list ...``).
+
+Importing this package imports no backend, fsspec or MLflow.
+"""
+
+from tether.tracker.api import (
+    ENV_APP_NAME,
+    ENV_JOB_ID,
+    ENV_PARENT_RUN_ID,
+    ENV_TRACKERS,
+    Lineage,
+    TrackerArtifact,
+    TrackerBase,
+    TrackerSource,
+    build_lineage,
+    tracker_config_env,
+)
+from tether.tracker.app_run import AppRun, app_run_from_env
+from tether.tracker.outputs import ENV_OUTPUTS_URL, read_outputs, write_output
+from tether.tracker.query import (
+    TrackerNotConfiguredError,
+    UnknownArtifactError,
+    UnknownRunError,
+    format_lineage_tree,
+    lineage,
+    list_artifacts,
+    list_jobs,
+    list_metadata,
+    tracker_backends,
+)
+from tether.tracker.registry import (
+    BUILTIN_TRACKERS,
+    ENTRY_POINT_GROUP,
+    TrackerRegistryError,
+    UnknownTrackerError,
+    build_trackers,
+    get_tracker_factories,
+    get_tracker_factory,
+)
+from tether.tracker.settings import configured_trackers
+
+__all__ = [
+    "BUILTIN_TRACKERS",
+    "ENTRY_POINT_GROUP",
+    "ENV_APP_NAME",
+    "ENV_JOB_ID",
+    "ENV_OUTPUTS_URL",
+    "ENV_PARENT_RUN_ID",
+    "ENV_TRACKERS",
+    "AppRun",
+    "Lineage",
+    "TrackerArtifact",
+    "TrackerBase",
+    "TrackerNotConfiguredError",
+    "TrackerRegistryError",
+    "TrackerSource",
+    "UnknownArtifactError",
+    "UnknownRunError",
+    "UnknownTrackerError",
+    "app_run_from_env",
+    "build_lineage",
+    "build_trackers",
+    "configured_trackers",
+    "format_lineage_tree",
+    "get_tracker_factories",
+    "get_tracker_factory",
+    "lineage",
+    "list_artifacts",
+    "list_jobs",
+    "list_metadata",
+    "read_outputs",
+    "tracker_backends",
+    "tracker_config_env",
+    "write_output",
+]

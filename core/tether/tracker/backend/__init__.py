@@ -1,0 +1,1 @@
+"""Built-in tracker backends (imported lazily through :mod:`tether.tracker.registry`)."""
