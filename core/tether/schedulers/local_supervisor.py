@@ -1,0 +1,883 @@
+"""The per-app supervisor of ``local_cwd``: starts the replicas, tees their logs, reaps them.
+
+``LocalScheduler.schedule`` starts one supervisor per app::
+
+    python -m tether.schedulers.local_supervisor <state.json> [--ready-fd N]
+
+The supervisor detaches (it forks once more, so it is nobody's child and survives the
+launcher), runs in its own session (a terminal's Ctrl-C never reaches it) and:
+
+* starts every replica as a subprocess in its own process group, with stdin from
+  ``/dev/null`` and stdout/stderr piped back;
+* tees each stream into ``stdout.log``/``stderr.log`` (raw bytes) and ``combined.log``
+  (whole lines), keeping a time index next to each (see
+  :class:`~tether.schedulers.local_state.LogIndexWriter`);
+* reaps exit codes, applies the roles' retry policies, and writes the app's record
+  atomically after every change;
+* on SIGTERM (a cancel) stops every replica: SIGTERM to each process group, SIGKILL after the
+  grace period;
+* is a child subreaper, so processes that escape their replica's group are reparented to it
+  and stopped when the app ends;
+* exits once the app reached a final state. It writes ``R`` to ``--ready-fd`` once the
+  replicas were recorded as started (or the app already ended).
+
+When a replica's main process exits, what is left of its process group is stopped, as a
+container runtime stops a container whose main process exited.
+
+This module also holds the process helpers the scheduler uses from other processes
+(liveness with pid-reuse guards, stopping process groups).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import fcntl
+import logging
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import NoReturn
+
+from tether.schedulers.local_state import (
+    INDEX_SUFFIX,
+    AppRecord,
+    LogIndexWriter,
+    ReplicaRecord,
+    StateStore,
+    app_from_json,
+)
+from tether.specs import AppState, RetryPolicy, Role
+
+log = logging.getLogger("tether.local_supervisor")
+
+READ_CHUNK = 1024 * 1024
+"""Bytes read from a replica's pipe at a time."""
+PIPE_SIZE = 1024 * 1024
+"""Capacity asked for the replicas' pipes (fewer wake-ups for chatty replicas; Linux only)."""
+MAX_PARTIAL_LINE = 1024 * 1024
+"""A line longer than this is split in ``combined.log`` (so memory stays bounded)."""
+DRAIN_AFTER_KILL_S = 1.0
+"""After SIGKILL, how long the pipes may still deliver data before they are closed."""
+STDERR_TAIL_LINES = 10
+"""Lines of stderr quoted in a failure message."""
+RESTART_MARKER = "[tether] "
+
+# ---- process helpers (also used by the scheduler from other processes) -------------------
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    """The fields of ``/proc/<pid>/stat`` tether needs.
+
+    Attributes:
+        pid: The process id.
+        state: One-letter state (``R``, ``S``, ``Z`` for a zombie...).
+        ppid: The parent's pid.
+        pgid: The process group id.
+        start_time: Start time in clock ticks since boot (with ``pid``, a unique identity).
+    """
+
+    pid: int
+    state: str
+    ppid: int
+    pgid: int
+    start_time: int
+
+    @property
+    def dead(self) -> bool:
+        """Whether the process exited (a zombie or being reaped)."""
+        return self.state in ("Z", "X", "x")
+
+
+def _has_proc() -> bool:
+    return os.path.isdir("/proc/self")
+
+
+def read_stat(pid: int) -> ProcStat | None:
+    """Reads ``/proc/<pid>/stat``.
+
+    Args:
+        pid: The process id.
+
+    Returns:
+        The stat, or None when there is no such process (or no /proc).
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    rest = data[data.rfind(b")") + 2 :].split()
+    try:
+        return ProcStat(pid, rest[0].decode(), int(rest[1]), int(rest[2]), int(rest[19]))
+    except (IndexError, ValueError):
+        return None
+
+
+def start_time_of(pid: int) -> int | None:
+    """The kernel start time of ``pid`` (None when unknown)."""
+    st = read_stat(pid)
+    return st.start_time if st is not None else None
+
+
+def pid_alive(pid: int, start_time: int | None = None) -> bool:
+    """Whether the process ``pid`` runs (zombies count as dead).
+
+    Args:
+        pid: The process id.
+        start_time: Its recorded start time; a process with another start time is a reuse of
+            the pid and counts as dead.
+
+    Returns:
+        True if it is alive.
+    """
+    if not _has_proc():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    st = read_stat(pid)
+    if st is None or st.dead:
+        return False
+    return start_time is None or st.start_time == start_time
+
+
+def all_stats() -> list[ProcStat]:
+    """The stat of every process visible in ``/proc``."""
+    out: list[ProcStat] = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return out
+    for name in names:
+        if name.isdigit():
+            st = read_stat(int(name))
+            if st is not None:
+                out.append(st)
+    return out
+
+
+def signal_group(pgid: int, sig: int) -> bool:
+    """Sends ``sig`` to the process group ``pgid``.
+
+    Args:
+        pgid: The process group id.
+        sig: The signal.
+
+    Returns:
+        True if the group exists (the signal was delivered to at least one member).
+    """
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether the process group ``pgid`` has a live (non-zombie) member.
+
+    Args:
+        pgid: The process group id.
+
+    Returns:
+        True if a member is alive.
+    """
+    if not signal_group(pgid, 0):
+        return False
+    if not _has_proc():
+        return True
+    return any(s.pgid == pgid and not s.dead for s in all_stats())
+
+
+def group_is_ours(pgid: int, start_time: int | None) -> bool:
+    """Whether the group ``pgid`` is still the one a replica started (pid-reuse guard).
+
+    A replica's pid is its group id. While the leader lives, its start time identifies it;
+    once it is gone, the kernel keeps the id reserved as long as any member of the group
+    lives, so the group's survivors are the replica's.
+
+    Args:
+        pgid: The replica's pid (= its process group id).
+        start_time: The replica's recorded start time.
+
+    Returns:
+        False when the id now belongs to an unrelated process.
+    """
+    st = read_stat(pgid)
+    if st is None or st.dead:
+        return True
+    return start_time is None or st.start_time == start_time
+
+
+def stop_groups(groups: Iterable[tuple[int, int | None]], grace: float) -> None:
+    """Stops process groups: SIGTERM, then SIGKILL for those still alive after ``grace``.
+
+    Blocks until every group is gone or was sent SIGKILL (and had a moment to die).
+
+    Args:
+        groups: ``(pgid, leader start time)`` pairs; groups whose id was reused are skipped.
+        grace: Seconds between SIGTERM and SIGKILL.
+    """
+    live = [pg for pg, st in groups if group_is_ours(pg, st) and signal_group(pg, signal.SIGTERM)]
+    deadline = time.monotonic() + grace
+    while live and time.monotonic() < deadline:
+        time.sleep(0.02)
+        live = [pg for pg in live if group_alive(pg)]
+    for pg in live:
+        signal_group(pg, signal.SIGKILL)
+    deadline = time.monotonic() + DRAIN_AFTER_KILL_S
+    while live and time.monotonic() < deadline:
+        live = [pg for pg in live if group_alive(pg)]
+        if live:
+            time.sleep(0.01)
+
+
+def exit_description(code: int) -> str:
+    """``exited with code 3`` or ``was killed by signal SIGKILL (exit code -9)``.
+
+    Args:
+        code: A return code (negative: the signal that killed the process).
+
+    Returns:
+        The description.
+    """
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"was killed by signal {name} (exit code {code})"
+    return f"exited with code {code}"
+
+
+def stderr_tail(path: str, lines: int = STDERR_TAIL_LINES, max_bytes: int = 16384) -> str:
+    """The last ``lines`` lines of a log file (decoded with replacement).
+
+    Args:
+        path: The log.
+        lines: How many lines.
+        max_bytes: How much of the file's end to read.
+
+    Returns:
+        The lines joined with ``\\n`` (empty when there are none).
+    """
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - max_bytes))
+            data = f.read()
+    except OSError:
+        return ""
+    text = data.decode("utf-8", errors="replace")
+    kept = [ln[:500] for ln in text.splitlines() if ln.strip()]
+    return "\n".join(kept[-lines:])
+
+
+def failure_message(rep: ReplicaRecord, code: int) -> str:
+    """The message of a failed replica: role, replica, exit code and its last stderr lines.
+
+    Args:
+        rep: The replica.
+        code: Its return code.
+
+    Returns:
+        The message.
+    """
+    msg = f"role {rep.role!r} replica {rep.replica_id} {exit_description(code)}"
+    tail = stderr_tail(rep.stderr)
+    if tail:
+        msg += "; last lines of stderr:\n" + tail
+    return msg
+
+
+def _set_child_subreaper() -> None:
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        log.warning("could not become a child subreaper; escaped processes are not tracked")
+
+
+def _ensure_fd_limit(replicas: int) -> None:
+    """Raises the soft limit of open files when the app needs more (8 per replica)."""
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 16 * replicas + 256
+    if soft == resource.RLIM_INFINITY or soft >= want:
+        return
+    new = want if hard == resource.RLIM_INFINITY else min(want, hard)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+
+
+def _write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+# ---- the supervisor ----------------------------------------------------------------------
+
+
+class _LogFile:
+    """An append-only log file with its time index.
+
+    A failing write (a full disk) is reported once and the data dropped: the replica keeps
+    running and its pipe keeps being drained, logs are never a reason to kill a job.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.index = LogIndexWriter(path + INDEX_SUFFIX, os.fstat(self.fd).st_size)
+        self.broken = False
+
+    def write(self, data: bytes | memoryview, now: float, head: bytes = b"") -> None:
+        """Appends ``head + data`` (written together, without joining them first)."""
+        if self.broken or not (data or head):
+            return
+        try:
+            self.index.wrote(len(head) + len(data), now)
+            if head:
+                n = os.writev(self.fd, [head, data])
+                rest = memoryview(head + bytes(data))[n:] if n < len(head) + len(data) else b""
+                _write_all(self.fd, rest)
+            else:
+                _write_all(self.fd, data)
+        except OSError as e:
+            self.broken = True
+            log.warning("cannot write %s (%s); dropping this log's further output", self.path, e)
+
+    def close(self) -> None:
+        self.index.close()
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+class _Pump:
+    """Copies one pipe of a replica into its stream log and (as whole lines) the combined log."""
+
+    def __init__(self, rfd: int, out: _LogFile, combined: _LogFile) -> None:
+        self.rfd = rfd
+        self.out = out
+        self.combined = combined
+        self.partial = b""
+
+    def feed(self, data: bytes, now: float) -> None:
+        self.out.write(data, now)
+        cut = data.rfind(b"\n") + 1
+        if cut:
+            # the line begun earlier, completed by ``data``: one writev, no copy
+            self.combined.write(memoryview(data)[:cut], now, head=self.partial)
+            self.partial = data[cut:]
+        else:
+            self.partial += data
+        if len(self.partial) > MAX_PARTIAL_LINE:
+            self.combined.write(self.partial + b"\n", now)
+            self.partial = b""
+
+    def finish(self, now: float) -> None:
+        if self.partial:
+            self.combined.write(self.partial + b"\n", now)
+            self.partial = b""
+        with contextlib.suppress(OSError):
+            os.close(self.rfd)
+        self.out.close()
+
+
+@dataclass
+class _Attempt:
+    """One run of a replica's process."""
+
+    rep: ReplicaRecord
+    proc: subprocess.Popen[bytes]
+    combined: _LogFile
+    pumps: dict[int, _Pump] = field(default_factory=dict)
+    returncode: int | None = None
+    stop_reason: str | None = None
+    kill_at: float | None = None
+    killed: bool = False
+    close_at: float | None = None
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.rep.role, self.rep.replica_id)
+
+
+_STOP_RANK = {"restart": 0, "fail": 1, "cancel": 2}
+
+
+class Supervisor:
+    """Runs one app to completion (see the module docs).
+
+    Args:
+        state_path: The app's ``state.json``.
+        ready_fd: A pipe to write ``R`` to once the replicas were started (or -1).
+    """
+
+    def __init__(self, state_path: Path, ready_fd: int = -1) -> None:
+        app_dir = state_path.parent
+        self.store = StateStore(app_dir.parent.parent.parent)
+        self.app_id = app_dir.name
+        self.ready_fd = ready_fd
+        self.sel = selectors.DefaultSelector()
+        self.attempts: dict[tuple[str, int], _Attempt] = {}
+        self.by_pid: dict[int, _Attempt] = {}
+        self.restart_pending: set[tuple[str, int]] = set()
+        self.cancelling = False
+        self.failing: str | None = None
+        self.signals: list[int] = []
+        self._wake_r, self._wake_w = os.pipe()
+        rec = self.store.load(self.app_id)
+        if rec is None:
+            raise FileNotFoundError(f"no local_cwd app record at {state_path}")
+        self.rec: AppRecord = rec
+        self.roles: dict[str, Role] = {r.name: r for r in app_from_json(rec.app).roles}
+
+    # -- signals --------------------------------------------------------------------------
+    def install_signals(self) -> None:
+        """Routes SIGTERM/SIGINT (cancel), SIGHUP (ignored) and SIGCHLD into the event loop."""
+        for fd in (self._wake_r, self._wake_w):
+            os.set_blocking(fd, False)
+        signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
+            # handlers, not SIG_IGN: exec() resets handlers, so the replicas get defaults
+            signal.signal(sig, self._on_signal)
+        self.sel.register(self._wake_r, selectors.EVENT_READ, None)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.signals.append(signum)
+
+    def _handle_signals(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self._wake_r, 4096):
+                pass
+        while self.signals:
+            sig = self.signals.pop(0)
+            if sig in (signal.SIGTERM, signal.SIGINT):
+                self._cancel(f"cancelled (the supervisor got {signal.Signals(sig).name})")
+
+    # -- state ----------------------------------------------------------------------------
+    def _save(self) -> None:
+        with self.store.lock(self.app_id):
+            self.store.save(self.rec)
+
+    def _signal_ready(self) -> None:
+        if self.ready_fd >= 0:
+            with contextlib.suppress(OSError):
+                os.write(self.ready_fd, b"R")
+            with contextlib.suppress(OSError):
+                os.close(self.ready_fd)
+            self.ready_fd = -1
+
+    # -- main -----------------------------------------------------------------------------
+    def run(self) -> int:
+        """Supervises the app until it ends.
+
+        Returns:
+            The process exit code (0 unless the supervisor itself failed).
+        """
+        with self.store.lock(self.app_id):
+            # re-read under the lock: a cancel may have finished the app before we started
+            rec = self.store.load(self.app_id)
+            if rec is None or rec.app_state.is_terminal():
+                self._signal_ready()
+                return 0
+            self.rec = rec
+            self.rec.supervisor_pid = os.getpid()
+            self.rec.supervisor_start_time = start_time_of(os.getpid())
+            # the pid first: from now on others can tell whether this supervisor lives
+            self.store.save(self.rec)
+        self._handle_signals()
+        if not self.cancelling:
+            for rep in self.rec.replicas:
+                if self.failing:
+                    break
+                self._start(rep)
+        if self.failing or self.cancelling:
+            for rep in self.rec.replicas:
+                if rep.app_state == AppState.PENDING:
+                    rep.state = AppState.CANCELLED.name
+        if not self.rec.app_state.is_terminal():
+            self.rec.state = AppState.RUNNING.name
+        self._progress()
+        self._save()
+        self._signal_ready()
+        log.info("app %s: %d replica(s) started", self.app_id, len(self.attempts))
+        while not (self.rec.app_state.is_terminal() and not self.attempts):
+            self._step()
+        self._stop_descendants()
+        self._save()
+        log.info("app %s ended %s", self.app_id, self.rec.state)
+        return 0
+
+    def _step(self) -> None:
+        now = time.monotonic()
+        deadlines = [
+            t for a in self.attempts.values() for t in (a.kill_at, a.close_at) if t is not None
+        ]
+        timeout = min([1.0, *(max(0.0, t - now) for t in deadlines)])
+        events = self.sel.select(timeout)
+        woken = not events  # a timeout: look at everything
+        for key, _ in events:
+            if key.data is None:
+                woken = True  # a signal (SIGCHLD, SIGTERM) arrived
+            else:
+                self._read(key.data)
+        if woken or any(not a.pumps for a in self.attempts.values()):
+            self._handle_signals()
+            self._reap()
+        self._tick()
+        self._progress()
+
+    # -- replicas -------------------------------------------------------------------------
+    def _start(self, rep: ReplicaRecord) -> None:
+        now = time.time()
+        for p in (rep.stdout, rep.stderr, rep.combined):
+            Path(p).parent.mkdir(parents=True, exist_ok=True)
+        out, err, comb = _LogFile(rep.stdout), _LogFile(rep.stderr), _LogFile(rep.combined)
+        if rep.attempts > 0:
+            marker = (
+                f"{RESTART_MARKER}restarting {rep.role}[{rep.replica_id}] "
+                f"(start {rep.attempts + 1}; restart {self.rec.num_restarts} of the app)\n"
+            ).encode()
+            err.write(marker, now)
+            comb.write(marker, now)
+        env = dict(os.environ)
+        env.update(rep.env)
+        try:
+            proc = subprocess.Popen(
+                rep.argv,
+                cwd=rep.cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as e:
+            for f in (out, err, comb):
+                f.close()
+            rep.state = AppState.FAILED.name
+            rep.exit_code = None
+            rep.finished_at = now
+            rep.msg = (
+                f"role {rep.role!r} replica {rep.replica_id} could not start "
+                f"{rep.argv[0]!r} in {rep.cwd!r}: {e.strerror or e}"
+            )
+            self._fail(rep.msg)
+            return
+        assert proc.stdout is not None and proc.stderr is not None
+        att = _Attempt(rep, proc, comb)
+        for pipe, logf in ((proc.stdout, out), (proc.stderr, err)):
+            rfd = os.dup(pipe.fileno())
+            pipe.close()
+            if hasattr(fcntl, "F_SETPIPE_SZ"):
+                with contextlib.suppress(OSError):  # above the user's limit: keep the default
+                    fcntl.fcntl(rfd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+            pump = _Pump(rfd, logf, comb)
+            att.pumps[rfd] = pump
+            self.sel.register(rfd, selectors.EVENT_READ, (att, pump))
+        rep.pid = proc.pid
+        rep.start_time = start_time_of(proc.pid)
+        rep.attempts += 1
+        rep.state = AppState.RUNNING.name
+        rep.exit_code = None
+        rep.started_at = now
+        rep.finished_at = None
+        rep.msg = ""
+        self.attempts[att.key] = att
+        self.by_pid[proc.pid] = att
+
+    def _read(self, data: tuple[_Attempt, _Pump]) -> None:
+        att, pump = data
+        try:
+            chunk = os.read(pump.rfd, READ_CHUNK)
+        except OSError:
+            chunk = b""
+        if chunk:
+            pump.feed(chunk, time.time())
+        else:
+            self._close_pump(att, pump)
+
+    def _close_pump(self, att: _Attempt, pump: _Pump) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            self.sel.unregister(pump.rfd)
+        pump.finish(time.time())
+        att.pumps.pop(pump.rfd, None)
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            att = self.by_pid.pop(pid, None)
+            if att is None:
+                continue  # an orphan reparented to us (we are a subreaper)
+            code = os.waitstatus_to_exitcode(status)
+            att.returncode = code
+            att.proc.returncode = code
+            now = time.monotonic()
+            if att.kill_at is None and self._signal(att, signal.SIGTERM):
+                # the main process exited: stop what is left of its group
+                att.kill_at = now + self.rec.grace_period
+            if att.pumps and att.close_at is None:
+                att.close_at = now + self.rec.grace_period + DRAIN_AFTER_KILL_S
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        for att in list(self.attempts.values()):
+            if att.kill_at is not None and now >= att.kill_at and not att.killed:
+                self._signal(att, signal.SIGKILL)
+                att.killed = True
+                att.close_at = min(att.close_at or float("inf"), now + DRAIN_AFTER_KILL_S)
+            if att.close_at is not None and now >= att.close_at and att.returncode is not None:
+                for pump in list(att.pumps.values()):
+                    self._close_pump(att, pump)
+            if att.returncode is not None and not att.pumps:
+                self._attempt_done(att)
+
+    @staticmethod
+    def _signal(att: _Attempt, sig: int) -> bool:
+        pid = att.rep.pid
+        if pid is None or not group_is_ours(pid, att.rep.start_time):
+            return False
+        return signal_group(pid, sig)
+
+    def _stop(self, att: _Attempt, reason: str) -> None:
+        if att.stop_reason is None or _STOP_RANK[reason] > _STOP_RANK[att.stop_reason]:
+            att.stop_reason = reason
+        if att.kill_at is None:
+            self._signal(att, signal.SIGTERM)
+            att.kill_at = time.monotonic() + self.rec.grace_period
+
+    def _attempt_done(self, att: _Attempt) -> None:
+        del self.attempts[att.key]
+        att.combined.close()
+        rep = att.rep
+        code = att.returncode if att.returncode is not None else -signal.SIGKILL
+        rep.exit_code = code
+        rep.finished_at = time.time()
+        if att.stop_reason == "restart":
+            rep.state = AppState.PENDING.name
+            rep.msg = "stopped for a restart"
+        elif code == 0:
+            rep.state = AppState.SUCCEEDED.name
+        elif att.stop_reason == "cancel":
+            rep.state = AppState.CANCELLED.name
+            rep.msg = "cancelled"
+        elif att.stop_reason == "fail":
+            rep.state = AppState.CANCELLED.name
+            rep.msg = "stopped because another replica failed"
+        else:
+            rep.state = AppState.FAILED.name
+            rep.msg = failure_message(rep, code)
+            self._on_failure(rep)
+        self._save()
+
+    def _on_failure(self, rep: ReplicaRecord) -> None:
+        if self.cancelling or self.failing:
+            return
+        role = self.roles.get(rep.role)
+        policy = RetryPolicy(role.retry_policy) if role else RetryPolicy.APPLICATION
+        budget = role.max_retries if role else 0
+        key = f"{rep.role}/{rep.replica_id}" if policy == RetryPolicy.REPLICA else rep.role
+        used = self.rec.retries_used.get(key, 0)
+        if used >= budget:
+            if budget:
+                self._fail(f"{rep.msg}\n(no retries left: max_retries={budget} were used)")
+            else:
+                self._fail(rep.msg)
+            return
+        self.rec.retries_used[key] = used + 1
+        self.rec.num_restarts += 1
+        if policy == RetryPolicy.REPLICA:
+            targets = {(rep.role, rep.replica_id)}
+        elif policy == RetryPolicy.ROLE:
+            targets = {(r.role, r.replica_id) for r in self.rec.replicas if r.role == rep.role}
+        else:
+            targets = {(r.role, r.replica_id) for r in self.rec.replicas}
+        log.info(
+            "app %s: %s; retry %d of %d (%s policy) restarts %s",
+            self.app_id, rep.msg.splitlines()[0], used + 1, budget, policy.value, sorted(targets),
+        )
+        self.restart_pending |= targets
+        for key_ in targets:
+            att = self.attempts.get(key_)
+            if att is not None:
+                self._stop(att, "restart")
+
+    def _fail(self, msg: str) -> None:
+        if self.failing or self.cancelling:
+            return
+        self.failing = msg
+        self.rec.msg = msg
+        for att in self.attempts.values():
+            self._stop(att, "fail")
+        self._drop_pending("not restarted because another replica failed")
+
+    def _cancel(self, reason: str) -> None:
+        if self.cancelling or self.rec.app_state.is_terminal():
+            return
+        self.cancelling = True
+        self.rec.msg = reason
+        for att in self.attempts.values():
+            self._stop(att, "cancel")
+        self._drop_pending("cancelled")
+
+    def _drop_pending(self, msg: str) -> None:
+        for rep in self.rec.replicas:
+            key = (rep.role, rep.replica_id)
+            if key in self.restart_pending and key not in self.attempts:
+                rep.state = AppState.CANCELLED.name
+                rep.msg = msg
+        self.restart_pending.clear()
+
+    def _progress(self) -> None:
+        if self.rec.app_state.is_terminal():
+            return
+        if self.restart_pending and not any(k in self.attempts for k in self.restart_pending):
+            for rep in self.rec.replicas:
+                if (rep.role, rep.replica_id) in self.restart_pending:
+                    self._start(rep)
+                    if self.failing:
+                        break
+            self.restart_pending.clear()
+            self._save()
+        if self.attempts or self.restart_pending:
+            return
+        if self.cancelling:
+            final = AppState.CANCELLED
+        elif self.failing:
+            final = AppState.FAILED
+        elif all(r.app_state == AppState.SUCCEEDED for r in self.rec.replicas):
+            final = AppState.SUCCEEDED
+        else:
+            final = AppState.FAILED
+            bad = [f"{r.role}[{r.replica_id}]={r.state}" for r in self.rec.replicas]
+            self.rec.msg = self.rec.msg or f"replicas ended unsuccessfully: {', '.join(bad)}"
+        self.rec.state = final.name
+        self.rec.finished_at = time.time()
+
+    def crashed(self, error: BaseException) -> None:
+        """Best effort after an internal error: stops every replica and records FAILED.
+
+        Args:
+            error: What went wrong.
+        """
+        groups = [
+            (a.rep.pid, a.rep.start_time) for a in self.attempts.values() if a.rep.pid is not None
+        ]
+        stop_groups(groups, self.rec.grace_period)
+        for rep in self.rec.replicas:
+            if not rep.app_state.is_terminal():
+                rep.state = AppState.FAILED.name
+                rep.msg = rep.msg or "stopped: the supervisor failed"
+        self.rec.state = AppState.FAILED.name
+        self.rec.msg = f"the supervisor (pid {os.getpid()}) failed: {error!r}"
+        self.rec.finished_at = time.time()
+        with contextlib.suppress(OSError):
+            self._save()
+        self._signal_ready()
+
+    def _stop_descendants(self) -> None:
+        """Stops processes that escaped their replica's group and were reparented to us."""
+        try:
+            os.waitpid(-1, os.WNOHANG)  # reaps an exited orphan, if there is one
+        except ChildProcessError:
+            return  # no child at all, hence no descendant (the common case: no /proc scan)
+        me = os.getpid()
+        stats = all_stats()
+        children: dict[int, list[int]] = {}
+        for s in stats:
+            children.setdefault(s.ppid, []).append(s.pid)
+        found: list[int] = []
+        todo = list(children.get(me, []))
+        while todo:
+            pid = todo.pop()
+            found.append(pid)
+            todo.extend(children.get(pid, []))
+        live = [p for p in found if pid_alive(p)]
+        if not live:
+            self._reap()
+            return
+        log.info("app %s: stopping leftover processes %s", self.app_id, live)
+        for p in live:
+            with contextlib.suppress(OSError):
+                os.kill(p, signal.SIGTERM)
+        deadline = time.monotonic() + self.rec.grace_period
+        while live and time.monotonic() < deadline:
+            time.sleep(0.02)
+            self._reap()
+            live = [p for p in live if pid_alive(p)]
+        for p in live:
+            with contextlib.suppress(OSError):
+                os.kill(p, signal.SIGKILL)
+        time.sleep(0.01)
+        self._reap()
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    """Entry point: ``python -m tether.schedulers.local_supervisor STATE_JSON``.
+
+    Ends the process (with ``os._exit``, right after the final record is written).
+
+    Args:
+        argv: Arguments (default ``sys.argv[1:]``).
+    """
+    parser = argparse.ArgumentParser(prog="python -m tether.schedulers.local_supervisor")
+    parser.add_argument("state", help="the app's state.json")
+    parser.add_argument("--ready-fd", type=int, default=-1)
+    parser.add_argument(
+        "--no-detach", action="store_true", help="do not fork into the background"
+    )
+    args = parser.parse_args(argv)
+    if not args.no_detach and os.fork() != 0:
+        os._exit(0)  # the launcher reaps this parent; the child is nobody's child
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s [pid %(process)d] %(message)s",
+    )
+    sup = Supervisor(Path(args.state), args.ready_fd)
+    sup.install_signals()
+    _set_child_subreaper()
+    _ensure_fd_limit(len(sup.rec.replicas))
+    try:
+        code = sup.run()
+    except Exception as e:
+        log.exception("supervisor of app %s crashed", sup.app_id)
+        sup.crashed(e)
+        code = 1
+    # the final record is written: exit now, without the interpreter's teardown, because
+    # waiters (``wait_for_change``) take this process's exit as the app's end
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()

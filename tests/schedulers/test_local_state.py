@@ -1,0 +1,145 @@
+"""Durable records of local_cwd: atomic writes, round trips, the job index, log indexes."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from tether.schedulers.local_state import (
+    INDEX_RESOLUTION_S,
+    AppRecord,
+    LogIndexWriter,
+    ReplicaRecord,
+    StateStore,
+    app_from_json,
+    app_to_json,
+    atomic_write_json,
+    default_state_dir,
+    read_index,
+)
+from tether.specs import (
+    AppDef,
+    AppState,
+    BindMount,
+    DeviceMount,
+    Resource,
+    RetryPolicy,
+    Role,
+    VolumeMount,
+)
+from tether.workspace import Workspace
+
+
+def record(app_id: str = "demo-abc12345", job_key: str | None = None) -> AppRecord:
+    rep = ReplicaRecord("r", 0, ["prog", "--x"], {"A": "1"}, "/w", "/l/o", "/l/e", "/l/c")
+    return AppRecord(
+        app_id=app_id,
+        name="demo",
+        session="s",
+        created=123.5,
+        job_key=job_key,
+        app={"name": "demo", "roles": []},
+        cfg={"grace_period": 1.0},
+        log_dir="",
+        grace_period=1.0,
+        replicas=[rep],
+    )
+
+
+def test_state_dir_follows_the_environment(tether_state_dir: Path) -> None:
+    assert default_state_dir() == tether_state_dir
+    assert StateStore().root == tether_state_dir / "local_cwd"
+
+
+def test_app_json_round_trip() -> None:
+    role = Role(
+        "trainer",
+        image="img",
+        entrypoint="python",
+        args=["-m", "train", "${app_id}"],
+        env={"A": "1"},
+        num_replicas=2,
+        min_replicas=1,
+        max_retries=3,
+        retry_policy=RetryPolicy.ROLE,
+        resource=Resource(cpu=2, gpu=1, memMB=1024, capabilities={"x": "y"}, devices={"d": 1}),
+        port_map={"http": 8080},
+        mounts=[BindMount("/a", "/b", True), VolumeMount("vol", "/v"), DeviceMount("/dev/x", "/x")],
+        workspace=Workspace({"./proj": ""}),
+        metadata={"k": "v", "obj": object()},
+    )
+    app = AppDef("demo", [role], metadata={"tether.job_key": "k"})
+    doc = json.loads(json.dumps(app_to_json(app)))
+    back = app_from_json(doc)
+    assert back.roles[0].metadata["obj"].startswith("<object object")
+    back.roles[0].metadata["obj"] = role.metadata["obj"]
+    assert back == app
+
+
+def test_record_round_trip_and_atomic_save(tmp_path: Path) -> None:
+    store = StateStore(tmp_path)
+    rec = record(job_key="job")
+    store.create(rec)
+    with pytest.raises(FileExistsError):
+        store.create(rec)
+    rec.state = AppState.RUNNING.name
+    rec.replicas[0].pid = 42
+    store.save(rec)
+    loaded = store.load(rec.app_id)
+    assert loaded == rec
+    assert loaded is not None and loaded.app_state == AppState.RUNNING
+    # no temp file is left next to the record
+    assert sorted(p.name for p in store.app_dir(rec.app_id).iterdir()) == ["lock", "state.json"]
+    assert store.app_ids() == [rec.app_id]
+    assert store.job_app_ids("job") == [rec.app_id]
+    store.delete(rec)
+    assert store.load(rec.app_id) is None and store.job_app_ids("job") == []
+
+
+def test_readers_never_see_a_torn_record(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    atomic_write_json(path, {"n": 0, "pad": "x" * 100_000})
+    stop = threading.Event()
+
+    def writer() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            atomic_write_json(path, {"n": n, "pad": "x" * 100_000})
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        for _ in range(300):
+            assert len(json.loads(path.read_bytes())["pad"]) == 100_000
+    finally:
+        stop.set()
+        t.join()
+
+
+def test_bad_ids_and_unknown_versions(tmp_path: Path) -> None:
+    store = StateStore(tmp_path)
+    assert store.load("../../etc") is None and store.load("UPPER") is None
+    with pytest.raises(ValueError, match="not a local_cwd app id"):
+        store.app_dir("../x")
+    doc = record().to_json()
+    doc["version"] = 99
+    with pytest.raises(ValueError, match="has version 99; this tether reads version 1"):
+        AppRecord.from_json(doc)
+
+
+def test_log_index_entries_are_coalesced(tmp_path: Path) -> None:
+    idx = str(tmp_path / "out.log.idx")
+    w = LogIndexWriter(idx, offset=100)
+    w.wrote(10, 1000.0)
+    w.wrote(5, 1000.0 + INDEX_RESOLUTION_S / 2)  # same entry
+    w.wrote(7, 1001.0)
+    w.wrote(0, 1002.0)  # nothing written: no entry
+    w.close()
+    entries, pos = read_index(idx)
+    assert entries == [(100, 1000.0), (115, 1001.0)]
+    more, _ = read_index(idx, pos)
+    assert more == []
