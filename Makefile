@@ -14,7 +14,7 @@ $(PY):
 
 # core + torch: enough for the embedded default scheduler and the demo
 $(VENV)/.core: $(PY) pyproject.toml constraints/test.txt
-	$(PIP) -e . 'torch==2.13.0'
+	$(PIP) -e . 'torch==2.13.0' numpy
 	@touch $@
 
 # everything: every adapter, backend client and the test tools
@@ -25,7 +25,8 @@ $(VENV)/.all: $(VENV)/.core
 
 ## demo: run the distributed training example (2 ranks) on the embedded default scheduler
 demo: $(VENV)/.core
-	$(VENV)/bin/tether run --wait --log -s local_cwd dist.ddp -j 1x2 --script examples/apps/train_ddp.py
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/tether run --wait --log -s local_cwd \
+		dist.ddp -j 1x2 --script examples/apps/train_ddp.py
 
 ## lint: ruff and mypy on the packages
 lint: $(VENV)/.all

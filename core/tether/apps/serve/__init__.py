@@ -1,0 +1,1 @@
+"""App of the ``serve.torchserve`` component."""

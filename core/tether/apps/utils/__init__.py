@@ -1,0 +1,1 @@
+"""Apps of the ``utils.*`` and ``metrics.*`` components."""

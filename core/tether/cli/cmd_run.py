@@ -1,0 +1,219 @@
+"""``tether run``: run a component on a scheduler.
+
+``tether run [-s SCHEDULER] [-cfg K=V,...] [--dryrun|--wait|--log|--detach] COMPONENT [ARGS]``
+
+The app handle is printed on stdout. Local schedulers (``local_*``) wait for the app by default
+(``--detach`` returns at once: the app keeps running and ``tether status/log/cancel`` find it),
+and Ctrl-C while waiting cancels a local app; other schedulers return at once unless
+``--wait`` or ``--log`` is given, and Ctrl-C only stops waiting. When the command waits, its
+exit code is the app's: 0 SUCCEEDED, 1 FAILED, 3 CANCELLED (130 after Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from typing import TYPE_CHECKING, Any
+
+from tether.cli.cmd_base import SubCommand
+from tether.cli.common import (
+    EXIT_INTERRUPTED,
+    CLIError,
+    eprint,
+    exit_code_for,
+    format_app,
+    get_runner,
+)
+
+if TYPE_CHECKING:
+    from tether.runner import Runner
+    from tether.specs import AppStatus
+
+LOG_DRAIN_TIMEOUT_S = 30.0
+"""How long ``--log`` keeps reading after the app finished, for the last lines."""
+
+
+def waits_by_default(scheduler: str) -> bool:
+    """Whether ``tether run`` waits for apps of this scheduler unless ``--detach``.
+
+    Args:
+        scheduler: The scheduler's name.
+
+    Returns:
+        True for local schedulers (the app runs on this machine).
+    """
+    return scheduler.startswith("local")
+
+
+class CmdRun(SubCommand):
+    """Run a component (`tether builtins` lists them) on a scheduler."""
+
+    def add_arguments(self, subparser: argparse.ArgumentParser) -> None:
+        subparser.epilog = (
+            "Local schedulers (local_cwd) wait for the app unless --detach; Ctrl-C then "
+            "cancels it. Other schedulers return once submitted unless --wait or --log. "
+            "Exit code when waiting: 0 SUCCEEDED, 1 FAILED, 3 CANCELLED, 130 Ctrl-C. "
+            "Example: tether run --log dist.ddp -j 1x2 --script train.py -- --lr 0.1"
+        )
+        subparser.add_argument(
+            "-s", "--scheduler", default=None,
+            help="scheduler to run on (default: local_cwd, or [cli:run] scheduler in "
+                 ".tetherconfig)",
+        )
+        subparser.add_argument(
+            "-cfg", "--scheduler_args", "--cfg", dest="scheduler_args", default="",
+            metavar="K=V[,K2=V2]",
+            help="run options of the scheduler (`tether runopts SCHEDULER` lists them)",
+        )
+        mode = subparser.add_mutually_exclusive_group()
+        mode.add_argument("--dryrun", action="store_true",
+                          help="print the app and the scheduler's request; submit nothing")
+        mode.add_argument("--detach", action="store_true",
+                          help="return once submitted, also on local schedulers")
+        subparser.add_argument("--wait", action="store_true",
+                               help="wait until the app finishes; exit with its result")
+        subparser.add_argument("--log", action="store_true",
+                               help="stream the logs of every replica (implies --wait)")
+        subparser.add_argument("--workspace", default=None, metavar="DIR[:DST][,...]",
+                               help="project directories to ship with the app")
+        subparser.add_argument("--parent_run_id", "--parent-run-id", default=None,
+                               help="tracking run this app belongs to")
+        subparser.add_argument("--job_key", "--job-key", default=None,
+                               help="stable identity: re-attach instead of submitting twice")
+        subparser.add_argument(
+            "component_name_and_args", nargs=argparse.REMAINDER,
+            metavar="COMPONENT [ARGS ...]",
+            help="component (dist.ddp, path/file.py:fn, pkg.module:fn) and its arguments; "
+                 "`tether run COMPONENT --help` shows them",
+        )
+
+    def run(self, args: argparse.Namespace) -> None:
+        if not args.component_name_and_args:
+            raise CLIError("missing the component to run, e.g. `tether run utils.echo "
+                           "--msg hi` (`tether builtins` lists the components)")
+        if (args.wait or args.log) and args.detach:
+            raise CLIError("--detach cannot be combined with --wait or --log")
+        if (args.wait or args.log) and args.dryrun:
+            raise CLIError("--dryrun submits nothing: it cannot be combined with --wait or --log")
+        component, *component_args = args.component_name_and_args
+        if component.startswith("-"):
+            raise CLIError(
+                f"{component!r} is not a component: options of `tether run` go before the "
+                "component name, the component's options after it"
+            )
+        from tether.schedulers import get_default_scheduler_name
+
+        scheduler = args.scheduler or get_default_scheduler_name()
+        try:
+            self._run(args, scheduler, component, component_args)
+        except ValueError as e:
+            from tether.components.args import ComponentArgError, component_usage
+            from tether.components.finder import get_component
+
+            if not isinstance(e, ComponentArgError):
+                raise
+
+            usage = component_usage(get_component(component).fn, f"tether run {component}")
+            eprint(usage.rstrip())
+            raise CLIError(f"{component}: {e}") from e
+
+    def _run(
+        self, args: argparse.Namespace, scheduler: str, component: str, component_args: list[str]
+    ) -> None:
+        with get_runner() as runner:
+            if self._maybe_help(runner, component, component_args):
+                return
+            opts = runner.scheduler_run_opts(scheduler)
+            cfg = opts.cfg_from_str(args.scheduler_args) if args.scheduler_args else {}
+            if args.dryrun:
+                info = runner.dryrun_component(
+                    component, component_args, scheduler, cfg=cfg, workspace=args.workspace,
+                    parent_run_id=args.parent_run_id, job_key=args.job_key,
+                )
+                app = info._app
+                if app is not None:
+                    print("=== APPLICATION ===")
+                    print(format_app(app))
+                print("=== SCHEDULER REQUEST ===")
+                print(info)
+                return
+            handle = runner.run_component(
+                component, component_args, scheduler, cfg=cfg, workspace=args.workspace,
+                parent_run_id=args.parent_run_id, job_key=args.job_key,
+            )
+            print(handle, flush=True)
+            default_wait = waits_by_default(scheduler) and not args.detach
+            if not (args.wait or args.log or default_wait):
+                eprint(f"tether: launched {handle}; follow it with `tether status {handle}` "
+                       f"or `tether log --tail {handle}`")
+                return
+            code = self._wait(runner, handle, log=args.log,
+                              cancel_on_interrupt=waits_by_default(scheduler))
+        sys.exit(code)
+
+    @staticmethod
+    def _maybe_help(runner: Runner, component: str, component_args: list[str]) -> bool:
+        from tether.components.args import component_help, wants_help
+        from tether.components.finder import get_component
+
+        if "--help" not in component_args:
+            return False
+        info = get_component(component)
+        if not wants_help(info.fn, component_args):
+            return False
+        defaults = runner.config.component_defaults(info.name)
+        print(component_help(info.fn, f"tether run {info.name}", defaults), end="")
+        return True
+
+    @staticmethod
+    def _wait(runner: Runner, handle: str, log: bool, cancel_on_interrupt: bool) -> int:
+        from tether.cli.progress import Progress, wait_with_progress
+
+        progress = Progress(handle, quiet=log and not sys.stderr.isatty())
+        log_thread: threading.Thread | None = None
+        if log:
+            log_thread = threading.Thread(
+                target=_print_logs, args=(runner, handle, progress), daemon=True,
+                name="tether-run-logs",
+            )
+            log_thread.start()
+        try:
+            status = wait_with_progress(runner, handle, progress)
+        except KeyboardInterrupt:
+            progress.clear()
+            if cancel_on_interrupt:
+                eprint(f"tether: interrupted; cancelling {handle} (use --detach to leave apps "
+                       "running)")
+                runner.cancel(handle)
+            else:
+                eprint(f"tether: stopped waiting; {handle} keeps running "
+                       f"(`tether cancel {handle}` stops it)")
+            sys.exit(EXIT_INTERRUPTED)
+        if log_thread is not None:
+            log_thread.join(LOG_DRAIN_TIMEOUT_S)
+        _report(handle, status)
+        return exit_code_for(status.state if status else None)
+
+
+def _print_logs(runner: Runner, handle: str, progress: Any) -> None:
+    from tether.runner import fan_in
+
+    try:
+        for line in fan_in(runner, handle, should_tail=True):
+            progress.clear()
+            sys.stdout.write(line.format() + "\n")
+            sys.stdout.flush()
+    except BrokenPipeError:
+        return
+    except Exception as e:  # logs are best effort; the exit code comes from the status
+        eprint(f"tether: warning: cannot stream the logs of {handle}: {e}")
+
+
+def _report(handle: str, status: AppStatus | None) -> None:
+    if status is None:
+        eprint(f"tether: {handle} disappeared before it finished")
+        return
+    print(f"{handle} {status.state.name}", flush=True)
+    if status.state.name != "SUCCEEDED":
+        eprint(status.format())

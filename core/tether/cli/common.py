@@ -1,0 +1,201 @@
+"""Shared pieces of the subcommands: errors, exit codes, rendering, time and handle parsing."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import re
+import sys
+from datetime import datetime, timedelta, timezone
+from enum import Enum
+from typing import TYPE_CHECKING, Any, TextIO
+
+from tether.specs import AppState
+from tether.specs.secrets import mask_env
+
+if TYPE_CHECKING:
+    from tether.runner import Runner
+    from tether.specs import AppDef, AppStatus
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+"""The app FAILED, or a user error."""
+EXIT_USAGE = 2
+"""Command-line usage error (argparse)."""
+EXIT_CANCELLED = 3
+"""The app was CANCELLED."""
+EXIT_UNKNOWN = 4
+"""The app ended in no known final state."""
+EXIT_INTERRUPTED = 130
+"""Ctrl-C."""
+
+
+class CLIError(Exception):
+    """A user mistake: printed as one line, exit code 1 (or ``code``)."""
+
+    def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def exit_code_for(state: AppState | None) -> int:
+    """The CLI's exit code for an app's final state.
+
+    Args:
+        state: The state (None when the app vanished).
+
+    Returns:
+        0 SUCCEEDED, 1 FAILED, 3 CANCELLED, 4 anything else.
+    """
+    if state == AppState.SUCCEEDED:
+        return EXIT_OK
+    if state == AppState.FAILED:
+        return EXIT_FAILED
+    if state == AppState.CANCELLED:
+        return EXIT_CANCELLED
+    return EXIT_UNKNOWN
+
+
+def get_runner() -> Runner:
+    """The CLI's runner (imports the runner lazily, keeping ``tether --help`` fast)."""
+    from tether.runner import get_runner as _get_runner
+
+    return _get_runner()
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Enum):
+        return value.value if not isinstance(value, int) else value.name
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+def app_to_dict(app: AppDef) -> dict[str, Any]:
+    """The AppDef as plain data, with secret-looking env values masked.
+
+    Args:
+        app: The app.
+
+    Returns:
+        JSON-serializable data.
+    """
+    doc = _plain(app)
+    for role, data in zip(app.roles, doc.get("roles", [])):
+        data["env"] = mask_env(role.env)
+    return dict(doc)
+
+
+def format_app(app: AppDef) -> str:
+    """Readable rendering of an AppDef (secrets masked).
+
+    Args:
+        app: The app.
+
+    Returns:
+        The text (JSON, indented).
+    """
+    return json.dumps(app_to_dict(app), indent=2, sort_keys=False)
+
+
+_REL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_time(text: str, now: datetime | None = None) -> datetime:
+    """Parses ``--since``/``--until``: an ISO time, or a duration ago (``30s``, ``5m``, ``2h``).
+
+    Args:
+        text: The value.
+        now: The reference time for durations (default: now).
+
+    Returns:
+        An aware datetime.
+
+    Raises:
+        CLIError: When the value is neither.
+    """
+    now = now or datetime.now(timezone.utc)
+    m = _REL.match(text)
+    if m:
+        return now - timedelta(**{_UNITS[m.group(2).lower()]: float(m.group(1))})
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise CLIError(
+            f"cannot read time {text!r}: use an ISO time (2024-05-01T12:00:00) or a duration "
+            "ago (30s, 5m, 2h, 1d)"
+        ) from None
+    if value.tzinfo is None:
+        value = value.astimezone()
+    return value
+
+
+def status_line(status: AppStatus | None) -> str:
+    """``STATE (role: 2 running, 1 succeeded)``: a compact status for progress displays.
+
+    Args:
+        status: The status.
+
+    Returns:
+        The text.
+    """
+    if status is None:
+        return "UNKNOWN (the scheduler does not know the app)"
+    parts: list[str] = []
+    for rs in status.roles:
+        counts: dict[str, int] = {}
+        for rep in rs.replicas:
+            counts[rep.state.name.lower()] = counts.get(rep.state.name.lower(), 0) + 1
+        if counts:
+            parts.append(f"{rs.role}: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+    detail = f" ({'; '.join(parts)})" if parts else ""
+    return f"{status.state.name}{detail}"
+
+
+def eprint(*items: object, file: TextIO | None = None) -> None:
+    """Prints to stderr (messages for people; stdout is kept for results)."""
+    print(*items, file=file or sys.stderr, flush=True)
+
+
+def add_handle_argument(parser: argparse.ArgumentParser, many: bool = False) -> None:
+    """Adds the ``app_handle`` positional.
+
+    Args:
+        parser: The command's parser.
+        many: Accept several handles.
+    """
+    parser.add_argument(
+        "app_handle",
+        nargs="+" if many else None,
+        metavar="APP_HANDLE",
+        help="{scheduler}://{session}/{app_id}, as printed by `tether run` and `tether list`",
+    )
+
+
+def check_handle(handle: str) -> str:
+    """Validates an app handle's syntax (a clear error instead of a scheduler's).
+
+    Args:
+        handle: The handle.
+
+    Returns:
+        The handle, stripped.
+
+    Raises:
+        CLIError: When malformed.
+    """
+    from tether.specs import MalformedAppHandleException, parse_app_handle
+
+    try:
+        parse_app_handle(handle)
+    except MalformedAppHandleException as e:
+        raise CLIError(str(e)) from None
+    return handle.strip()

@@ -1,0 +1,285 @@
+"""``tether``: run and manage ML jobs from the command line.
+
+Built-in subcommands are listed in :data:`BUILTIN_COMMANDS`; plugins add more through the
+entry-point group ``tether.cli.cmds`` (a plugin that reuses a built-in name is ignored with a
+warning). Only the chosen plugin command is imported.
+
+User mistakes print one line on stderr and exit 1 (2 for command-line usage errors);
+``--debug`` (or ``TETHER_DEBUG=1``) shows the traceback instead. Importing this module and
+``tether --help`` import no scheduler backend, no torch and no cloud SDK.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from importlib.metadata import EntryPoint, entry_points
+
+from tether.cli.cmd_base import SubCommand
+from tether.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, CLIError, eprint
+
+ENTRY_POINT_GROUP = "tether.cli.cmds"
+
+BUILTIN_COMMANDS: dict[str, str] = {
+    "builtins": "tether.cli.cmd_builtins:CmdBuiltins",
+    "run": "tether.cli.cmd_run:CmdRun",
+    "status": "tether.cli.cmd_status:CmdStatus",
+    "describe": "tether.cli.cmd_describe:CmdDescribe",
+    "log": "tether.cli.cmd_log:CmdLog",
+    "list": "tether.cli.cmd_list:CmdList",
+    "cancel": "tether.cli.cmd_cancel:CmdCancel",
+    "delete": "tether.cli.cmd_delete:CmdDelete",
+    "runopts": "tether.cli.cmd_runopts:CmdRunopts",
+    "configure": "tether.cli.cmd_configure:CmdConfigure",
+    "tracker": "tether.cli.cmd_tracker:CmdTracker",
+}
+"""Built-in subcommands: name -> ``module:Class``."""
+
+_USER_ERRORS: tuple[type[BaseException], ...] = (
+    CLIError,
+    ValueError,
+    KeyError,
+    LookupError,
+    FileNotFoundError,
+    PermissionError,
+    ImportError,
+    TypeError,
+)
+
+
+def _load(target: str) -> type[SubCommand]:
+    module, _, attr = target.partition(":")
+    cls = getattr(importlib.import_module(module), attr)
+    if not (isinstance(cls, type) and issubclass(cls, SubCommand)):
+        raise CLIError(f"{target} is not a tether.cli.cmd_base.SubCommand subclass")
+    return cls
+
+
+def plugin_commands(
+    eps: Sequence[EntryPoint] | None = None, warn: bool = True
+) -> dict[str, EntryPoint]:
+    """The plugin commands of the ``tether.cli.cmds`` group that do not clash.
+
+    A plugin that reuses a built-in command's name is ignored, with a warning on stderr:
+    plugins cannot replace built-in commands.
+
+    Args:
+        eps: Entry points to consider (default: the installed ones).
+        warn: Print the clash warnings.
+
+    Returns:
+        Command name to entry point.
+    """
+    if eps is None:
+        eps = list(entry_points(group=ENTRY_POINT_GROUP))
+    found: dict[str, EntryPoint] = {}
+    for ep in eps:
+        if ep.name in BUILTIN_COMMANDS:
+            if warn:
+                eprint(
+                    f"tether: warning: ignoring plugin command {ep.name!r} ({ep.value}) from the "
+                    f"{ENTRY_POINT_GROUP!r} entry points: {ep.name!r} is a built-in command; "
+                    "register the plugin under another name"
+                )
+            continue
+        if ep.name in found and warn:
+            eprint(
+                f"tether: warning: plugin command {ep.name!r} is registered twice "
+                f"({found[ep.name].value} and {ep.value}); using {ep.value}"
+            )
+        found[ep.name] = ep
+    return found
+
+
+def _chosen_command(argv: Sequence[str], names: Sequence[str]) -> str | None:
+    """The first argument that names a command (global options come before it)."""
+    skip_next = False
+    for tok in argv:
+        if skip_next:
+            skip_next = False
+            continue
+        if tok in ("--log_level", "--log-level"):
+            skip_next = True
+            continue
+        if tok.startswith("-"):
+            continue
+        return tok if tok in names else None
+    return None
+
+
+def create_parser(
+    argv: Sequence[str] = (), plugins: dict[str, EntryPoint] | None = None
+) -> tuple[argparse.ArgumentParser, dict[str, SubCommand]]:
+    """Builds the ``tether`` parser.
+
+    Args:
+        argv: The arguments (to find which plugin command, if any, must be imported).
+        plugins: Plugin commands (default: the installed ones).
+
+    Returns:
+        The parser and the commands it dispatches to, by name.
+    """
+    plugins = plugin_commands() if plugins is None else plugins
+    parser = argparse.ArgumentParser(
+        prog="tether",
+        description="Define ML jobs once as components, run them on any scheduler.",
+        epilog="Run `tether COMMAND --help` for a command's options.",
+        allow_abbrev=False,
+    )
+    parser.add_argument("--debug", action="store_true",
+                        default=os.environ.get("TETHER_DEBUG", "") not in ("", "0", "false"),
+                        help="show tracebacks of errors")
+    parser.add_argument("--log_level", "--log-level", default=os.environ.get("LOGLEVEL", ""),
+                        help="Python logging level of tether's messages (default WARNING)")
+    parser.add_argument("--version", action="version", version=f"tether {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    commands: dict[str, SubCommand] = {}
+    for name, target in BUILTIN_COMMANDS.items():
+        cmd = _load(target)()
+        sp = sub.add_parser(name, help=cmd.summary(), description=cmd.summary(),
+                               allow_abbrev=False)
+        cmd.add_arguments(sp)
+        commands[name] = cmd
+    chosen = _chosen_command(argv, [*BUILTIN_COMMANDS, *plugins])
+    for name, ep in plugins.items():
+        if name == chosen:
+            try:
+                cls = _load(ep.value)
+            except CLIError:
+                raise
+            except Exception as e:
+                raise CLIError(
+                    f"cannot load plugin command {name!r} ({ep.value}): {type(e).__name__}: {e}"
+                ) from e
+            cmd = cls()
+            sp = sub.add_parser(name, help=cmd.summary(), description=cmd.summary(),
+                               allow_abbrev=False)
+            cmd.add_arguments(sp)
+            commands[name] = cmd
+        else:
+            sub.add_parser(name, help=f"(plugin: {ep.value})", add_help=False)
+    return parser, commands
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("tether")
+    except Exception:
+        return "unknown"
+
+
+def _apply_cli_defaults(
+    parser: argparse.ArgumentParser, command: str, argv: Sequence[str]
+) -> None:
+    """Uses ``[cli:<command>]`` of ``.tetherconfig`` as defaults of the command's flags."""
+    from tether.runner.config import load_config
+
+    section = load_config().cli_defaults(command)
+    if not section:
+        return
+    sub = next(
+        (a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None
+    )
+    if sub is None or command not in sub.choices:
+        return
+    sp = sub.choices[command]
+    by_dest = {a.dest: a for a in sp._actions}
+    defaults: dict[str, object] = {}
+    for key, raw in section.items():
+        action = by_dest.get(key) or by_dest.get(key.replace("-", "_"))
+        if action is None or not action.option_strings:
+            allowed = sorted(a.dest for a in sp._actions if a.option_strings and a.dest != "help")
+            raise CLIError(
+                f"[cli:{command}] in .tetherconfig: {key!r} is not an option of `tether "
+                f"{command}` (allowed: {', '.join(allowed)})"
+            )
+        if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+            low = raw.strip().lower()
+            if low not in ("true", "false", "1", "0", "yes", "no"):
+                raise CLIError(f"[cli:{command}] {key} = {raw!r}: expected true or false")
+            defaults[action.dest] = low in ("true", "1", "yes")
+        else:
+            defaults[action.dest] = action.type(raw) if callable(action.type) else raw
+    sp.set_defaults(**defaults)
+
+
+def _configure_logging(level: str) -> None:
+    name = (level or "WARNING").upper()
+    numeric = logging.getLevelName(name)
+    if not isinstance(numeric, int):
+        raise CLIError(f"--log_level {level!r} is not a logging level (DEBUG, INFO, WARNING...)")
+    logging.basicConfig(level=numeric, format="tether %(levelname)s: %(message)s",
+                        stream=sys.stderr)
+
+
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, KeyError) and e.args and isinstance(e.args[0], str):
+        msg = e.args[0]
+    else:
+        msg = str(e) or type(e).__name__
+    if isinstance(e, ImportError) and getattr(e, "name", None):
+        msg += (" (a scheduler or feature needs an optional package: try "
+                "`pip install 'tether[all]'`)")
+    return msg
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """The ``tether`` console script.
+
+    Args:
+        argv: Arguments (default: ``sys.argv[1:]``).
+
+    Raises:
+        SystemExit: With the command's exit code.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first_cmd = next((i for i, t in enumerate(argv) if not t.startswith("-")), len(argv))
+    debug = "--debug" in argv[:first_cmd]
+    debug = debug or os.environ.get("TETHER_DEBUG", "") not in ("", "0", "false")
+    try:
+        parser, commands = create_parser(argv)
+        chosen = _chosen_command(argv, list(commands))
+        if chosen is not None:
+            _apply_cli_defaults(parser, chosen, argv)
+        args = parser.parse_args(argv)
+        debug = bool(args.debug)
+        _configure_logging(args.log_level)
+        if not args.command:
+            parser.print_help()
+            sys.exit(EXIT_FAILED)
+        commands[args.command].run(args)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        eprint("tether: interrupted")
+        sys.exit(EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        # `tether log ... | head`: the reader went away; not an error of ours
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+        finally:
+            sys.exit(0)
+    except Exception as e:
+        if debug:
+            traceback.print_exc()
+        code = e.code if isinstance(e, CLIError) else EXIT_FAILED
+        if isinstance(e, _USER_ERRORS):
+            eprint(f"tether: error: {_one_line(e)}")
+        else:
+            eprint(
+                f"tether: error: {type(e).__name__}: {_one_line(e)}"
+                + ("" if debug else " (run `tether --debug ...` for the traceback)")
+            )
+        sys.exit(code)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+"""Components: plain typed Python functions that return an :class:`~tether.specs.AppDef`.
+
+A component's signature is its command line: ``tether run dist.ddp -j 1x2 --script train.py``
+calls :func:`tether.components.dist.ddp` with ``j="1x2", script="train.py"``. The pieces:
+
+* :mod:`tether.components.finder` resolves a component name (builtins, ``path/file.py:fn``,
+  ``package.module:fn``, entry points of the ``tether.components`` group);
+* :mod:`tether.components.args` turns a signature plus Google-style docstring into arguments
+  and calls the function (:func:`~tether.components.args.materialize`);
+* :mod:`tether.components.validate` is the linter for component authors;
+* :mod:`~tether.components.dist`, :mod:`~tether.components.utils`,
+  :mod:`~tether.components.serve` and :mod:`~tether.components.metrics` are the builtins.
+
+Importing this package imports nothing heavy (no torch, no scheduler).
+"""
+
+import os
+
+__tether_not_components__ = ("args", "finder", "params", "structured_arg", "validate")
+"""Sub-modules that hold the machinery, not components (skipped by the finder)."""
+
+DEFAULT_IMAGE: str = os.environ.get("TETHER_IMAGE", "ghcr.io/tether-ml/tether:latest")
+"""Image used by the builtin components when ``--image`` is not given (``$TETHER_IMAGE``
+overrides it). Local schedulers ignore images."""

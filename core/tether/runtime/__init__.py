@@ -1,0 +1,18 @@
+"""Helpers for the apps themselves (code that runs inside a job).
+
+``rank()``, ``local_rank()``, ``world_size()`` and ``is_rank0()`` work inside and outside an
+initialized ``torch.distributed`` process group and read the variables torchrun sets
+(``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``) otherwise. ``local_device()`` is the device a
+process should put its model on. Importing this package does not import torch; only
+``local_device()`` does.
+"""
+
+from tether.runtime.distributed import (
+    is_rank0,
+    local_device,
+    local_rank,
+    rank,
+    world_size,
+)
+
+__all__ = ["is_rank0", "local_device", "local_rank", "rank", "world_size"]

@@ -1,0 +1,136 @@
+"""A tiny distributed training app: PyTorch DDP on CPU with the gloo backend.
+
+It fits a small linear model to synthetic data (y = X @ w_true + noise) for a few seconds.
+Each rank trains on its own shard; DDP averages the gradients, so every rank ends with the
+same weights, which the app checks before it exits.
+
+Run it as a distributed job through tether (two workers on this machine)::
+
+    tether run -s local_cwd dist.ddp -j 1x2 --script examples/apps/train_ddp.py
+
+or directly with torchrun::
+
+    python -m torch.distributed.run --nproc_per_node 2 examples/apps/train_ddp.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from collections.abc import Iterable, Sequence
+
+# torch warns when numpy is missing; this app does not need numpy
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel  # noqa: E402
+
+from tether.runtime import is_rank0, local_device, local_rank, rank, world_size  # noqa: E402
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Command-line options of the app.
+
+    Args:
+        argv: Arguments (default: ``sys.argv[1:]``).
+
+    Returns:
+        The options.
+    """
+    parser = argparse.ArgumentParser(description="tiny DDP training on synthetic data")
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--samples", type=int, default=2048, help="samples per rank")
+    parser.add_argument("--features", type=int, default=16)
+    parser.add_argument("--batch_size", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--seed", type=int, default=0)
+    return parser.parse_args(argv)
+
+
+def synthetic_shard(
+    samples: int, features: int, seed: int, shard: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """This rank's shard of a synthetic regression problem.
+
+    Args:
+        samples: Samples in the shard.
+        features: Input features.
+        seed: Seed of the true weights (the same on every rank).
+        shard: Index of the shard (different data per rank).
+
+    Returns:
+        Inputs, targets and the true weights.
+    """
+    w_true = torch.randn(features, 1, generator=torch.Generator().manual_seed(seed))
+    gen = torch.Generator().manual_seed(seed + 1 + shard)
+    x = torch.randn(samples, features, generator=gen)
+    y = x @ w_true + 0.01 * torch.randn(samples, 1, generator=gen)
+    return x, y, w_true
+
+
+def sgd_step(params: Iterable[torch.nn.Parameter], lr: float) -> None:
+    """Plain gradient descent (torch.optim would add seconds of imports to this tiny app).
+
+    Args:
+        params: The parameters, with gradients.
+        lr: The learning rate.
+    """
+    with torch.no_grad():
+        for p in params:
+            if p.grad is not None:
+                p -= lr * p.grad
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Trains and reports.
+
+    Args:
+        argv: Arguments (default: ``sys.argv[1:]``).
+
+    Returns:
+        The exit code.
+    """
+    args = parse_args(argv)
+    dist.init_process_group(backend="gloo")
+    try:
+        device = local_device()
+        me, n = rank(), world_size()
+        print(f"rank {me}/{n} (local rank {local_rank()}) training on {device}", flush=True)
+
+        torch.manual_seed(args.seed)  # same initial weights everywhere (DDP also broadcasts)
+        model = DistributedDataParallel(torch.nn.Linear(args.features, 1).to(device))
+        x, y, w_true = synthetic_shard(args.samples, args.features, args.seed, me)
+        start = time.monotonic()
+        loss = torch.tensor(0.0)
+        for epoch in range(args.epochs):
+            perm = torch.randperm(args.samples, generator=torch.Generator().manual_seed(epoch))
+            for i in range(0, args.samples, args.batch_size):
+                idx = perm[i:i + args.batch_size]
+                model.zero_grad()
+                loss = torch.nn.functional.mse_loss(model(x[idx].to(device)), y[idx].to(device))
+                loss.backward()  # DDP averages the gradients of all ranks here
+                sgd_step(model.parameters(), args.lr)
+            avg = loss.detach().clone()
+            dist.all_reduce(avg)
+            if is_rank0():
+                print(f"epoch {epoch}: loss {avg.item() / n:.5f}", flush=True)
+
+        weights = model.module.weight.detach().clone()
+        reference = weights.clone()
+        dist.broadcast(reference, src=0)
+        if not torch.allclose(weights, reference):
+            print(f"rank {me}: weights differ from rank 0", file=sys.stderr, flush=True)
+            return 1
+        err = (weights.t().cpu() - w_true).abs().max().item()
+        print(f"rank {me}: done in {time.monotonic() - start:.1f}s, final loss "
+              f"{loss.item():.5f}, max weight error {err:.4f}", flush=True)
+        return 0
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""The ``tether`` entry point: help, speed (imports), errors, plugins and builtins."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import Result
+from tether.cli.common import CLIError
+from tether.cli.main import BUILTIN_COMMANDS, create_parser, plugin_commands
+
+HEAVY = (
+    "torch", "kubernetes", "airflow", "prefect", "kfp", "boto3", "botocore", "mlflow",
+    "fsspec", "ray",
+)
+"""Modules `tether --help` and `tether builtins` must not import."""
+
+
+def imported_modules(*argv: str) -> set[str]:
+    code = (
+        "import sys, json\n"
+        "from tether.cli.main import main\n"
+        "try:\n"
+        f"    main({list(argv)!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('MODULES=' + json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60)
+    line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("MODULES="))
+    return set(json.loads(line[len("MODULES="):]))
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["builtins"], ["run", "--help"]])
+def test_light_commands_import_no_backend_orchestrator_or_sdk(argv: list[str]) -> None:
+    mods = imported_modules(*argv)
+    heavy = sorted(m for m in mods if m.split(".")[0] in HEAVY)
+    assert not heavy, heavy
+    backends = sorted(m for m in mods if m.startswith("tether.schedulers.")
+                      and m.endswith("_scheduler"))
+    assert not backends, backends
+    if argv == ["--help"]:
+        assert not [m for m in mods if m.startswith(("tether.runner", "tether.tracker",
+                                                       "tether.components."))]
+
+
+def test_help_lists_builtin_and_plugin_commands(tether: Callable[..., Result],
+                                                test_plugin: None) -> None:
+    res = tether("--help")
+    assert res.code == 0
+    for name in BUILTIN_COMMANDS:
+        assert name in res.out
+    assert "hello" in res.out and "tether_test_plugin.cli:CmdHello" in res.out
+
+
+def test_no_command_prints_help_and_fails(tether: Callable[..., Result]) -> None:
+    res = tether()
+    assert res.code == 1 and "usage: tether" in res.out
+
+
+def test_plugin_command_runs(tether: Callable[..., Result], test_plugin: None) -> None:
+    res = tether("hello", "--name", "tests")
+    assert (res.code, res.out) == (0, "hello tests from a plugin\n")
+
+
+def test_plugin_cannot_replace_a_builtin_command(capsys: pytest.CaptureFixture[str]) -> None:
+    eps = [
+        EntryPoint("status", "tether_test_plugin.cli:CmdHello", "tether.cli.cmds"),
+        EntryPoint("hello", "tether_test_plugin.cli:CmdHello", "tether.cli.cmds"),
+    ]
+    found = plugin_commands(eps)
+    assert list(found) == ["hello"]
+    err = capsys.readouterr().err
+    assert "ignoring plugin command 'status'" in err and "built-in command" in err
+    _, commands = create_parser(["status", "x"], plugins=found)
+    assert type(commands["status"]).__module__ == "tether.cli.cmd_status"
+
+
+def test_bad_plugin_class_is_a_clear_error(test_plugin: None) -> None:
+    bad = {"bad": EntryPoint("bad", "tether_test_plugin.cli:NotACommand", "tether.cli.cmds")}
+    with pytest.raises(CLIError, match=r"is not a tether\.cli\.cmd_base\.SubCommand subclass"):
+        create_parser(["bad"], plugins=bad)
+    # not loaded at all unless chosen
+    _, commands = create_parser(["builtins"], plugins=bad)
+    assert "bad" not in commands
+
+
+def test_builtins(tether: Callable[..., Result], test_plugin: None) -> None:
+    res = tether("builtins")
+    assert res.code == 0
+    assert res.out.startswith("Found ")
+    for name in ("dist.ddp", "dist.spmd", "utils.echo", "utils.python", "serve.torchserve",
+                 "metrics.tensorboard", "foo.baz.trainer"):
+        assert f". {name} " in res.out
+    res = tether("builtins", "--print", "utils.echo")
+    assert res.code == 0 and res.out.startswith("def echo(")
+
+
+def test_user_errors_are_one_line_without_traceback(tether_proc: Callable[..., Result]) -> None:
+    res = tether_proc("run", "utils.ech")
+    assert res.code == 1
+    assert res.err.strip().splitlines() == [
+        res.err.strip(),
+    ] and res.err.startswith("tether: error: unknown component 'utils.ech'")
+    assert "utils.echo" in res.err and "Traceback" not in res.err
+
+
+def test_debug_shows_the_traceback(tether_proc: Callable[..., Result]) -> None:
+    res = tether_proc("--debug", "run", "utils.ech")
+    assert res.code == 1 and "Traceback (most recent call last)" in res.err
+    res = tether_proc("run", "utils.ech", env={"TETHER_DEBUG": "1"})
+    assert "Traceback" in res.err
+
+
+def test_usage_errors_exit_2(tether: Callable[..., Result]) -> None:
+    res = tether("status")
+    assert res.code == 2 and "APP_HANDLE" in res.err
+    res = tether("nosuchcommand")
+    assert res.code == 2
+
+
+def test_malformed_handle(tether: Callable[..., Result]) -> None:
+    res = tether("status", "not-a-handle")
+    assert res.code == 1
+    assert "is not a valid app handle" in res.err and res.err.count("\n") == 1
+
+
+def test_cli_defaults_from_tetherconfig(tether: Callable[..., Result], project: Path) -> None:
+    (project / ".tetherconfig").write_text("[cli:run]\nscheduler = no_such_sched\n")
+    res = tether("run", "--dryrun", "utils.echo")
+    assert res.code == 1 and "unknown scheduler 'no_such_sched'" in res.err
+    (project / ".tetherconfig").write_text("[cli:run]\nnot_an_option = 1\n")
+    res = tether("run", "--dryrun", "utils.echo")
+    assert res.code == 1 and "'not_an_option' is not an option of `tether run`" in res.err
+
+
+def test_console_script_is_installed() -> None:
+    script = Path(sys.executable).parent / "tether"
+    proc = subprocess.run([str(script), "--version"], capture_output=True, text=True,
+                          check=False, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.startswith("tether ")

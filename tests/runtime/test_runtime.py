@@ -1,0 +1,140 @@
+"""tether.runtime: rank, local rank, world size and device, in and out of a process group."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tether import runtime
+
+
+@pytest.fixture
+def no_dist_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.mark.usefixtures("no_dist_env")
+def test_alone_without_env() -> None:
+    assert (runtime.rank(), runtime.local_rank(), runtime.world_size()) == (0, 0, 1)
+    assert runtime.is_rank0()
+
+
+@pytest.mark.usefixtures("no_dist_env")
+def test_from_torchrun_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RANK", "5")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    assert (runtime.rank(), runtime.local_rank(), runtime.world_size()) == (5, 1, 8)
+    assert not runtime.is_rank0()
+
+
+@pytest.mark.usefixtures("no_dist_env")
+def test_bad_env_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RANK", "one")
+    with pytest.raises(ValueError, match=r"\$RANK='one' is not an integer"):
+        runtime.rank()
+
+
+def test_import_does_not_import_torch() -> None:
+    code = ("import sys, tether.runtime as r; "
+            "print(r.rank(), r.world_size(), 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={**os.environ, "RANK": "2", "WORLD_SIZE": "4"})
+    assert out.stdout.split() == ["2", "4", "False"]
+
+
+@pytest.fixture
+def gloo_group(no_dist_env: None, tmp_path: Path) -> Iterator[None]:
+    """A real single-process gloo process group (world size 1)."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0,
+                            world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+@pytest.mark.usefixtures("gloo_group")
+def test_inside_an_initialized_gloo_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    # the group wins over conflicting env values
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "9")
+    assert runtime.rank() == 0 and runtime.world_size() == 1
+    assert runtime.local_device() == torch.device("cpu")
+    monkeypatch.delenv("RANK")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert runtime.local_rank() == 0
+    assert any("LOCAL_RANK is not set" in str(w.message) for w in caught)
+
+
+@pytest.mark.usefixtures("no_dist_env")
+def test_local_device_without_group_on_this_host() -> None:
+    import torch
+
+    expected = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+    assert runtime.local_device() == expected
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_under_torchrun_with_two_processes(tmp_path: Path) -> None:
+    script = tmp_path / "probe.py"
+    script.write_text(textwrap.dedent("""
+        import json, os, sys
+        import torch.distributed as dist
+        from tether import runtime
+        before = [runtime.rank(), runtime.local_rank(), runtime.world_size()]
+        dist.init_process_group("gloo")
+        after = [runtime.rank(), runtime.local_rank(), runtime.world_size(),
+                 str(runtime.local_device())]
+        with open(os.path.join(sys.argv[1], f"rank{os.environ['RANK']}.json"), "w") as f:
+            json.dump({"before": before, "after": after}, f)
+        dist.destroy_process_group()
+    """))
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node",
+         "2", "--rdzv_backend", "c10d", "--rdzv_endpoint", f"localhost:{_free_port()}",
+         str(script), str(tmp_path)],
+        capture_output=True, text=True, timeout=240, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    docs = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert sorted(d["before"] for d in docs) == [[0, 0, 2], [1, 1, 2]]
+    assert sorted(d["after"] for d in docs) == [[0, 0, 2, "cpu"], [1, 1, 2, "cpu"]]
+
+
+@pytest.mark.skipif("not __import__('torch').cuda.is_available()", reason="needs a CUDA GPU")
+def test_local_device_under_nccl_is_the_local_cuda_device(tmp_path: Path) -> None:
+    script = tmp_path / "probe.py"
+    script.write_text(textwrap.dedent("""
+        import torch.distributed as dist
+        from tether import runtime
+        dist.init_process_group("nccl")
+        print("PROBE", runtime.local_device(), flush=True)
+        dist.destroy_process_group()
+    """))
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "1",
+         "--rdzv_backend", "c10d", "--rdzv_endpoint", f"localhost:{_free_port()}", str(script)],
+        capture_output=True, text=True, timeout=240, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "PROBE cuda:0" in proc.stdout
