@@ -53,5 +53,9 @@ bench: $(VENV)/.all
 bench-smoke: $(VENV)/.all
 	$(PY) benchmarks/run.py --smoke
 
+## pipelines: compile the example KFP pipeline to build/kfp_train.yaml
+pipelines: $(VENV)/.all
+	$(PY) -m tether.adapters.kfp.compile examples/pipelines/kfp_train.py:train_pipeline build/kfp_train.yaml
+
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -16,6 +16,7 @@ or directly with torchrun::
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 import warnings
@@ -47,6 +48,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--batch_size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--model-dir", default=None,
+                        help="rank 0 saves model.pt (the Linear state_dict) here")
     return parser.parse_args(argv)
 
 
@@ -82,6 +85,28 @@ def sgd_step(params: Iterable[torch.nn.Parameter], lr: float) -> None:
         for p in params:
             if p.grad is not None:
                 p -= lr * p.grad
+
+
+def publish(model_dir: str | None, model: torch.nn.Module, final_loss: float) -> None:
+    """Saves the model (when asked) and publishes the job's outputs (rank 0 only).
+
+    Args:
+        model_dir: Where to save ``model.pt``; nothing is saved when None.
+        model: The trained model.
+        final_loss: The last training loss.
+    """
+    from tether.tracker import AppRun
+
+    run = AppRun.run_from_env()
+    if model_dir:
+        os.makedirs(model_dir, exist_ok=True)
+        path = os.path.join(model_dir, "model.pt")
+        torch.save(model.state_dict(), path)
+        print(f"saved {path}", flush=True)
+    if run.outputs_url:
+        run.add_output("final_loss", final_loss)
+        if model_dir:
+            run.add_output("model_dir", model_dir)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -127,6 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         err = (weights.t().cpu() - w_true).abs().max().item()
         print(f"rank {me}: done in {time.monotonic() - start:.1f}s, final loss "
               f"{loss.item():.5f}, max weight error {err:.4f}", flush=True)
+        if is_rank0():
+            publish(args.model_dir, model.module, loss.item())
         return 0
     finally:
         dist.destroy_process_group()

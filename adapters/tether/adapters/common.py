@@ -16,10 +16,12 @@ Only the public API of ``tether.runner``, ``tether.specs`` and ``tether.componen
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -118,6 +120,54 @@ def resolve_component(component: str | Callable[..., AppDef]) -> tuple[str, Call
         return name, component
     info = get_component(component)
     return info.name, info.fn
+
+
+def component_ref(component: str | Callable[..., AppDef]) -> str:
+    """A name another process can find the component by (for steps that run elsewhere).
+
+    Args:
+        component: A component name, or a function defined at the top level of an importable
+            module.
+
+    Returns:
+        The name itself, or ``pkg.module:fn`` for a function.
+
+    Raises:
+        ValueError: For a function another process cannot import (defined in ``__main__``,
+            inside another function, or a lambda).
+    """
+    if not callable(component):
+        return component
+    module = getattr(component, "__module__", None) or ""
+    qualname = getattr(component, "__qualname__", "") or ""
+    if module == "__main__" or not module or "<" in qualname or "." in qualname:
+        raise ValueError(
+            f"component {qualname or component!r} (module {module or '?'!r}) cannot be imported "
+            "by another process: define it at the top level of an importable module, or pass "
+            "its name ('pkg.module:fn' or 'path/to/file.py:fn')"
+        )
+    return f"{module}:{qualname}"
+
+
+def component_params(component: str | Callable[..., AppDef]) -> list[Any]:
+    """The typed parameters of a component (what an orchestrator exposes as task inputs).
+
+    Args:
+        component: The component (name or function).
+
+    Returns:
+        One :class:`tether.components.params.Param` per parameter, in signature order.
+
+    Raises:
+        ValueError: When the function is not a valid component (the message lists why).
+    """
+    from tether.components.params import inspect_component
+
+    name, fn = resolve_component(component)
+    spec = inspect_component(fn)
+    if spec.errors:
+        raise ValueError(f"{name} is not a valid component: " + "; ".join(spec.errors))
+    return list(spec.params)
 
 
 def materialize(
@@ -242,6 +292,29 @@ class ComponentJob:
         self.app_handle: str | None = None
         self.reattached = False
         self._cancelled = threading.Event()
+        self.stop_reason: str | None = None
+
+    @classmethod
+    def attach(cls, app_handle: str, runner: Runner | None = None) -> ComponentJob:
+        """A job for an app launched earlier (e.g. by a task that deferred, or another process).
+
+        Args:
+            app_handle: The app's handle.
+            runner: Runner to use (default: a new one, closed by :meth:`close`).
+
+        Returns:
+            The job, already "submitted" (``app`` is what the scheduler can rebuild of it).
+        """
+        from tether.specs import parse_app_handle
+
+        r = runner or get_runner()
+        parsed = parse_app_handle(app_handle)
+        app = r.describe(app_handle) or AppDef(name=parsed.app_id, roles=[])
+        job = cls(app, parsed.scheduler_backend, key=None, runner=r)
+        job._own_runner = runner is None
+        job.app_handle = app_handle
+        job.reattached = True
+        return job
 
     # ---- submit ------------------------------------------------------------------------
     def submit(self) -> str:
@@ -262,13 +335,15 @@ class ComponentJob:
         return self.app_handle
 
     # ---- observe -----------------------------------------------------------------------
-    def stream_logs(self, sink: LineSink) -> None:
-        """Feeds every replica's log lines (``role/replica line``) to ``sink`` until the job ends.
+    def stream_logs(self, sink: LineSink, follow: bool = True) -> None:
+        """Feeds every replica's log lines (``role/replica line``) to ``sink``.
 
         Args:
             sink: Receives one formatted line at a time (e.g. ``logger.info``).
+            follow: Follow the logs until the job ends; False returns what is there now
+                (e.g. the whole log of a finished job).
         """
-        for line in fan_in(self.runner, self._handle(), should_tail=True):
+        for line in fan_in(self.runner, self._handle(), should_tail=follow):
             sink(line.format())
 
     def status(self) -> AppStatus | None:
@@ -341,6 +416,69 @@ class ComponentJob:
             raise JobFailedError(result)
         return result
 
+    def follow(
+        self,
+        sink: LineSink | None = None,
+        poll_interval: float = 0.5,
+        should_stop: Callable[[], str | None] | None = None,
+        drain_timeout: float = 10.0,
+    ) -> JobResult:
+        """Streams logs into ``sink`` on a helper thread and waits in short slices.
+
+        Unlike :meth:`run`, the calling thread never blocks for longer than ``poll_interval``
+        in one call, so an orchestrator's interruption reaches it promptly: an exception
+        injected into the thread (a task timeout), or raised by a signal handler in the main
+        thread. The caller's ``except``/``finally`` then calls :meth:`cancel_and_wait`.
+
+        Args:
+            sink: Receives log lines (no streaming when None). Its exceptions are raised here
+                (the job keeps running, so a retry can re-attach to it).
+            poll_interval: Longest single wait, in seconds.
+            should_stop: Polled every slice; when it returns a reason, the job is cancelled
+                and followed to its final state, and the reason is kept in
+                :attr:`stop_reason`.
+            drain_timeout: After the job finished, how long to wait for the last log lines.
+
+        Returns:
+            The result (whatever the final state).
+        """
+        self._handle()
+        self.status()  # creates the scheduler here, not concurrently in the log thread
+        errors: list[BaseException] = []
+        pump: threading.Thread | None = None
+        if sink is not None:
+            ctx = contextvars.copy_context()
+
+            def _pump() -> None:
+                try:
+                    self.stream_logs(sink)
+                except BaseException as e:
+                    errors.append(e)
+
+            pump = threading.Thread(
+                target=ctx.run, args=(_pump,), daemon=True, name=f"tether-logs-{self.app_handle}"
+            )
+            pump.start()
+        while True:
+            if errors:
+                raise errors[0]
+            if should_stop is not None and self.stop_reason is None:
+                reason = should_stop()
+                if reason:
+                    self.stop_reason = reason
+                    log.info("stopping %s: %s", self.app_handle, reason)
+                    self.cancel()
+            result = self.wait(wait_interval=poll_interval, timeout=poll_interval)
+            if result.state.is_terminal() or result.state == AppState.UNKNOWN:
+                break
+        if pump is not None:
+            deadline = time.monotonic() + drain_timeout
+            while pump.is_alive() and time.monotonic() < deadline:
+                pump.join(min(poll_interval, max(deadline - time.monotonic(), 0.0)))
+            if errors:
+                raise errors[0]
+        return result
+
     # ---- stop --------------------------------------------------------------------------
     def cancel(self) -> None:
         """Cancels the job (idempotent; a no-op before submission)."""
@@ -348,6 +486,31 @@ class ComponentJob:
         if self.app_handle is not None:
             log.info("cancelling %s", self.app_handle)
             self.runner.cancel(self.app_handle)
+
+    def cancel_and_wait(
+        self, timeout: float = 30.0, poll_interval: float = 0.5
+    ) -> JobResult | None:
+        """Cancels the job and waits until it has stopped: what a stop signal should call.
+
+        A submission interrupted before its handle came back is covered too: the job is then
+        looked up by its key.
+
+        Args:
+            timeout: Longest wait for the job to reach a final state, in seconds.
+            poll_interval: Poll interval.
+
+        Returns:
+            The result after cancelling, or None when there is no job to cancel.
+        """
+        if self.app_handle is None and self.key:
+            found = self.runner.find_job(self.scheduler, self.key)
+            if found is not None and not found.status.is_terminal():
+                self.app_handle = found.app_handle
+        if self.app_handle is None:
+            self._cancelled.set()
+            return None
+        self.cancel()
+        return self.wait(wait_interval=poll_interval, timeout=timeout)
 
     def close(self) -> None:
         """Closes the runner if this job created it."""

@@ -1,0 +1,162 @@
+"""Dry-run of a KFP step: the mode and why, the AppDef, the scheduler's request, the KFP step.
+
+Three layers, nothing submitted::
+
+    python -m tether.adapters.kfp.dryrun utils.echo -a msg=hi
+    python -m tether.adapters.kfp.dryrun dist.ddp -s slurm -a script=train.py -a j=2x8
+
+``TetherStep.dryrun(**kwargs)`` returns the same as a :class:`StepDryRun`. Secret-looking env
+values are masked in every layer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from tether.adapters.common import describe_app, render_dryrun
+from tether.specs.secrets import redact, secret_values
+
+if TYPE_CHECKING:
+    from tether.adapters.kfp.steps import TetherStep
+
+
+@dataclass
+class StepDryRun:
+    """What a step call becomes.
+
+    Attributes:
+        step: The step's name.
+        component: The component's name.
+        mode: ``native`` or ``launcher``.
+        reason: Why that mode.
+        app: The AppDef summary (None when it can only be built at run time).
+        scheduler_request: For launcher steps, the scheduler's native request (redacted).
+        kfp_yaml: The compiled one-step pipeline (secrets masked).
+    """
+
+    step: str
+    component: str
+    mode: str
+    reason: str
+    app: dict[str, Any] | None
+    scheduler_request: str | None
+    kfp_yaml: str
+
+    def __str__(self) -> str:
+        parts = [
+            f"# KFP step {self.step!r} ({self.component}): {self.mode} mode",
+            f"# why: {self.reason}",
+            "## AppDef",
+            yaml.safe_dump(self.app, sort_keys=False) if self.app else "(built at run time)\n",
+        ]
+        if self.scheduler_request is not None:
+            parts += ["## scheduler request", self.scheduler_request.rstrip() + "\n"]
+        parts += ["## KFP pipeline (one step)", self.kfp_yaml]
+        return "\n".join(parts)
+
+
+def _compile_one(step: TetherStep, kwargs: dict[str, Any]) -> str:
+    from kfp import compiler, dsl
+
+    def one_step() -> None:
+        step(**kwargs)
+
+    one_step.__annotations__["return"] = None  # KFP reads real annotations, not strings
+    pipeline = dsl.pipeline(name=f"{step.name.replace('_', '-')}-dryrun")(one_step)
+    with tempfile.TemporaryDirectory(prefix="tether-kfp-dryrun-") as tmp:
+        path = os.path.join(tmp, "pipeline.yaml")
+        compiler.Compiler().compile(pipeline, path)
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+
+
+def dryrun_step(step: TetherStep, **kwargs: Any) -> StepDryRun:
+    """Renders what calling ``step(**kwargs)`` in a pipeline becomes, without running it.
+
+    Args:
+        step: The step.
+        **kwargs: The component's arguments (constants).
+
+    Returns:
+        The dry-run.
+    """
+    plan = step.plan(**kwargs)
+    secrets = secret_values(r.env for r in plan.app.roles) if plan.app else []
+    secrets += secret_values([step.env])
+    request: str | None = None
+    if plan.mode == "launcher":
+        if plan.app is None:
+            request = "(the AppDef is built when the step runs)"
+        else:
+            try:
+                _, info = render_dryrun(plan.app, step.scheduler, step.cfg)
+                request = str(info)
+            except Exception as e:  # the scheduler's client may be missing where we render
+                request = f"(cannot render the {step.scheduler} request here: {e})"
+    return StepDryRun(
+        step=step.name,
+        component=step.component_name,
+        mode=plan.mode,
+        reason=plan.reason,
+        app=describe_app(plan.app) if plan.app else None,
+        scheduler_request=redact(request, secrets) if request else request,
+        kfp_yaml=redact(_compile_one(step, kwargs), secrets),
+    )
+
+
+def _value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point.
+
+    Args:
+        argv: Arguments (default ``sys.argv[1:]``).
+
+    Returns:
+        The exit code.
+    """
+    from tether.adapters.kfp.steps import step
+
+    p = argparse.ArgumentParser(prog="python -m tether.adapters.kfp.dryrun",
+                                description="Show what a tether component becomes as a KFP step.")
+    p.add_argument("component", help="component name, e.g. utils.echo or pkg.module:fn")
+    p.add_argument("-s", "--scheduler", default="kubernetes")
+    p.add_argument("--mode", default="auto", choices=["auto", "native", "launcher"])
+    p.add_argument("--image", default=None)
+    p.add_argument("-a", "--arg", action="append", default=[], metavar="NAME=VALUE",
+                   help="a component argument (VALUE is read as JSON when it parses)")
+    p.add_argument("-c", "--cfg", action="append", default=[], metavar="KEY=VALUE",
+                   help="a run option of the scheduler")
+    ns = p.parse_args(argv)
+
+    def pairs(items: list[str], what: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for item in items:
+            key, sep, val = item.partition("=")
+            if not sep or not key:
+                p.error(f"{what} {item!r} is not NAME=VALUE")
+            out[key] = _value(val)
+        return out
+
+    st = step(ns.component, scheduler=ns.scheduler, mode=ns.mode, image=ns.image,
+              cfg=pairs(ns.cfg, "--cfg"))
+    print(dryrun_step(st, **pairs(ns.arg, "--arg")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,279 @@
+"""Native steps: a single-replica role as a KFP container component, pod settings included.
+
+The role's image, entrypoint and args become the container; env, CPU, memory, GPUs and
+retries become task settings; volume mounts, node selectors (from named resources),
+tolerations and a memory-backed ``/dev/shm`` are set through ``kfp-kubernetes``. Macros map
+to KFP: ``${app_id}`` becomes ``<run id>-<task id>`` (through the step's hidden inputs),
+``${replica_id}`` becomes ``0``, ``${img_root}`` the image's root (empty).
+
+Pipeline values reach the container as KFP input placeholders: only ``str`` parameters that
+the component passes through into an argument can take them (:func:`runtime_problems`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from tether.adapters.kfp.options import KubernetesOptions
+from tether.adapters.kfp.signature import (
+    RUN_ID_INPUT,
+    TASK_ID_INPUT,
+    StepInput,
+    input_placeholder,
+)
+from tether.specs import AppDef, BindMount, DeviceMount, Role, VolumeMount, macros
+
+if TYPE_CHECKING:
+    from kfp.dsl.base_component import BaseComponent
+    from kfp.dsl.pipeline_task import PipelineTask
+
+APP_ID_VALUE = f"{input_placeholder(RUN_ID_INPUT)}-{input_placeholder(TASK_ID_INPUT)}"
+"""What ``${app_id}`` becomes in a native step's args."""
+
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash"})
+_INTERPRETERS = re.compile(r"^(python[0-9.]*|perl|ruby)$")
+_ANY_INPUT = re.compile(r"\{\{\$\.inputs\.parameters\['([^']+)'\]\}\}")
+
+
+class NativeStepError(ValueError):
+    """A role cannot run as a native KFP step; the message names the role and the field."""
+
+
+def _suggest() -> str:
+    return "use mode='launcher' to run it through tether's scheduler instead"
+
+
+def topology_problems(app: AppDef) -> list[str]:
+    """Why the app is not one role of one replica (empty when it is).
+
+    Args:
+        app: The app.
+
+    Returns:
+        The problems.
+    """
+    if len(app.roles) != 1:
+        names = ", ".join(r.name for r in app.roles) or "none"
+        return [f"app {app.name!r} has {len(app.roles)} roles ({names}); a native step runs one"]
+    role = app.roles[0]
+    if role.num_replicas != 1:
+        return [
+            f"role {role.name!r}: num_replicas={role.num_replicas}; a native step runs one replica"
+        ]
+    return []
+
+
+def role_problems(role: Role) -> list[str]:
+    """What of a role a KFP container step cannot express.
+
+    Args:
+        role: The role.
+
+    Returns:
+        One message per field, naming the role and the field.
+    """
+    where = f"role {role.name!r}"
+    out: list[str] = []
+    if not role.image:
+        out.append(f"{where}: image is empty; a native step needs a container image (image=...)")
+    if role.workspace is not None:
+        out.append(f"{where}: workspace={role.workspace!r}; a native step runs a prebuilt "
+                   "image and cannot build a workspace into it")
+    if role.min_replicas not in (None, 1):
+        out.append(f"{where}: min_replicas={role.min_replicas}; native steps are not elastic")
+    for i, m in enumerate(role.mounts):
+        if isinstance(m, BindMount):
+            out.append(f"{where}: mounts[{i}] binds host path {m.src_path!r}; KFP cannot mount "
+                       "host paths (use a volume mount of a PVC)")
+        elif isinstance(m, DeviceMount):
+            out.append(f"{where}: mounts[{i}] is device {m.src_path!r}; KFP cannot mount devices")
+        elif isinstance(m, VolumeMount) and m.read_only:
+            out.append(f"{where}: mounts[{i}] mounts volume {m.src!r} read-only; kfp-kubernetes "
+                       "mounts PVCs read-write only")
+    if role.resource.devices:
+        out.append(f"{where}: resource.devices={dict(role.resource.devices)}; a KFP task "
+                   "requests one accelerator type only (GPUs)")
+    for k, v in role.env.items():
+        if macros.app_id in v:
+            out.append(f"{where}: env {k} uses {macros.app_id}; KFP cannot fill run-time "
+                       "values into environment variables (pass it in args)")
+    return out
+
+
+def substitute_macros(role: Role) -> Role:
+    """The role with macros replaced by what they are in a KFP step.
+
+    Args:
+        role: The role (not modified).
+
+    Returns:
+        A copy.
+    """
+    return macros.Values(img_root="", app_id=APP_ID_VALUE, replica_id="0").apply(role)
+
+
+def _interpreter_script_index(role: Role) -> int | None:
+    """Index in args of the script of ``sh -c SCRIPT`` / ``python -c CODE``, if any."""
+    prog = os.path.basename(role.entrypoint)
+    if prog not in _SHELLS and not _INTERPRETERS.match(prog):
+        return None
+    for i, a in enumerate(role.args):
+        if a == "-c" or (prog in _SHELLS and re.fullmatch(r"-[a-zA-Z]*c[a-zA-Z]*", a)):
+            return i + 1 if i + 1 < len(role.args) else None
+        if not a.startswith("-"):
+            return None
+    return None
+
+
+def runtime_problems(role: Role, runtime: Sequence[StepInput]) -> list[str]:
+    """Why pipeline values of ``runtime`` inputs cannot reach the container verbatim.
+
+    A value must be a ``str`` parameter that the component passes into the entrypoint or an
+    argument; it may not be spliced into a shell or interpreter script (``sh -c``,
+    ``python -c``: quoting there is the component's job, which only a launcher step does with
+    the real value) nor end up in env or the image.
+
+    Args:
+        role: The role, macros substituted, built with placeholders for the runtime inputs.
+        runtime: The inputs wired to pipeline values.
+
+    Returns:
+        The problems.
+    """
+    out: list[str] = []
+    script_at = _interpreter_script_index(role)
+    for inp in runtime:
+        ph = input_placeholder(inp.name)
+        what = f"parameter {inp.name!r} is wired to a pipeline value, but"
+        if not inp.scalar_str:
+            out.append(f"{what} it has type {inp.type_text} (native steps take pipeline "
+                       "values only for str parameters)")
+            continue
+        if ph in role.image or any(ph in v for v in role.env.values()):
+            out.append(f"{what} the component puts it into the image or env, which KFP fixes "
+                       "when the pipeline is compiled")
+            continue
+        places = [i for i, a in enumerate(role.args) if ph in a]
+        if not places and ph not in role.entrypoint:
+            out.append(f"{what} the component does not pass it to the command unchanged (it "
+                       "uses it to build the job)")
+            continue
+        if script_at is not None and script_at in places and role.args[script_at] != ph:
+            out.append(f"{what} the component splices it into the script of "
+                       f"'{os.path.basename(role.entrypoint)} -c'; KFP would substitute it "
+                       "unquoted")
+    return out
+
+
+def _container_fn(
+    func_name: str,
+    description: str,
+    inputs: Sequence[StepInput],
+    hidden: Sequence[str],
+    role: Role,
+) -> Any:
+    from kfp import dsl
+
+    def container(*_placeholders: Any) -> dsl.ContainerSpec:
+        return dsl.ContainerSpec(
+            image=role.image,
+            command=[role.entrypoint] if role.entrypoint else None,
+            args=list(role.args) or None,
+        )
+
+    params = [
+        inspect.Parameter(i.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                          annotation=i.annotation,
+                          default=inspect.Parameter.empty if i.required else i.default)
+        for i in [i for i in inputs if i.required] + [i for i in inputs if not i.required]
+    ]
+    params += [inspect.Parameter(h, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str,
+                                 default="") for h in hidden]
+    container.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    container.__name__ = container.__qualname__ = func_name
+    documented = [i for i in inputs if i.help]
+    doc = description.strip() or "Runs a tether component as a KFP container step."
+    if documented:
+        doc += "\n\nArgs:\n" + "\n".join(f"    {i.name}: {' '.join(i.help.split())}"
+                                         for i in documented)
+    container.__doc__ = doc
+    return container
+
+
+def build_native_component(
+    func_name: str,
+    description: str,
+    inputs: Sequence[StepInput],
+    role: Role,
+) -> tuple[BaseComponent, list[str]]:
+    """Builds the container component of a native step.
+
+    Args:
+        func_name: The step's identifier.
+        description: The component's description.
+        inputs: The component's inputs.
+        role: The role, macros substituted (:func:`substitute_macros`).
+
+    Returns:
+        The component, and the hidden inputs the task must fill (the run/task ids when
+        ``${app_id}`` is used).
+    """
+    from kfp.dsl import component_factory
+
+    used = set(_ANY_INPUT.findall(" ".join([role.entrypoint, *role.args])))
+    hidden = [h for h in (RUN_ID_INPUT, TASK_ID_INPUT) if h in used]
+    fn = _container_fn(func_name, description, inputs, hidden, role)
+    return component_factory.create_container_component_from_func(fn), hidden
+
+
+def _cpu_text(cpu: float) -> str:
+    text = format(cpu, "g")
+    if re.fullmatch(r"([0-9]*[.])?[0-9]+", text):
+        return text
+    return f"{max(1, round(cpu * 1000))}m"
+
+
+def apply_task_settings(task: PipelineTask, role: Role, options: KubernetesOptions) -> None:
+    """Applies the role's env, resources, retries and pod settings to a native task.
+
+    Args:
+        task: The task.
+        role: The role, macros substituted.
+        options: Pod settings.
+    """
+    from kfp import kubernetes
+
+    for k, v in sorted(role.env.items()):
+        task.set_env_variable(k, v)
+    res = role.resource
+    if res.cpu is not None and res.cpu > 0:
+        task.set_cpu_request(_cpu_text(res.cpu)).set_cpu_limit(_cpu_text(res.cpu))
+    if res.memMB is not None and res.memMB > 0:
+        task.set_memory_request(f"{res.memMB}Mi").set_memory_limit(f"{res.memMB}Mi")
+    if res.gpu is not None and res.gpu > 0:
+        task.set_accelerator_type(options.accelerator_type).set_accelerator_limit(res.gpu)
+    if role.max_retries > 0:
+        task.set_retry(num_retries=role.max_retries)
+    for i, m in enumerate(role.mounts):
+        if isinstance(m, VolumeMount):
+            kubernetes.mount_pvc(task, pvc_name=m.src, mount_path=m.dst_path)
+        else:  # role_problems() rejected the rest already
+            raise NativeStepError(f"role {role.name!r}: mounts[{i}] {m!r} is not supported")
+    selectors = {str(k): str(v) for k, v in res.capabilities.items()}
+    selectors.update(options.node_selector)
+    for k, v in sorted(selectors.items()):
+        kubernetes.add_node_selector(task, label_key=k, label_value=v)
+    if options.gpu_toleration and res.gpu is not None and res.gpu > 0:
+        kubernetes.add_toleration(task, key=options.accelerator_type, operator="Exists",
+                                  effect="NoSchedule")
+    for tol in options.tolerations:
+        kubernetes.add_toleration(task, **tol)
+    if options.shm and not any(m.dst_path == "/dev/shm" for m in role.mounts):
+        kubernetes.empty_dir_mount(task, volume_name="dshm", mount_path="/dev/shm",
+                                   medium="Memory", size_limit=options.shm_size)
+    if options.image_pull_secrets:
+        kubernetes.set_image_pull_secrets(task, list(options.image_pull_secrets))

@@ -1,0 +1,433 @@
+"""``step()``: a tether component as a KFP v2 step, native or launcher, chosen per call.
+
+A :class:`TetherStep` is called inside a ``@dsl.pipeline`` like any KFP component, with the
+component's parameters as keyword arguments (constants, pipeline parameters or upstream
+outputs), and returns the KFP task. At each call it builds the AppDef (pipeline values stand
+in as KFP input placeholders) and picks the mode:
+
+* **native** when the scheduler is Kubernetes, the AppDef is one role of one replica, no run
+  options or outputs are asked for and every pipeline value reaches the command verbatim: a
+  container step whose pod is the job (:mod:`tether.adapters.kfp.native`);
+* **launcher** otherwise: a step that runs tether, which submits the AppDef to the scheduler
+  and waits (:mod:`tether.adapters.kfp.launcher`, :mod:`tether.adapters.kfp.launch`).
+
+``mode="native"`` or ``mode="launcher"`` forces one; a forced native step that cannot be
+expressed fails when the pipeline is compiled, naming the role and the field.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tether.adapters.common import (
+    component_params,
+    component_ref,
+    materialize,
+    resolve_component,
+)
+from tether.adapters.kfp.launcher import build_launcher_component
+from tether.adapters.kfp.native import (
+    NativeStepError,
+    apply_task_settings,
+    build_native_component,
+    role_problems,
+    runtime_problems,
+    substitute_macros,
+    topology_problems,
+)
+from tether.adapters.kfp.options import (
+    DEFAULT_SCHEDULER,
+    MODE_AUTO,
+    MODE_LAUNCHER,
+    MODE_NATIVE,
+    MODES,
+    NATIVE_SCHEDULERS,
+    KubernetesOptions,
+    LauncherOptions,
+)
+from tether.adapters.kfp.signature import (
+    RUN_ID_INPUT,
+    TASK_ID_INPUT,
+    TASK_NAME_INPUT,
+    StepInput,
+    input_placeholder,
+    parse_outputs,
+    step_identifier,
+    step_inputs,
+)
+from tether.adapters.kfp.spec import LaunchSpec
+from tether.specs import AppDef, CfgVal, InvalidRunConfigException, Role
+
+if TYPE_CHECKING:
+    from kfp.dsl.base_component import BaseComponent
+    from kfp.dsl.pipeline_task import PipelineTask
+
+    from tether.adapters.kfp.dryrun import StepDryRun
+
+log = logging.getLogger(__name__)
+
+
+class StepArgumentError(ValueError):
+    """A step was called with arguments the component does not take or is missing."""
+
+
+@dataclass
+class StepPlan:
+    """What one call of a step turns into.
+
+    Attributes:
+        mode: ``native`` or ``launcher``.
+        reason: Why that mode.
+        app: The AppDef, with KFP placeholders for pipeline values (None when the component
+            cannot build it before the pipeline runs).
+        role: For native steps, the role with macros substituted.
+        runtime: Names of the arguments wired to pipeline values.
+    """
+
+    mode: str
+    reason: str
+    app: AppDef | None
+    role: Role | None = None
+    runtime: list[str] = field(default_factory=list)
+
+
+def _is_runtime(value: Any) -> bool:
+    """Whether a value is (or holds) a pipeline value: a channel, or an f-string of one."""
+    from kfp.dsl.pipeline_channel import PipelineChannel
+
+    if isinstance(value, PipelineChannel):
+        return True
+    if isinstance(value, str):
+        return "{{channel:" in value
+    if isinstance(value, (list, tuple)):
+        return any(_is_runtime(v) for v in value)
+    if isinstance(value, Mapping):
+        return any(_is_runtime(k) or _is_runtime(v) for k, v in value.items())
+    return False
+
+
+def _description(fn: Callable[..., Any]) -> str:
+    """The docstring without its sections (the step's description)."""
+    import docstring_parser
+
+    try:
+        doc = docstring_parser.parse(inspect.getdoc(fn) or "")
+    except docstring_parser.ParseError:
+        return (inspect.getdoc(fn) or "").strip()
+    return "\n\n".join(p for p in (doc.short_description, doc.long_description) if p).strip()
+
+
+def _bullets(items: Sequence[str]) -> str:
+    return "".join(f"\n  - {i}" for i in items)
+
+
+class TetherStep:
+    """A tether component as a KFP step; call it inside a ``@dsl.pipeline``.
+
+    Create it with :func:`step`. Calling it with the component's arguments (keywords only)
+    adds a task to the pipeline being defined and returns it; a launcher task's
+    ``.outputs[name]`` are the job's declared outputs (plus ``app_handle`` and ``outputs``, a
+    JSON object of all of them).
+    """
+
+    def __init__(
+        self,
+        component: str | Callable[..., AppDef],
+        scheduler: str = DEFAULT_SCHEDULER,
+        cfg: Mapping[str, CfgVal] | None = None,
+        mode: str = MODE_AUTO,
+        image: str | None = None,
+        env: Mapping[str, str] | None = None,
+        outputs: Mapping[str, Any] | Sequence[str] | None = None,
+        name: str | None = None,
+        k8s: KubernetesOptions | None = None,
+        launcher: LauncherOptions | None = None,
+    ) -> None:
+        if mode not in MODES:
+            close = difflib.get_close_matches(str(mode), MODES, n=1, cutoff=0.5)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"mode={mode!r} is not one of {', '.join(MODES)}{hint}")
+        self.component = component
+        self.component_name, fn = resolve_component(component)
+        self.description = _description(fn)
+        self.inputs: list[StepInput] = step_inputs(component_params(component))
+        self._by_name = {i.name: i for i in self.inputs}
+        self.scheduler = scheduler
+        self.cfg: dict[str, CfgVal] = dict(cfg or {})
+        self.mode = mode
+        self.image = image
+        self.env = dict(env or {})
+        self.outputs = parse_outputs(outputs)
+        self.name = step_identifier(name or self.component_name)
+        self.k8s = k8s or KubernetesOptions()
+        self.launcher = launcher or LauncherOptions()
+        self._launcher_component: BaseComponent | None = None
+        self._check_scheduler()
+        if mode == MODE_NATIVE and self.outputs:
+            raise NativeStepError(
+                f"{self.component_name}: outputs={[n for n, _ in self.outputs]} need a launcher "
+                "step (only tether can read a job's outputs); use mode='launcher' or 'auto'"
+            )
+
+    # ---- checks ------------------------------------------------------------------------
+    def _check_scheduler(self) -> None:
+        from tether.runner import get_runner
+
+        with get_runner() as runner:
+            known = runner.scheduler_backends()
+            if self.scheduler not in known:
+                close = difflib.get_close_matches(self.scheduler, known, n=3, cutoff=0.5)
+                hint = f"; did you mean {', '.join(close)}?" if close else ""
+                raise ValueError(
+                    f"unknown scheduler {self.scheduler!r}{hint} (available: {', '.join(known)})"
+                )
+            if not self.cfg:
+                return
+            try:
+                opts = runner.scheduler_run_opts(self.scheduler)
+            except Exception as e:  # the scheduler's client may be missing where we compile
+                log.debug("cannot check the run options of %s here: %s", self.scheduler, e)
+                return
+        names = [n for n, _ in opts]
+        for key in self.cfg:
+            if key not in opts:
+                close = difflib.get_close_matches(key, names, n=3, cutoff=0.6)
+                hint = f"; did you mean {', '.join(close)}?" if close else ""
+                raise InvalidRunConfigException(
+                    f"unknown run option {key!r} for scheduler {self.scheduler!r}{hint} "
+                    f"(allowed: {', '.join(names) or 'none'})"
+                )
+
+    def _check_args(self, kwargs: Mapping[str, Any]) -> None:
+        for key in kwargs:
+            if key not in self._by_name:
+                close = difflib.get_close_matches(key, list(self._by_name), n=3, cutoff=0.6)
+                hint = f"; did you mean {', '.join(close)}?" if close else ""
+                raise StepArgumentError(
+                    f"{self.component_name} has no parameter {key!r}{hint} "
+                    f"(parameters: {', '.join(self._by_name) or 'none'})"
+                )
+        missing = [i.name for i in self.inputs if i.required and i.name not in kwargs]
+        if missing:
+            raise StepArgumentError(
+                f"{self.component_name} is missing required argument(s): {', '.join(missing)}"
+            )
+
+    @property
+    def signature(self) -> inspect.Signature:
+        """The step's call signature: the component's parameters, keyword-only."""
+        return inspect.Signature([
+            inspect.Parameter(i.name, inspect.Parameter.KEYWORD_ONLY, annotation=i.annotation,
+                              default=i.default)
+            for i in self.inputs
+        ])
+
+    # ---- planning ----------------------------------------------------------------------
+    def _build_app(self, kwargs: Mapping[str, Any], runtime: Sequence[str]) -> AppDef:
+        values: dict[str, Any] = dict(kwargs)
+        for name in runtime:
+            ph = input_placeholder(name)
+            values[name] = [ph] if self._by_name[name].varargs else ph
+        return materialize(self.component, values, image=self.image, env=self.env)
+
+    def plan(self, **kwargs: Any) -> StepPlan:
+        """Decides how a call with these arguments runs (without adding a task).
+
+        Args:
+            **kwargs: The component's arguments.
+
+        Returns:
+            The plan.
+
+        Raises:
+            StepArgumentError: For unknown or missing arguments, or values the component
+                rejects.
+            NativeStepError: When the step must be native (forced, or chosen) but the role
+                has fields a KFP container step cannot express.
+        """
+        self._check_args(kwargs)
+        runtime = [n for n, v in kwargs.items() if _is_runtime(v)]
+        typed = [n for n in runtime if not self._by_name[n].scalar_str]
+        app: AppDef | None = None
+        build_error = ""
+        if typed:
+            # KFP substitutes text: only a launcher step can hand the component a typed value
+            build_error = "; ".join(
+                f"parameter {n!r} is wired to a pipeline value, but it has type "
+                f"{self._by_name[n].type_text} (native steps take pipeline values only for "
+                "str parameters)" for n in typed)
+        else:
+            try:
+                app = self._build_app(kwargs, runtime)
+            except (ValueError, TypeError, KeyError) as e:
+                if not runtime:
+                    raise StepArgumentError(f"{self.component_name}: {e}") from e
+                build_error = ("the component cannot build its job before the pipeline runs "
+                               f"with the pipeline values of {', '.join(runtime)}: {e}")
+        if self.mode == MODE_LAUNCHER:
+            return StepPlan(MODE_LAUNCHER, "mode='launcher'", app, runtime=runtime)
+
+        not_native: list[str] = []
+        if self.scheduler not in NATIVE_SCHEDULERS:
+            not_native.append(f"scheduler {self.scheduler!r} is not Kubernetes: tether submits "
+                              "the job there")
+        if self.cfg:
+            not_native.append(f"run options {sorted(self.cfg)} apply to a scheduler submission")
+        if self.outputs:
+            not_native.append("outputs are declared: only tether can read a job's outputs")
+        role: Role | None = None
+        if app is None:
+            not_native.append(build_error)
+        else:
+            topology = topology_problems(app)
+            not_native += topology
+            if not topology:
+                role = substitute_macros(app.roles[0])
+                not_native += runtime_problems(role, [self._by_name[n] for n in runtime])
+        if not_native:
+            if self.mode == MODE_NATIVE:
+                raise NativeStepError(
+                    f"{self.component_name} cannot run as a native KFP step:"
+                    f"{_bullets(not_native)}\nUse mode='launcher' (or 'auto')."
+                )
+            return StepPlan(MODE_LAUNCHER, "; ".join(not_native), app, runtime=runtime)
+        assert app is not None and role is not None
+        problems = role_problems(app.roles[0])
+        if problems:
+            raise NativeStepError(
+                f"{self.component_name} cannot run as a native KFP step:{_bullets(problems)}\n"
+                "Use mode='launcher' to run it through tether's scheduler instead."
+            )
+        reason = ("mode='native'" if self.mode == MODE_NATIVE else
+                  f"one role of one replica on {self.scheduler}")
+        return StepPlan(MODE_NATIVE, reason, app, role=role, runtime=runtime)
+
+    # ---- tasks -------------------------------------------------------------------------
+    def launch_spec(self) -> LaunchSpec:
+        """The fixed part of this step's launcher tasks."""
+        return LaunchSpec(
+            component=component_ref(self.component),
+            scheduler=self.scheduler,
+            cfg=dict(self.cfg),
+            image=self.image,
+            env=dict(self.env),
+            outputs=list(self.outputs),
+            wait_interval=self.launcher.wait_interval,
+            cancel_grace=self.launcher.cancel_grace,
+        )
+
+    def launcher_component(self) -> BaseComponent:
+        """The launcher step's KFP component (the same for every call of this step)."""
+        if self._launcher_component is None:
+            self._launcher_component = build_launcher_component(
+                self.name, self.inputs, self.launch_spec(), self.launcher, self.description
+            )
+        return self._launcher_component
+
+    def __call__(self, **kwargs: Any) -> PipelineTask:
+        """Adds a task running the component with these arguments to the pipeline.
+
+        Args:
+            **kwargs: The component's arguments: constants, pipeline parameters or upstream
+                task outputs.
+
+        Returns:
+            The KFP task.
+        """
+        from kfp import dsl
+
+        plan = self.plan(**kwargs)
+        log.info("KFP step %s (%s): %s mode: %s", self.name, self.component_name, plan.mode,
+                 plan.reason)
+        hidden = {
+            RUN_ID_INPUT: dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+            TASK_NAME_INPUT: dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
+            TASK_ID_INPUT: dsl.PIPELINE_TASK_ID_PLACEHOLDER,
+        }
+        given = {k: v for k, v in kwargs.items() if v is not None}  # None: the default
+        if plan.mode == MODE_LAUNCHER:
+            task = self.launcher_component()(**given, **hidden)
+            task.set_caching_options(False)  # a job is a side effect: never skip it
+            if self.launcher.retries:
+                task.set_retry(num_retries=self.launcher.retries)
+            return task
+        assert plan.role is not None
+        component, used = build_native_component(
+            self.name, self.description, self.inputs, plan.role
+        )
+        task = component(**given, **{h: hidden[h] for h in used})
+        apply_task_settings(task, plan.role, self.k8s)
+        return task
+
+    def dryrun(self, **kwargs: Any) -> StepDryRun:
+        """What a call with these arguments becomes, without adding a task anywhere.
+
+        Args:
+            **kwargs: The component's arguments (constants).
+
+        Returns:
+            The mode and why, the AppDef, the scheduler's request and the compiled step.
+        """
+        from tether.adapters.kfp.dryrun import dryrun_step
+
+        return dryrun_step(self, **kwargs)
+
+    def __repr__(self) -> str:
+        return (f"TetherStep({self.component_name!r}, scheduler={self.scheduler!r}, "
+                f"mode={self.mode!r})")
+
+
+def step(
+    component: str | Callable[..., AppDef],
+    scheduler: str = DEFAULT_SCHEDULER,
+    cfg: Mapping[str, CfgVal] | None = None,
+    mode: str = MODE_AUTO,
+    image: str | None = None,
+    env: Mapping[str, str] | None = None,
+    outputs: Mapping[str, Any] | Sequence[str] | None = None,
+    name: str | None = None,
+    k8s: KubernetesOptions | None = None,
+    launcher: LauncherOptions | None = None,
+) -> TetherStep:
+    """Turns a tether component into a KFP v2 step.
+
+    Example::
+
+        train = step("dist.ddp", scheduler="kubernetes", outputs={"model_uri": str})
+
+        @dsl.pipeline
+        def pipeline(script: str = "train.py"):
+            t = train(script=script, j="2x4", gpu=4)
+            evaluate(model=t.outputs["model_uri"])
+
+    Args:
+        component: A component name (``dist.ddp``, ``pkg.module:fn``, ``path/file.py:fn``) or
+            function.
+        scheduler: Where the job runs. ``kubernetes`` (the pipeline's own cluster) allows
+            native steps; any other scheduler (``slurm``, ``aws_batch``, ``local_cwd``...)
+            gets a launcher step.
+        cfg: Run options of the scheduler (they make the step a launcher step).
+        mode: ``auto``, ``native`` or ``launcher``.
+        image: Replaces the image of every role.
+        env: Added to the env of every role.
+        outputs: The job outputs to expose as the step's output parameters: names (``str``)
+            or a dict of name -> type (``str``, ``int``, ``float``, ``bool``, ``list``,
+            ``dict``). Needs a launcher step.
+        name: The step's name (default: from the component's name).
+        k8s: Pod settings of native steps (accelerator type, tolerations, /dev/shm...).
+        launcher: Image and behaviour of launcher steps.
+
+    Returns:
+        The step; call it inside a ``@dsl.pipeline``.
+
+    Raises:
+        ValueError: For an unknown mode or scheduler, a component that is not valid, or bad
+            outputs.
+    """
+    return TetherStep(component, scheduler=scheduler, cfg=cfg, mode=mode, image=image, env=env,
+                      outputs=outputs, name=name, k8s=k8s, launcher=launcher)

@@ -1,0 +1,64 @@
+"""Pipelines of the KFP adapter tests: what the golden files are compiled from.
+
+No ``from __future__ import annotations`` here: KFP reads pipeline parameter types from real
+annotations.
+"""
+
+from typing import Any
+
+from tests.adapters.kfp import components as c
+from tether.adapters.kfp import KubernetesOptions, LauncherOptions, step
+
+LAUNCHER_IMAGE = "registry.example.com/tether/launcher:1.0"
+_LAUNCHER = LauncherOptions(image=LAUNCHER_IMAGE, wait_interval=2.0, retries=1)
+
+
+def native_pipeline() -> Any:
+    """Native steps: pipeline values, GPUs and a named resource, env, retries, a PVC, pod
+    settings, and macros."""
+    from kfp import dsl
+
+    hello = step(c.hello, image="localhost/bb:latest")
+    train = step(
+        c.trainer,
+        env={"WANDB_MODE": "offline"},
+        k8s=KubernetesOptions(
+            accelerator_type="nvidia.com/a100",
+            gpu_toleration=True,
+            tolerations=[{"key": "dedicated", "operator": "Equal", "value": "ml",
+                          "effect": "NoSchedule"}],
+            shm_size="8Gi",
+            image_pull_secrets=["regcred"],
+        ),
+    )
+    tagged = step(c.tagged)
+
+    @dsl.pipeline(name="tether-native", description="native KFP steps")
+    def pipeline(msg: str = "hello from kfp", lr: str = "0.01") -> None:
+        first = hello(msg=msg)
+        trained = train(lr=lr, epochs=5, h="aws_p3.2xlarge", data_pvc="imagenet")
+        trained.after(first)
+        tagged(msg=msg)
+
+    return pipeline
+
+
+def launcher_pipeline() -> Any:
+    """Launcher steps: a multi-role app on Kubernetes, typed outputs wired downstream, run
+    options and a forced launcher step."""
+    from kfp import dsl
+
+    pair = step(c.pair, launcher=_LAUNCHER)
+    publish = step(
+        c.publish, scheduler="local_cwd", cfg={"grace_period": 5.0},
+        outputs={"message": str, "length": int, "ratio": float}, launcher=_LAUNCHER,
+    )
+    shout = step(c.shout, mode="launcher", launcher=_LAUNCHER, env={"TEAM": "ml"})
+
+    @dsl.pipeline(name="tether-launcher", description="launcher KFP steps")
+    def pipeline(msg: str = "hi") -> None:
+        pair(msg=msg)
+        out = publish(msg=msg, times=3)
+        shout(msg=out.outputs["message"], times=out.outputs["length"])
+
+    return pipeline

@@ -1,0 +1,179 @@
+"""Golden files of compiled pipelines with native and launcher steps.
+
+Regenerate with ``TETHER_REGEN_GOLDEN=1 pytest tests/adapters/kfp/test_golden.py`` and review
+the diff. Volatile lines (the KFP SDK version) are stripped before comparing.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+pytest.importorskip("kfp")
+
+from tests.adapters.kfp import pipelines
+from tether.adapters.kfp.spec import LaunchSpec
+
+GOLDEN = Path(__file__).parent / "golden"
+REGEN = os.environ.get("TETHER_REGEN_GOLDEN", "").strip().lower() in {"1", "true", "yes"}
+_VOLATILE = re.compile(r"^sdkVersion: .*\n", re.MULTILINE)
+
+
+def compile_text(make: Callable[[], Any], tmp_path: Path) -> tuple[str, Path]:
+    from kfp import compiler
+
+    path = tmp_path / "pipeline.yaml"
+    compiler.Compiler().compile(make(), str(path))
+    return _VOLATILE.sub("", path.read_text()), path
+
+
+def check_golden(name: str, text: str) -> None:
+    golden = GOLDEN / name
+    if REGEN:
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text)
+    assert golden.exists(), f"{golden} is missing: run with TETHER_REGEN_GOLDEN=1 to create it"
+    expected = golden.read_text()
+    assert text == expected, (
+        f"compiled pipeline differs from {golden}; if the change is intended, regenerate with "
+        "TETHER_REGEN_GOLDEN=1 and review the diff"
+    )
+
+
+def launch_spec_in(source: str) -> LaunchSpec:
+    """The LaunchSpec a launcher step's generated code passes to run_step."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "run_step":
+            return LaunchSpec.from_json(ast.literal_eval(node.args[0]))
+    raise AssertionError("no run_step call in the launcher step's code")
+
+
+def docs(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The pipeline spec and the Kubernetes platform spec of a compiled file."""
+    with open(path) as f:
+        parts = list(yaml.safe_load_all(f))
+    platform = parts[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"] if len(
+        parts) > 1 else {}
+    return parts[0], platform
+
+
+def test_native_pipeline_golden(tmp_path: Path) -> None:
+    from kfp import components
+
+    text, path = compile_text(pipelines.native_pipeline, tmp_path)
+    check_golden("native_pipeline.yaml", text)
+
+    loaded = components.load_component_from_file(str(path))  # KFP's own loader
+    assert loaded.name == "tether-native"
+    assert set(loaded.component_spec.inputs or {}) == {"msg", "lr"}
+
+    spec, platform = docs(path)
+    execs = spec["deploymentSpec"]["executors"]
+    hello = execs["exec-hello"]["container"]
+    assert hello["image"] == "localhost/bb:latest"
+    assert hello["command"] == ["echo"]
+    assert hello["args"] == ["{{$.inputs.parameters['msg']}}"]
+
+    trainer = execs["exec-trainer"]["container"]
+    assert trainer["image"] == "registry.example.com/team/trainer:1.0"
+    assert trainer["args"][:6] == ["-m", "trainer.main", "--lr",
+                                   "{{$.inputs.parameters['lr']}}", "--epochs", "5"]
+    # ${app_id} -> run id - task id (hidden inputs), ${replica_id} -> 0
+    assert trainer["args"][6:] == [
+        "--run-id",
+        "{{$.inputs.parameters['tether_kfp_run_id']}}-"
+        "{{$.inputs.parameters['tether_kfp_task_id']}}",
+        "--rank", "0",
+    ]
+    assert {e["name"]: e["value"] for e in trainer["env"]} == {
+        "DATA_DIR": "/data", "LOGLEVEL": "INFO", "WANDB_MODE": "offline"}
+    res = trainer["resources"]
+    # the named resource aws_p3.2xlarge: 8 vCPU, 1 GPU, 61 GiB
+    assert res["resourceCpuLimit"] == "8" and res["resourceCpuRequest"] == "8"
+    assert res["resourceMemoryLimit"] == f"{61 * 1024}Mi"
+    assert res["accelerator"]["resourceType"] == "nvidia.com/a100"
+    assert res["accelerator"]["resourceCount"] == "1"
+
+    tasks = spec["root"]["dag"]["tasks"]
+    assert tasks["trainer"]["retryPolicy"]["maxRetryCount"] == 2
+    assert tasks["trainer"]["inputs"]["parameters"]["tether_kfp_run_id"] == {
+        "runtimeValue": {"constant": "{{$.pipeline_job_uuid}}"}}
+    assert tasks["trainer"]["dependentTasks"] == ["hello"]
+
+    pod = platform["exec-trainer"]
+    assert pod["nodeSelector"]["labels"] == {"node.kubernetes.io/instance-type": "p3.2xlarge"}
+    assert pod["pvcMount"][0]["mountPath"] == "/data"
+    assert pod["pvcMount"][0]["pvcNameParameter"]["runtimeValue"]["constant"] == "imagenet"
+    assert {"key": "nvidia.com/a100", "operator": "Exists", "effect": "NoSchedule"} in \
+        pod["tolerations"]
+    assert {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"} in \
+        pod["tolerations"]
+    assert pod["emptyDirMounts"] == [{"medium": "Memory", "mountPath": "/dev/shm",
+                                      "sizeLimit": "8Gi", "volumeName": "dshm"}]
+    assert pod["imagePullSecret"] == [{"secretName": "regcred",
+                                       "secretNameParameter": {"runtimeValue": {
+                                           "constant": "regcred"}}}]
+
+    tagged = execs["exec-tagged"]["container"]
+    assert tagged["args"] == [
+        "msg={{$.inputs.parameters['msg']}}",
+        "app={{$.inputs.parameters['tether_kfp_run_id']}}-"
+        "{{$.inputs.parameters['tether_kfp_task_id']}}",
+        "replica=0",
+    ]
+
+
+def test_launcher_pipeline_golden(tmp_path: Path) -> None:
+    from kfp import components
+
+    text, path = compile_text(pipelines.launcher_pipeline, tmp_path)
+    check_golden("launcher_pipeline.yaml", text)
+
+    loaded = components.load_component_from_file(str(path))
+    assert loaded.name == "tether-launcher"
+
+    spec, platform = docs(path)
+    assert platform == {}  # launcher steps need no pod settings
+    comps = spec["components"]
+    publish = comps["comp-publish"]
+    assert set(publish["outputDefinitions"]["parameters"]) == {
+        "app_handle", "outputs", "message", "length", "ratio"}
+    assert publish["outputDefinitions"]["parameters"]["length"]["parameterType"] == \
+        "NUMBER_INTEGER"
+    assert set(publish["inputDefinitions"]["parameters"]) == {
+        "msg", "times", "fail", "tether_kfp_run_id", "tether_kfp_task_name",
+        "tether_kfp_task_id"}
+
+    execs = spec["deploymentSpec"]["executors"]
+    for name in ("exec-pair", "exec-publish", "exec-shout"):
+        container = execs[name]["container"]
+        assert container["image"] == pipelines.LAUNCHER_IMAGE
+        source = container["command"][-1]
+        assert "pip install" not in " ".join(container["command"])
+        assert "_tether_launch.run_step(" in source
+    spec_of_publish = launch_spec_in(execs["exec-publish"]["container"]["command"][-1])
+    assert spec_of_publish.component == "tests.adapters.kfp.components:publish"
+    assert spec_of_publish.scheduler == "local_cwd"
+    assert spec_of_publish.cfg == {"grace_period": 5.0}
+    assert spec_of_publish.outputs == [("message", "str"), ("length", "int"), ("ratio", "float")]
+    assert launch_spec_in(execs["exec-shout"]["container"]["command"][-1]).env == {"TEAM": "ml"}
+
+    tasks = spec["root"]["dag"]["tasks"]
+    shout = tasks["shout"]
+    assert shout["inputs"]["parameters"]["msg"] == {"taskOutputParameter": {
+        "outputParameterKey": "message", "producerTask": "publish"}}
+    assert shout["inputs"]["parameters"]["times"]["taskOutputParameter"][
+        "outputParameterKey"] == "length"
+    for t in tasks.values():
+        assert t["cachingOptions"] == {}  # never cached: a job is a side effect
+        assert t["retryPolicy"]["maxRetryCount"] == 1
+        assert t["inputs"]["parameters"]["tether_kfp_task_id"] == {
+            "runtimeValue": {"constant": "{{$.pipeline_task_uuid}}"}}

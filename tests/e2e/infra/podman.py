@@ -1,0 +1,276 @@
+"""podman as a real, Docker-compatible container engine for tests (no Docker daemon needed).
+
+:class:`PodmanService` keeps everything in a temporary directory: podman's storage, a
+``containers.conf`` (runc with cgroupfs, no network, fixed ulimits: what works on hosts where
+crun and systemd cgroups do not), a busybox image imported as ``localhost/bb:latest`` (no
+registry is reachable, so nothing is pulled) and ``podman system service`` on a unix socket,
+stopped by its PID. Point Docker clients at it with :attr:`PodmanService.docker_host`
+(``DOCKER_HOST``)::
+
+    with PodmanService() as podman:  # doctest: +SKIP
+        os.environ["DOCKER_HOST"] = podman.docker_host
+        docker.from_env().containers.run(podman.image, ["echo", "hi"], remove=True)
+
+The busybox image has a shell and the usual applets (``sh -c``, ``echo``, ``cat``...) but no
+Python: enough for container steps whose command is a program of the image. Install the
+packages with ``tests/e2e/infra/setup.d/20-podman.sh``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+BUSYBOX_IMAGE = "localhost/bb:latest"
+RUNC_CANDIDATES = ("/usr/sbin/runc", "/usr/bin/runc")
+BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox")
+CONTAINERS_CONF = """\
+[containers]
+default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]
+netns = "none"
+
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+"""
+INSTALL_HINT = (
+    "install them with tests/e2e/infra/setup.d/20-podman.sh (apt-get install -y "
+    "--no-install-recommends podman runc busybox-static)"
+)
+
+
+class PodmanUnavailable(RuntimeError):
+    """podman is missing or cannot run containers here; the message says why."""
+
+
+def _first_existing(paths: tuple[str, ...], name: str) -> str | None:
+    for p in paths:
+        if os.access(p, os.X_OK):
+            return p
+    return shutil.which(name)
+
+
+def missing_tools() -> list[str]:
+    """The tools the service needs that this host lacks (empty when all are there)."""
+    missing = []
+    if shutil.which("podman") is None:
+        missing.append("podman")
+    if _first_existing(RUNC_CANDIDATES, "runc") is None:
+        missing.append("runc")
+    if _first_existing(BUSYBOX_CANDIDATES, "busybox") is None:
+        missing.append("busybox-static")
+    return missing
+
+
+def _is_static_elf(path: str) -> bool:
+    """Whether an ELF executable has no program interpreter (runs in an empty rootfs)."""
+    import struct
+
+    with open(path, "rb") as f:
+        head = f.read(64)
+        if head[:4] != b"\x7fELF" or head[4] != 2:  # 64-bit only
+            return False
+        endian = "<" if head[5] == 1 else ">"
+        phoff, = struct.unpack_from(endian + "Q", head, 0x20)
+        phentsize, phnum = struct.unpack_from(endian + "HH", head, 0x36)
+        for i in range(phnum):
+            f.seek(phoff + i * phentsize)
+            p_type, = struct.unpack(endian + "I", f.read(4))
+            if p_type == 3:  # PT_INTERP
+                return False
+    return True
+
+
+def build_busybox_rootfs_tar(busybox: str, out: Path) -> Path:
+    """Writes a tar of a minimal rootfs: static busybox plus a symlink per applet.
+
+    Args:
+        busybox: Path of a statically linked busybox.
+        out: The tar file to write.
+
+    Returns:
+        ``out``.
+    """
+    if not _is_static_elf(busybox):
+        raise PodmanUnavailable(
+            f"{busybox} is dynamically linked and cannot run in an empty image; {INSTALL_HINT}"
+        )
+    applets = subprocess.run(
+        [busybox, "--list"], check=True, capture_output=True, text=True
+    ).stdout.split()
+    with tempfile.TemporaryDirectory(prefix="bb-rootfs-") as tmp:
+        root = Path(tmp)
+        for d in ("bin", "tmp", "etc", "root", "proc", "sys", "dev"):
+            (root / d).mkdir()
+        shutil.copy2(busybox, root / "bin" / "busybox")
+        for applet in applets:
+            if applet != "busybox" and "/" not in applet:
+                os.symlink("busybox", root / "bin" / applet)
+        (root / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
+        (root / "etc" / "group").write_text("root:x:0:\n")
+        with tarfile.open(out, "w") as tar:
+            tar.add(str(root), arcname=".")
+    return out
+
+
+class PodmanService:
+    """A private podman (storage, config, image, API socket) in a temporary directory.
+
+    Args:
+        image: Name to import the busybox image as.
+        start_timeout: Seconds to wait for the API socket.
+    """
+
+    def __init__(self, image: str = BUSYBOX_IMAGE, start_timeout: float = 30.0) -> None:
+        self.image = image
+        self.start_timeout = start_timeout
+        self.dir: Path | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: Path | None = None
+
+    # ---- paths and commands ------------------------------------------------------------
+    @property
+    def socket(self) -> Path:
+        """The API socket."""
+        assert self.dir is not None, "start() first"
+        return self.dir / "podman.sock"
+
+    @property
+    def docker_host(self) -> str:
+        """The value for ``DOCKER_HOST``."""
+        return f"unix://{self.socket}"
+
+    def env(self) -> dict[str, str]:
+        """Environment for podman commands of this service."""
+        assert self.dir is not None, "start() first"
+        return {**os.environ, "CONTAINERS_CONF": str(self.dir / "containers.conf")}
+
+    def podman(self, *args: str) -> list[str]:
+        """A podman command line using this service's storage and settings."""
+        assert self.dir is not None, "start() first"
+        runc = _first_existing(RUNC_CANDIDATES, "runc") or "runc"
+        return [
+            "podman", "--root", str(self.dir / "root"), "--runroot", str(self.dir / "run"),
+            "--cgroup-manager", "cgroupfs", "--events-backend", "file", "--runtime", runc,
+            *args,
+        ]
+
+    def _run(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+        res = subprocess.run(self.podman(*args), env=self.env(), capture_output=True, text=True,
+                             timeout=timeout)
+        if res.returncode != 0:
+            raise PodmanUnavailable(
+                f"`podman {' '.join(args)}` failed ({res.returncode}): "
+                f"{(res.stderr or res.stdout).strip()[-2000:]}"
+            )
+        return res
+
+    # ---- lifecycle ---------------------------------------------------------------------
+    def start(self) -> PodmanService:
+        """Imports the image, checks a container runs, starts the API service.
+
+        Returns:
+            self.
+
+        Raises:
+            PodmanUnavailable: When tools are missing or podman cannot run a container here.
+        """
+        missing = missing_tools()
+        if missing:
+            raise PodmanUnavailable(f"missing {', '.join(missing)}; {INSTALL_HINT}")
+        # a short path: unix socket paths are limited to ~108 bytes
+        self.dir = Path(tempfile.mkdtemp(prefix="tether-podman-", dir="/tmp"))
+        try:
+            (self.dir / "containers.conf").write_text(CONTAINERS_CONF)
+            busybox = _first_existing(BUSYBOX_CANDIDATES, "busybox")
+            assert busybox is not None
+            tar = build_busybox_rootfs_tar(busybox, self.dir / "rootfs.tar")
+            self._run("import", str(tar), self.image)
+            probe = self._run("run", "--rm", "--network", "none", self.image, "echo", "ok")
+            if probe.stdout.strip() != "ok":
+                raise PodmanUnavailable(f"a probe container printed {probe.stdout!r}, not 'ok'")
+            self._start_service()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start_service(self) -> None:
+        assert self.dir is not None
+        self._log = self.dir / "service.log"
+        with open(self._log, "wb") as log:
+            self._proc = subprocess.Popen(
+                self.podman("system", "service", "--time=0", self.docker_host),
+                env=self.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise PodmanUnavailable(
+                    f"podman system service exited with {self._proc.returncode}: "
+                    f"{self._log.read_text(errors='replace')[-2000:]}"
+                )
+            if self.socket.exists() and self._ping():
+                return
+            time.sleep(0.1)
+        raise PodmanUnavailable(
+            f"podman system service did not answer on {self.socket} within "
+            f"{self.start_timeout:.0f}s: {self._log.read_text(errors='replace')[-2000:]}"
+        )
+
+    def _ping(self) -> bool:
+        import socket
+
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(2.0)
+                s.connect(str(self.socket))
+                s.sendall(b"GET /_ping HTTP/1.0\r\nHost: podman\r\n\r\n")
+                reply = s.recv(256)
+            return reply.startswith(b"HTTP/1.") and b" 200 " in reply.split(b"\r\n", 1)[0]
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        """Stops the service (by PID) and removes the directory. Safe to call twice."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+        if self.dir is not None:
+            # containers are --rm; unmount what podman may still hold of this storage only
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                subprocess.run(self.podman("unmount", "--all"), env=self.env(),
+                               capture_output=True, timeout=60)
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+
+    def service_log(self) -> str:
+        """What the service wrote so far (for failure messages)."""
+        if self._log is None or not self._log.exists():
+            return ""
+        return self._log.read_text(errors="replace")
+
+    def __enter__(self) -> PodmanService:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
