@@ -84,14 +84,19 @@ def replicas(impl: str, work: Path, count: int) -> dict[str, float]:
         try:
             while True:
                 st = runner.status(handle)
-                running = sum(
-                    1 for rs in (st.roles if st else []) for r in rs.replicas
-                    if r.state.name == "RUNNING"
-                )
+                if st is not None and not st.roles and st.state.name == "RUNNING":
+                    # no per-replica states (torchx local_cwd): it reports RUNNING only after
+                    # every replica process was started
+                    running = count
+                else:
+                    running = sum(
+                        1 for rs in (st.roles if st else []) for r in rs.replicas
+                        if r.state.name == "RUNNING"
+                    )
                 if running >= count:
                     break
-                if time.perf_counter() - start > 120:
-                    raise SystemExit(f"only {running}/{count} replicas RUNNING after 120 s")
+                if time.perf_counter() - start > 60:
+                    raise SystemExit(f"only {running}/{count} replicas RUNNING after 60 s")
                 time.sleep(0.005)
             secs = time.perf_counter() - start
         finally:
