@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from tether.tracker.app_run import clear_cache
 
 _INHERITED = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tether.tracker import Lineage, TrackerArtifact, format_lineage_tree, tracker_config_env
 from tether.tracker.api import check_metadata, check_run_id, check_run_id_filters
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
+from tests.tracker.helpers import start_python, wait_all
 from tether.tracker import (
     AppRun,
     TrackerSource,
@@ -13,8 +15,6 @@ from tether.tracker import (
 )
 from tether.tracker.backend.fsspec import FsspecTracker, create
 from tether.tracker.outputs import outputs_url
-
-from tests.tracker.helpers import start_python, wait_all
 
 JOB = "local_cwd://tether/train-x1y2"
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import fsspec
 import pytest
+
+from tests.tracker.helpers import start_python, wait_all
 from tether.tracker import TrackerArtifact, TrackerSource
 from tether.tracker.backend.fsspec import (
     FsspecTracker,
@@ -16,8 +18,6 @@ from tether.tracker.backend.fsspec import (
     decode_run_id,
     encode_run_id,
 )
-
-from tests.tracker.helpers import start_python, wait_all
 
 RUN = "local_cwd://tether/train-x1y2"
 

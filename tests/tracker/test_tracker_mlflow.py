@@ -11,6 +11,8 @@ import pytest
 pytest.importorskip("mlflow")
 
 from mlflow import MlflowClient
+
+from tests.tracker.helpers import start_python, wait_all
 from tether.tracker import TrackerArtifact, TrackerSource
 from tether.tracker.backend.mlflow import (
     TAG_RUN_ID,
@@ -19,8 +21,6 @@ from tether.tracker.backend.mlflow import (
     experiment_from_app_name,
     parse_config,
 )
-
-from tests.tracker.helpers import start_python, wait_all
 
 RUN = "local_cwd://tether/train-x1y2"
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import tomllib
+
 from tether.tracker import (
     BUILTIN_TRACKERS,
     TrackerRegistryError,
