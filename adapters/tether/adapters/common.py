@@ -41,6 +41,10 @@ class JobFailedError(RuntimeError):
         )
         self.result = result
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # rebuilt from the result, so it survives pickling (orchestrators persist exceptions)
+        return (type(self), (self.result,))
+
 
 @dataclass
 class JobResult:

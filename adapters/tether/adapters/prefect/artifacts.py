@@ -1,0 +1,177 @@
+"""Prefect artifacts of a tether task: a link to the job's UI and a summary of the job.
+
+:func:`summary_markdown` is pure (it renders what the artifact shows); the ``create_*``
+functions publish to the current task run and must run inside one.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from uuid import UUID
+
+from tether.adapters.common import JobResult
+from tether.specs import AppDef, AppStatus
+
+_SYNC: dict[str, Any] = {"_sync": True}
+"""Prefect's ``create_*_artifact`` run synchronously even where an event loop is running."""
+
+_KEY_BAD = re.compile(r"[^a-z0-9-]+")
+_MAX_CELL = 300
+
+
+def artifact_key(task_name: str, suffix: str = "") -> str:
+    """A Prefect artifact key (lowercase letters, digits, dashes) for a task.
+
+    Args:
+        task_name: The task's name (e.g. ``utils.python``).
+        suffix: Appended after a dash (e.g. ``ui``).
+
+    Returns:
+        e.g. ``tether-utils-python-ui``.
+    """
+    base = _KEY_BAD.sub("-", f"tether-{task_name}".lower()).strip("-")
+    if suffix:
+        base = f"{base}-{_KEY_BAD.sub('-', suffix.lower()).strip('-')}"
+    return base[:200]
+
+
+def _cell(value: object) -> str:
+    text = str(value).replace("\r", "").replace("\n", " ").replace("|", "\\|")
+    return text if len(text) <= _MAX_CELL else text[: _MAX_CELL - 3] + "..."
+
+
+def _code(value: object) -> str:
+    text = _cell(value).replace("`", "'")
+    return f"`{text}`"
+
+
+def summary_markdown(
+    task_name: str,
+    scheduler: str,
+    app: AppDef,
+    result: JobResult,
+    status: AppStatus | None = None,
+    job_key: str | None = None,
+) -> str:
+    """The markdown of the job summary artifact.
+
+    Args:
+        task_name: The Prefect task's name.
+        scheduler: The scheduler the job ran on.
+        app: The AppDef (roles, replicas, images, commands).
+        result: The job's final result.
+        status: The final status, for per-replica states.
+        job_key: The job identity.
+
+    Returns:
+        Markdown: a table of the job, one of its roles, one of its replicas, one of outputs.
+    """
+    lines = [
+        f"### tether job of task `{_cell(task_name)}`",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| handle | {_code(result.app_handle)} |",
+        f"| scheduler | {_cell(scheduler)} |",
+        f"| final state | **{result.state.name}** |",
+    ]
+    if result.msg:
+        lines.append(f"| message | {_cell(result.msg)} |")
+    if result.ui_url:
+        lines.append(f"| UI | [{_cell(result.ui_url)}]({result.ui_url}) |")
+    lines += [
+        f"| re-attached | {'yes' if result.reattached else 'no'} |",
+        f"| restarts | {result.num_restarts} |",
+    ]
+    if job_key:
+        lines.append(f"| job key | {_code(job_key)} |")
+    lines += ["", "| role | replicas | image | command |", "|---|---|---|---|"]
+    for role in app.roles:
+        cmd = " ".join([role.entrypoint, *role.args])
+        lines.append(
+            f"| {_cell(role.name)} | {role.num_replicas} | {_code(role.image)} | {_code(cmd)} |"
+        )
+    replicas = [(rs.role, rep) for rs in (status.roles if status else []) for rep in rs.replicas]
+    if replicas:
+        lines += ["", "| replica | state | exit code | host |", "|---|---|---|---|"]
+        for role_name, rep in replicas:
+            code = "" if rep.exit_code is None else str(rep.exit_code)
+            lines.append(
+                f"| {_cell(role_name)}/{rep.id} | {rep.state.name} | {code} | "
+                f"{_cell(rep.hostname)} |"
+            )
+    if result.outputs:
+        lines += ["", "| output | value |", "|---|---|"]
+        lines += [f"| {_cell(k)} | {_code(_json(v))} |" for k, v in sorted(result.outputs.items())]
+    return "\n".join(lines) + "\n"
+
+
+def _json(value: Any) -> str:
+    import json
+
+    try:
+        return json.dumps(value, sort_keys=True)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _uuid(value: object) -> UUID:
+    if not isinstance(value, UUID):
+        raise TypeError(f"Prefect returned {type(value).__name__}, not an artifact id")
+    return value
+
+
+def create_link(task_name: str, result: JobResult) -> UUID | None:
+    """Publishes a link artifact to the job's UI, where the scheduler has one.
+
+    Args:
+        task_name: The Prefect task's name.
+        result: The job's result (or status so far) carrying ``ui_url``.
+
+    Returns:
+        The artifact's id, or None when the job has no UI URL.
+    """
+    if not result.ui_url:
+        return None
+    from prefect.artifacts import create_link_artifact
+
+    return _uuid(create_link_artifact(
+        link=result.ui_url,
+        link_text=f"{result.app_handle}",
+        key=artifact_key(task_name, "ui"),
+        description=f"The scheduler's page of tether job {result.app_handle}",
+        **_SYNC,
+    ))
+
+
+def create_summary(
+    task_name: str,
+    scheduler: str,
+    app: AppDef,
+    result: JobResult,
+    status: AppStatus | None = None,
+    job_key: str | None = None,
+) -> UUID:
+    """Publishes the job summary (markdown) of the current task run.
+
+    Args:
+        task_name: The Prefect task's name.
+        scheduler: The scheduler.
+        app: The AppDef.
+        result: The final result.
+        status: The final status.
+        job_key: The job identity.
+
+    Returns:
+        The artifact's id.
+    """
+    from prefect.artifacts import create_markdown_artifact
+
+    return _uuid(create_markdown_artifact(
+        markdown=summary_markdown(task_name, scheduler, app, result, status, job_key),
+        key=artifact_key(task_name),
+        description=f"tether job {result.app_handle}: {result.state.name}",
+        **_SYNC,
+    ))
+

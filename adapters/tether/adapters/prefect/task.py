@@ -1,0 +1,404 @@
+"""``component_task``: a tether component as a Prefect task.
+
+The task's parameters are the component's own (same names, types and defaults, through
+``inspect.Signature``), so it is called like the component, also with ``.submit()`` and
+``.map()``. Running it materializes the AppDef, submits it through the Runner (or re-attaches
+to the job an earlier attempt of the same task run launched), streams every replica's log
+lines into the task run's logger, waits, publishes artifacts and returns a
+:class:`~tether.adapters.common.JobResult` (the job's outputs and final state). A job that
+does not succeed raises :class:`~tether.adapters.common.JobFailedError` with the job's own
+message.
+
+Job identity: ``job_key("prefect", flow_run.id, task_run.id)``. Prefect keeps the task run's
+id across retries of that task run, so a retry re-attaches to a job still running (nothing
+is submitted twice) and resubmits only after a failed or cancelled attempt. Each mapped
+child and each call of the task in a flow is its own task run, hence its own job.
+
+Stopping: a task timeout, the flow run's termination signal or its cancellation cancels the
+job and waits until it has stopped (see :mod:`tether.adapters.prefect.cancel`). Any other
+exception of the task itself (e.g. the Prefect API failing while logging) leaves the job
+running, so the retry can re-attach to it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import keyword
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tether.adapters.common import (
+    ComponentJob,
+    JobFailedError,
+    JobResult,
+    component_params,
+    job_key,
+    materialize,
+    resolve_component,
+)
+from tether.runner import Runner, get_runner
+from tether.specs import AppDef, AppStatus, CfgVal
+
+if TYPE_CHECKING:
+    from prefect import Task
+
+log = logging.getLogger(__name__)
+
+ORCHESTRATOR = "prefect"
+SPEC_ATTR = "__tether_spec__"
+"""Attribute of the task's function holding its :class:`TaskSpec`."""
+
+STOP_TIMEOUT_SECONDS = 30.0
+"""How long a stopped task waits for its cancelled job to reach a final state."""
+
+
+class JobStoppedError(JobFailedError):
+    """The task stopped the job because Prefect stopped the flow run."""
+
+    def __init__(self, result: JobResult, reason: str) -> None:
+        RuntimeError.__init__(
+            self,
+            f"tether job {result.app_handle} was cancelled because {reason}; "
+            f"final state {result.state.name}",
+        )
+        self.result = result
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.result, self.reason))
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What a component task runs (kept on the task's function for dry-runs).
+
+    Attributes:
+        component: The component as given (name or function).
+        component_name: Its resolved name (``utils.python``, ``module:fn``).
+        fn: The component function.
+        signature: The component's signature (annotations evaluated).
+        scheduler: The scheduler, or None for the configured default.
+        cfg: Run options.
+        image: Replaces every role's image, when set.
+        env: Added to every role's env.
+        poll_interval: Longest single wait while following the job, in seconds.
+    """
+
+    component: str | Callable[..., AppDef]
+    component_name: str
+    fn: Callable[..., AppDef]
+    signature: inspect.Signature
+    scheduler: str | None = None
+    cfg: Mapping[str, CfgVal] = field(default_factory=dict)
+    image: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    poll_interval: float = 1.0
+
+    def component_args(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """The component's keyword arguments from the task's bound arguments.
+
+        Values equal to the signature's default are left out, so that ``[component:<name>]``
+        defaults of ``.tetherconfig`` apply as they do on the command line.
+
+        Args:
+            arguments: Parameter name to value (``*args`` as a tuple).
+
+        Returns:
+            Arguments for :func:`tether.adapters.common.materialize`.
+        """
+        out: dict[str, Any] = {}
+        for name, value in arguments.items():
+            param = self.signature.parameters[name]
+            if param.kind is inspect.Parameter.VAR_POSITIONAL:
+                if value:
+                    out[name] = list(value)
+            elif param.kind is inspect.Parameter.VAR_KEYWORD:
+                out.update(value)
+            elif not _is_default(param, value):
+                out[name] = value
+        return out
+
+    def resolve_scheduler(self, runner: Runner) -> str:
+        """The scheduler to use: the given one, ``[cli:run] scheduler``, or the first known.
+
+        Args:
+            runner: The runner (for ``.tetherconfig`` and the scheduler registry).
+
+        Returns:
+            The scheduler's name.
+        """
+        if self.scheduler:
+            return self.scheduler
+        configured = runner.config.cli_defaults("run").get("scheduler")
+        return configured or runner.scheduler_backends()[0]
+
+    def materialize(self, runner: Runner, arguments: Mapping[str, Any]) -> AppDef:
+        """Builds the AppDef for one call.
+
+        Args:
+            runner: The runner (for ``.tetherconfig`` component defaults).
+            arguments: The task's bound arguments.
+
+        Returns:
+            The AppDef.
+        """
+        return materialize(
+            self.component,
+            self.component_args(arguments),
+            image=self.image,
+            env=self.env or None,
+            defaults=runner.config.component_defaults(self.component_name),
+        )
+
+
+def _is_default(param: inspect.Parameter, value: Any) -> bool:
+    default = param.default
+    if default is inspect.Parameter.empty:
+        return False
+    return value is default or (type(value) is type(default) and value == default)
+
+
+def component_signature(fn: Callable[..., Any]) -> inspect.Signature:
+    """The component's signature with its annotations evaluated (for Prefect and pydantic).
+
+    Args:
+        fn: The component function.
+
+    Returns:
+        The signature, returning :class:`JobResult`.
+    """
+    try:
+        sig = inspect.signature(fn, eval_str=True)
+    except (NameError, TypeError, SyntaxError):
+        sig = inspect.signature(fn)
+    return sig.replace(return_annotation=JobResult)
+
+
+def _task_options(task_options: Mapping[str, Any]) -> None:
+    import difflib
+
+    from prefect import Task
+
+    allowed = [p for p in inspect.signature(Task.__init__).parameters if p not in ("self", "fn")]
+    for key in task_options:
+        if key not in allowed:
+            close = difflib.get_close_matches(key, allowed, n=3, cutoff=0.6)
+            hint = f" Did you mean {', '.join(close)}?" if close else ""
+            raise TypeError(
+                f"component_task() got an unknown Prefect task option {key!r}.{hint} "
+                f"Allowed: {', '.join(allowed)}"
+            )
+
+
+def _identifier(name: str) -> str:
+    ident = re.sub(r"\W+", "_", name).strip("_") or "component"
+    if ident[0].isdigit() or keyword.iskeyword(ident):
+        ident = f"c_{ident}"
+    return f"tether_{ident}"
+
+
+def component_task(
+    component: str | Callable[..., AppDef],
+    scheduler: str | None = None,
+    cfg: Mapping[str, CfgVal] | None = None,
+    *,
+    image: str | None = None,
+    env: Mapping[str, str] | None = None,
+    poll_interval: float = 1.0,
+    **task_options: Any,
+) -> Task[..., JobResult]:
+    """Turns a tether component into a Prefect task.
+
+    Example::
+
+        train = component_task("dist.ddp", scheduler="local_cwd", retries=1)
+
+        @flow
+        def pipeline() -> None:
+            result = train(script="train.py", j="1x2")
+            print(result.outputs)
+
+    Args:
+        component: ``utils.python``, ``path/file.py:fn``, ``pkg.module:fn`` or the function.
+        scheduler: Where jobs run (default: ``[cli:run] scheduler`` of ``.tetherconfig``, else
+            ``local_cwd``).
+        cfg: The scheduler's run options.
+        image: Replaces every role's image.
+        env: Added to every role's environment.
+        poll_interval: Longest single wait while following a job, in seconds; bounds how
+            quickly a timeout or cancellation reaches the job.
+        **task_options: Prefect task options (``name``, ``retries``, ``retry_delay_seconds``,
+            ``timeout_seconds``, ``tags``, ``task_run_name``, ``cache_policy``...). Caching is
+            off (``NO_CACHE``) unless ``cache_policy`` or ``cache_key_fn`` is given.
+
+    Returns:
+        The task. Its parameters are the component's; it returns a :class:`JobResult`.
+
+    Raises:
+        TypeError: For an unknown task option.
+        ValueError: For a non-positive ``poll_interval``, an unknown component name (the
+            message lists close matches) or a function that is not a valid component.
+    """
+    from prefect import Task
+    from prefect.cache_policies import NO_CACHE
+
+    _task_options(task_options)
+    if poll_interval <= 0:
+        raise ValueError(f"poll_interval must be positive, got {poll_interval!r}")
+    component_name, fn = resolve_component(component)
+    component_params(fn)  # an invalid component fails here, when the flow is defined
+    spec = TaskSpec(
+        component=component,
+        component_name=component_name,
+        fn=fn,
+        signature=component_signature(fn),
+        scheduler=scheduler,
+        cfg=dict(cfg or {}),
+        image=image,
+        env=dict(env or {}),
+        poll_interval=poll_interval,
+    )
+    options: dict[str, Any] = dict(task_options)
+    options.setdefault(
+        "name", component if isinstance(component, str) else getattr(fn, "__name__", "component")
+    )
+    if "cache_policy" not in options and "cache_key_fn" not in options:
+        options["cache_policy"] = NO_CACHE
+    doc = inspect.getdoc(fn) or ""
+    if doc and "description" not in options:
+        options["description"] = doc.split("\n\n", 1)[0]
+    return Task(fn=_task_function(spec, str(options["name"])), **options)
+
+
+def _task_function(spec: TaskSpec, task_name: str) -> Callable[..., JobResult]:
+    def run(*args: Any, **kwargs: Any) -> JobResult:
+        bound = spec.signature.bind(*args, **kwargs)
+        return run_component(spec, bound.arguments)
+
+    run.__name__ = run.__qualname__ = _identifier(task_name)
+    run.__doc__ = spec.fn.__doc__
+    run.__signature__ = spec.signature  # type: ignore[attr-defined]
+    setattr(run, SPEC_ATTR, spec)
+    return run
+
+
+def run_component(spec: TaskSpec, arguments: Mapping[str, Any]) -> JobResult:
+    """The body of a component task: run the job for one task run.
+
+    Args:
+        spec: What to run.
+        arguments: The task's bound arguments.
+
+    Returns:
+        The result of a job that SUCCEEDED.
+
+    Raises:
+        JobFailedError: When the job did not succeed (its message is the job's own).
+        JobStoppedError: When the flow run was stopped and the job cancelled.
+        RuntimeError: When called outside a Prefect task run.
+    """
+    from prefect import get_run_logger
+    from prefect.context import TaskRunContext
+
+    from tether.adapters.prefect.cancel import CancelWatch
+
+    ctx = TaskRunContext.get()
+    if ctx is None:
+        raise RuntimeError(
+            "a tether component task runs only as a Prefect task: call it inside a @flow "
+            "(directly, or with .submit()/.map())"
+        )
+    task_run = ctx.task_run
+    task_name = ctx.task.name
+    logger = get_run_logger()
+    flow_run_id = task_run.flow_run_id
+    key = job_key(ORCHESTRATOR, flow_run_id or "no-flow-run", task_run.id)
+    runner = get_runner()
+    watch = CancelWatch(flow_run_id, task_run.id)
+    job: ComponentJob | None = None
+    try:
+        try:
+            scheduler = spec.resolve_scheduler(runner)
+            app = spec.materialize(runner, arguments)
+            job = ComponentJob(
+                app, scheduler, spec.cfg, key=key,
+                parent_run_id=str(flow_run_id or task_run.id), runner=runner,
+            )
+            reason = watch.reason()
+            if reason:
+                raise RuntimeError(f"not submitting the tether job of {task_name}: {reason}")
+            handle = job.submit()
+            logger.info(
+                "%s tether job %s (%s) on %s (attempt %d)",
+                "re-attached to" if job.reattached else "submitted", handle, app.name,
+                scheduler, task_run.run_count,
+            )
+            _publish_link(task_name, job, logger)
+
+            def should_stop() -> str | None:
+                reason = watch.reason()
+                if reason:
+                    logger.warning("%s: cancelling tether job %s", reason, handle)
+                return reason
+
+            result = job.follow(logger.info, spec.poll_interval, should_stop=should_stop)
+        except BaseException as e:
+            if job is not None and not isinstance(e, Exception):
+                _stop(task_name, job, e, logger)
+            raise
+        _publish_summary(task_name, job, result, logger)
+    finally:
+        watch.close()
+        runner.close()
+    logger.info("tether job %s finished %s", result.app_handle, result.state.name)
+    if job.stop_reason and not result.succeeded:
+        raise JobStoppedError(result, job.stop_reason)
+    if not result.succeeded:
+        raise JobFailedError(result)
+    return result
+
+
+def _stop(task_name: str, job: ComponentJob, exc: BaseException, logger: Any) -> None:
+    """Prefect interrupted the task (timeout, termination, cancellation): cancel the job."""
+    what = type(exc).__name__
+    try:
+        logger.warning("task interrupted (%s): cancelling tether job %s", what, job.app_handle)
+        result = job.cancel_and_wait(timeout=STOP_TIMEOUT_SECONDS)
+    except BaseException as e:  # a second signal, an API error: try the bare cancel once more
+        log.warning("cancelling %s after %s failed: %s", job.app_handle, what, e)
+        try:
+            job.cancel()
+        except Exception as e2:
+            log.error("cannot cancel %s: %s", job.app_handle, e2)
+        return
+    if result is not None:
+        logger.warning("tether job %s is %s", result.app_handle, result.state.name)
+        _publish_summary(task_name, job, result, logger)
+
+
+def _final_status(job: ComponentJob) -> AppStatus | None:
+    try:
+        return job.status()
+    except Exception:
+        return None
+
+
+def _publish_link(task_name: str, job: ComponentJob, logger: Any) -> None:
+    from tether.adapters.prefect.artifacts import create_link
+
+    try:
+        create_link(task_name, job.result())
+    except Exception as e:
+        logger.warning("cannot create the link artifact of %s: %s", job.app_handle, e)
+
+
+def _publish_summary(task_name: str, job: ComponentJob, result: JobResult, logger: Any) -> None:
+    from tether.adapters.prefect.artifacts import create_summary
+
+    try:
+        create_summary(task_name, job.scheduler, job.app, result, _final_status(job), job.key)
+    except Exception as e:
+        logger.warning("cannot create the summary artifact of %s: %s", result.app_handle, e)

@@ -1,0 +1,1 @@
+"""Tests of the Prefect 3 adapter (real flows against a real Prefect API)."""

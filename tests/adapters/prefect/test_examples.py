@@ -1,0 +1,91 @@
+"""The Prefect example pipelines run as a user runs them: ``python examples/pipelines/...``.
+
+The flow processes talk to the session's Prefect server (``PREFECT_API_URL`` from the
+conftest) and run their jobs on ``local_cwd``; the tests then read the flow runs' task runs
+and artifacts back from the API.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.usefixtures("prefect_test")
+
+REPO = Path(__file__).resolve().parents[3]
+PIPELINES = REPO / "examples" / "pipelines"
+TRAIN_APP = REPO / "examples" / "apps" / "train_ddp.py"
+
+needs_model_dir = pytest.mark.skipif(
+    "--model-dir" not in TRAIN_APP.read_text(),
+    reason="examples/apps/train_ddp.py does not take --model-dir yet",
+)
+
+
+def _run(script: str, *args: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, str(PIPELINES / script), *args],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=240,
+    )
+    out = proc.stdout.decode(errors="replace")
+    assert proc.returncode == 0, out[-6000:]
+    return out
+
+
+def _latest_flow_run(name: str) -> Any:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+    from prefect.client.schemas.sorting import FlowRunSort
+
+    with get_client(sync_client=True) as client:
+        (run,) = client.read_flow_runs(
+            flow_filter=FlowFilter(name=FlowFilterName(any_=[name])),
+            sort=FlowRunSort.START_TIME_DESC, limit=1,
+        )
+        return run
+
+
+def _summaries(flow_run_id: Any) -> dict[str, str]:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    with get_client(sync_client=True) as client:
+        arts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id]))
+        )
+    return {a.key: str(a.data) for a in arts if a.key and a.key.startswith("tether-")}
+
+
+@pytest.mark.slow
+@needs_model_dir
+def test_train_pipeline_prepare_ddp_train_evaluate(tmp_path: Path) -> None:
+    out = _run("prefect_train.py", "--workdir", str(tmp_path), "--epochs", "2")
+    assert "mse " in out
+    assert (tmp_path / "model" / "model.pt").exists()
+    # both DDP workers of the train job logged through the task run logger
+    assert "[train_ddp0]:rank 0/2" in out and "[train_ddp1]:rank 1/2" in out
+    run = _latest_flow_run("tether-train")
+    assert run.state.is_completed()
+    summaries = _summaries(run.id)
+    assert set(summaries) == {"tether-prepare", "tether-train", "tether-evaluate"}
+    assert all("**SUCCEEDED**" in md for md in summaries.values())
+
+
+@pytest.mark.slow
+@needs_model_dir
+def test_mapped_sweep_runs_one_job_per_learning_rate(tmp_path: Path) -> None:
+    out = _run("prefect_mapped.py", "--workdir", str(tmp_path), "--lr", "0.001", "0.2")
+    assert "best lr 0.2" in out
+    for lr in ("0.001", "0.2"):
+        assert (tmp_path / f"model-lr{lr}" / "model.pt").exists()
+    from tether.runner import get_runner
+
+    with get_runner() as runner:
+        apps = runner.list("local_cwd")
+    # prepare + 2 trials + 2 scores, each its own job with its own identity
+    assert len(apps) == 5
+    assert len({a.job_key for a in apps}) == 5
