@@ -106,7 +106,7 @@ def _script_case(ctx: Ctx, name: str, desc: str, script_args: list[str],
                  lower_is_better: bool = True, note: str = "") -> CaseResult:
     def runner(python: Path, impl: str) -> Callable[[], Sample]:
         def fn() -> Sample:
-            wall, rss, rc, out = run_cmd(
+            _wall, rss, rc, out = run_cmd(
                 [str(python), str(SCRIPTS / "api_bench.py"), "--impl", impl, *script_args],
                 env=ctx.env(impl), timeout=900,
             )
