@@ -1,0 +1,52 @@
+"""The operator extra link: a button on the task that opens the job in its scheduler's UI."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperatorLink
+
+if TYPE_CHECKING:
+    from airflow.sdk import BaseOperator
+    from airflow.sdk.types import TaskInstanceKey
+
+XCOM_APP_HANDLE = "app_handle"
+"""XCom key of the job's app handle (pushed right after submission)."""
+
+XCOM_STATE = "state"
+"""XCom key of the job's final state (``SUCCEEDED``, ``FAILED``...)."""
+
+XCOM_UI_URL = "ui_url"
+"""XCom key of the job's UI URL (None when the scheduler has no UI)."""
+
+RESERVED_XCOM_KEYS = frozenset({XCOM_APP_HANDLE, XCOM_STATE, XCOM_UI_URL})
+
+
+class TetherJobLink(BaseOperatorLink):
+    """Links a tether task to its job's UI (the scheduler's ``ui_url``).
+
+    The worker records the link when the task finishes; the URL comes from the operator
+    (set while the task ran) or, failing that, from the task's ``ui_url`` XCom.
+    """
+
+    name = "Tether Job"
+
+    def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
+        """The job's UI URL, or an empty string when there is none.
+
+        Args:
+            operator: The task's operator.
+            ti_key: The task instance.
+
+        Returns:
+            The URL.
+        """
+        url: Any = getattr(operator, "job_ui_url", None)
+        if not url:
+            from airflow.sdk.execution_time.xcom import XCom
+
+            try:
+                url = XCom.get_value(ti_key=ti_key, key=XCOM_UI_URL)
+            except Exception:  # no XCom backend reachable (e.g. outside a task)
+                url = None
+        return str(url) if url else ""

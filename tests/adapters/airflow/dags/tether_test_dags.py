@@ -1,0 +1,158 @@
+"""DAGs the Airflow adapter tests run for real (``dag.test()`` on sqlite, jobs on local_cwd).
+
+Every job is a small shell or Python command, so each DAG runs in a second or two. Values a
+test varies come from DAG params (``dag.test(run_conf=...)``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import shlex
+import sys
+from pathlib import Path
+from typing import Any, cast
+
+from airflow.sdk import DAG, Param
+
+from tether.adapters.airflow import ComponentOperator, operator_for
+from tether.specs import AppDef, Role
+
+PY = shlex.quote(sys.executable)
+START = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def publish(**outputs: object) -> str:
+    """A shell command that publishes outputs from inside the job."""
+    calls = "; ".join(f"write_output({k!r}, {v!r})" for k, v in outputs.items())
+    code = f"from tether.tracker.outputs import write_output; {calls}"
+    return f"{PY} -c {shlex.quote(code)}"
+
+
+def open_gate_on_retry(context: Any) -> None:
+    """Creates the ``gate`` param's file when a later try starts (the job already wrote its pid)."""
+    params = context["params"]
+    if params["gate"] != "/nonexistent" and Path(params["pidfile"]).exists():
+        Path(params["gate"]).touch()
+
+
+with DAG("tether_t_logs", schedule=None, start_date=START, catchup=False,
+         params={"greeting": Param("hello", type="string")}) as logs_dag:
+    ComponentOperator(
+        task_id="two_replicas",
+        component="utils.sh",
+        component_args={
+            "args": [
+                "echo \"{{ params.greeting }} from replica $TETHER_REPLICA_ID on $RUN_DS\"; "
+                "echo \"second line of $TETHER_REPLICA_ID\" >&2; "
+                "echo \"parent=$TETHER_PARENT_RUN_ID\"; "
+                + publish(accuracy=0.93, model={"uri": "file:///m"})
+            ],
+            "num_replicas": 2,
+        },
+        env={"RUN_DS": "{{ ds }}"},
+        deferrable=False,
+        wait_interval=0.2,
+    )
+
+with DAG("tether_t_fail", schedule=None, start_date=START, catchup=False) as fail_dag:
+    ComponentOperator(
+        task_id="broken",
+        component="utils.sh",
+        component_args=["echo starting; echo 'the disk is full' >&2; exit 3"],
+        deferrable=False,
+        wait_interval=0.2,
+    )
+
+with DAG("tether_t_defer", schedule=None, start_date=START, catchup=False) as defer_dag:
+    ComponentOperator(
+        task_id="deferred",
+        component="utils.sh",
+        component_args={
+            "args": ["sleep 1; echo \"deferred replica $TETHER_REPLICA_ID\"; "
+                     + publish(loss=0.25)],
+            "num_replicas": 2,
+        },
+        deferrable=True,
+        wait_interval=0.2,
+    )
+    ComponentOperator(
+        task_id="deferred_fail",
+        component="utils.sh",
+        component_args=["sleep 0.5; echo 'out of memory' >&2; exit 9"],
+        deferrable=True,
+        wait_interval=0.2,
+    )
+
+with DAG("tether_t_retry", schedule=None, start_date=START, catchup=False,
+         params={"marker": Param("/nonexistent", type="string")}) as retry_dag:
+    # fails on the first attempt (no marker yet), succeeds on the retry
+    ComponentOperator(
+        task_id="flaky",
+        component="utils.sh",
+        component_args=[
+            "if [ -e '{{ params.marker }}' ]; then echo second try; "
+            "else touch '{{ params.marker }}'; echo 'first try fails' >&2; exit 1; fi"
+        ],
+        retries=1,
+        retry_delay=dt.timedelta(seconds=0),
+        deferrable=False,
+        wait_interval=0.2,
+    )
+
+with DAG("tether_t_long", schedule=None, start_date=START, catchup=False,
+         params={"pidfile": Param("/nonexistent", type="string"),
+                 "gate": Param("/nonexistent", type="string"),
+                 "seconds": Param(60, type="integer")}) as long_dag:
+    # records its pid ($$$$: macros turn $$ into $), waits until the gate file exists (at
+    # most `seconds`), then publishes an output: the worker-kill and on_kill tests run this
+    # DAG in a subprocess and kill it. A later try of the task opens the gate as it starts, so
+    # the job is still running when that try looks for it.
+    ComponentOperator(
+        task_id="long",
+        component="utils.sh",
+        component_args=[
+            "echo $$$$ > '{{ params.pidfile }}'; echo started; "
+            "for i in $(seq 1 {{ params.seconds * 10 }}); do "
+            "[ -e '{{ params.gate }}' ] && break; sleep 0.1; done; "
+            "sleep 1; echo finished; " + publish(done=True)
+        ],
+        on_execute_callback=open_gate_on_retry,
+        deferrable=False,
+        wait_interval=0.2,
+    )
+
+
+def count_to(n: int, label: str = "n") -> AppDef:
+    """Counts to ``n`` and publishes the total: a component defined in the DAG file.
+
+    Args:
+        n: How far to count.
+        label: Name of the published output.
+
+    Returns:
+        The AppDef.
+    """
+    script = f"seq 1 {n}; " + publish(**{label: n * (n + 1) // 2})
+    return AppDef("count", [Role("count", image="", entrypoint="sh", args=["-c", script])])
+
+
+counter = operator_for(count_to, wait_interval=0.2, deferrable=False)
+
+with DAG("tether_t_factory", schedule=None, start_date=START, catchup=False) as factory_dag:
+    first = counter(3, label="total")  # publishes total=6
+    # an upstream output (an XComArg) as a component argument, resolved at run time
+    # (typed as the component's int parameter: a checker needs the cast; Airflow resolves it)
+    second = counter.override(task_id="count_again")(cast(int, first["total"]))
+    counter.override(task_id="fan_out").expand(n=[2, 4])
+
+with DAG("tether_t_timeout", schedule=None, start_date=START, catchup=False,
+         params={"pidfile": Param("/nonexistent", type="string")}) as timeout_dag:
+    # Airflow's execution_timeout stops the task after 3 s: the job must not outlive it
+    ComponentOperator(
+        task_id="slow",
+        component="utils.sh",
+        component_args=["echo $$$$ > '{{ params.pidfile }}'; sleep 120"],
+        execution_timeout=dt.timedelta(seconds=3),
+        deferrable=False,
+        wait_interval=0.2,
+    )

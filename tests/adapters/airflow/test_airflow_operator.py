@@ -1,0 +1,136 @@
+"""ComponentOperator under real Airflow 3 (``dag.test()`` on sqlite) with local_cwd jobs."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from pathlib import Path
+
+import pytest
+from airflow_testlib import run_dag, run_id_for, task_states, try_numbers, xcoms
+
+from tether.adapters.airflow import task_job_key
+from tether.runner import get_runner
+from tether.specs import AppState
+
+pytestmark = pytest.mark.usefixtures("airflow_db")
+
+
+def _when() -> dt.datetime:
+    """A fresh, fixed logical date: the run id is known before the run starts."""
+    return dt.datetime(2024, 5, 1, tzinfo=dt.timezone.utc) + dt.timedelta(
+        microseconds=uuid.uuid4().int % 10**9
+    )
+
+
+def _jobs(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> list[str]:
+    key = task_job_key(dag_id, run_id, task_id, map_index)
+    with get_runner() as runner:
+        return [a.app_id for a in runner.list("local_cwd") if a.job_key == key]
+
+
+def test_success_streams_every_replica_and_pushes_xcoms(capfd: pytest.CaptureFixture[str]) -> None:
+    when = _when()
+    dr = run_dag("tether_t_logs", conf={"greeting": "bonjour"}, when=when)
+    out = capfd.readouterr()
+    text = out.out + out.err
+    assert str(dr.state) == "success", task_states(dr)
+
+    # the logs of both replicas are in the task log, prefixed role/replica, with the
+    # templated param and env ({{ ds }}) rendered
+    ds = when.strftime("%Y-%m-%d")
+    assert f"sh/0 bonjour from replica 0 on {ds}" in text
+    assert f"sh/1 bonjour from replica 1 on {ds}" in text
+    assert "sh/1 second line of 1" in text
+    # the job's tracking parent is the DAG run
+    assert f"sh/0 parent=airflow:tether_t_logs/{dr.run_id}" in text
+
+    x = xcoms("tether_t_logs", dr.run_id, "two_replicas")
+    assert x["state"] == "SUCCEEDED"
+    assert x["app_handle"].startswith("local_cwd://")
+    assert "ui_url" in x
+    # the job's published outputs are the return value, and (multiple_outputs) one XCom each
+    assert x["return_value"] == {"accuracy": 0.93, "model": {"uri": "file:///m"}}
+    assert x["accuracy"] == 0.93
+    # the job identity is derived from the task instance
+    assert _jobs("tether_t_logs", dr.run_id, "two_replicas") == [
+        x["app_handle"].rsplit("/", 1)[-1]
+    ]
+
+
+def test_failed_job_fails_the_task_with_the_jobs_message(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    dr = run_dag("tether_t_fail", when=_when())
+    text = "".join(capfd.readouterr())
+    assert str(dr.state) == "failed"
+    assert task_states(dr) == {"broken": "failed"}
+    assert "JobFailedError" in text
+    assert "finished FAILED: role 'sh' replica 0 exited with code 3" in text
+    assert "the disk is full" in text  # the job's own stderr reaches the error message
+    x = xcoms("tether_t_fail", dr.run_id, "broken")
+    assert x["state"] == "FAILED"
+    assert "return_value" not in x
+
+
+def test_deferrable_task_defers_then_completes(
+    capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO")
+    dr = run_dag("tether_t_defer", when=_when())
+    text = "".join(capfd.readouterr()) + caplog.text
+    assert task_states(dr) == {"deferred": "success", "deferred_fail": "failed"}
+    assert "deferring until tether job" in text
+    assert "running trigger in line" in text  # the trigger really ran
+    # after the trigger fired, execute_complete copied both replicas' logs
+    assert "sh/0 deferred replica 0" in text
+    assert "sh/1 deferred replica 1" in text
+    x = xcoms("tether_t_defer", dr.run_id, "deferred")
+    assert x["state"] == "SUCCEEDED"
+    assert x["return_value"] == {"loss": 0.25}
+    assert "out of memory" in text
+    assert xcoms("tether_t_defer", dr.run_id, "deferred_fail")["state"] == "FAILED"
+    # one job per task: deferring and resuming did not submit twice
+    assert len(_jobs("tether_t_defer", dr.run_id, "deferred")) == 1
+
+
+def test_retry_after_a_failed_job_submits_a_new_one(tmp_path: Path) -> None:
+    marker = tmp_path / "marker"
+    dr = run_dag("tether_t_retry", conf={"marker": str(marker)}, when=_when())
+    assert task_states(dr) == {"flaky": "success"}
+    assert try_numbers(dr) == {"flaky": 2}
+    jobs = _jobs("tether_t_retry", dr.run_id, "flaky")
+    assert len(jobs) == 2  # the first FAILED, so the retry launched a second
+    with get_runner() as runner:
+        states = [runner.status(f"local_cwd://tether/{j}").state for j in jobs]  # type: ignore[union-attr]
+    assert states == [AppState.FAILED, AppState.SUCCEEDED]
+
+
+def test_rerun_takes_the_result_of_the_finished_job(capfd: pytest.CaptureFixture[str]) -> None:
+    when = _when()
+    first = run_dag("tether_t_logs", when=when)
+    handle = xcoms("tether_t_logs", first.run_id, "two_replicas")["app_handle"]
+    capfd.readouterr()
+    # the same DAG run again (the same task instance, a new try): the job succeeded, so the
+    # task takes its result instead of running it again
+    second = run_dag("tether_t_logs", when=when)
+    text = "".join(capfd.readouterr())
+    assert second.run_id == first.run_id == run_id_for(when)
+    assert str(second.state) == "success"
+    assert f"re-attached to tether job {handle}" in text
+    x = xcoms("tether_t_logs", second.run_id, "two_replicas")
+    assert x["app_handle"] == handle
+    assert x["return_value"] == {"accuracy": 0.93, "model": {"uri": "file:///m"}}
+    assert len(_jobs("tether_t_logs", second.run_id, "two_replicas")) == 1
+
+
+def test_factory_tasks_pass_outputs_downstream_and_map() -> None:
+    dr = run_dag("tether_t_factory", when=_when())
+    assert task_states(dr) == {"count_to": "success", "count_again": "success",
+                               "fan_out[0]": "success", "fan_out[1]": "success"}
+    assert xcoms("tether_t_factory", dr.run_id, "count_to")["total"] == 6
+    # count_again got n=6 from count_to's output: 1+...+6
+    assert xcoms("tether_t_factory", dr.run_id, "count_again")["return_value"] == {"n": 21}
+    mapped = [xcoms("tether_t_factory", dr.run_id, "fan_out", i) for i in (0, 1)]
+    assert [m["return_value"] for m in mapped] == [{"n": 3}, {"n": 10}]
+    assert mapped[0]["app_handle"] != mapped[1]["app_handle"]
