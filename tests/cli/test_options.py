@@ -10,7 +10,7 @@ import pytest
 
 from tests.cli.conftest import Result
 from tether.cli.progress import Progress
-from tether.runner.config import load_config
+from tether.config import load_config
 from tether.specs import AppState, AppStatus, ReplicaStatus, RoleStatus, runopts
 
 

@@ -179,7 +179,7 @@ def _apply_cli_defaults(
     parser: argparse.ArgumentParser, command: str, argv: Sequence[str]
 ) -> None:
     """Uses ``[cli:<command>]`` of ``.tetherconfig`` as defaults of the command's flags."""
-    from tether.runner.config import load_config
+    from tether.config import load_config
 
     section = load_config().cli_defaults(command)
     if not section:

@@ -17,7 +17,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from tether.runner.config import TetherConfig, load_config
+from tether.config import TetherConfig, load_config
 from tether.schedulers import get_scheduler_factories, get_scheduler_factory
 from tether.schedulers.api import JOB_KEY, ListAppResponse, Scheduler, Stream
 from tether.specs import (

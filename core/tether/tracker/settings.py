@@ -15,9 +15,7 @@ from tether.tracker.api import ENV_TRACKERS, tracker_config_env
 
 
 def _config_file_trackers() -> dict[str, str | None]:
-    # tether.runner.config only depends on tether.specs; it is imported here, lazily, because
-    # the .tetherconfig reader lives with the runner (see the module docs of runner.config).
-    from tether.runner.config import load_config
+    from tether.config import load_config  # lazy: keeps `import tether.tracker` light
 
     return load_config().trackers()
 
@@ -64,6 +62,6 @@ def configured_outputs_root() -> str:
 
     if os.environ.get(ENV_OUTPUTS_ROOT):
         return outputs_root()
-    from tether.runner.config import load_config
+    from tether.config import load_config
 
     return outputs_root(load_config().section("tether:outputs").get("url"))

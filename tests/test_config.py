@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.runner.config import ConfigError, dump_config, load_config
+from tether.config import ConfigError, dump_config, load_config
 from tether.specs import StructuredOpts
 
 
