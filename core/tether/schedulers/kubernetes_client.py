@@ -1,0 +1,304 @@
+"""JSON access to a kube-apiserver for the kubernetes scheduler (the client is imported lazily).
+
+The scheduler works on plain manifest dicts (the same camelCase shapes that
+:mod:`tether.schedulers.kubernetes_render` produces), for built-in kinds and custom resources
+alike, so it talks REST through ``kubernetes.client.ApiClient.call_api`` with
+``_preload_content=False`` instead of the generated typed models. Importing this module does
+not import ``kubernetes``; :func:`load_api_client` does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any
+from urllib.parse import quote
+
+log = logging.getLogger(__name__)
+
+REQUEST_TIMEOUT_S = 30.0
+MERGE_PATCH = "application/merge-patch+json"
+
+
+class KubernetesApiError(RuntimeError):
+    """The apiserver refused a request; ``status`` is the HTTP status (0 when unreachable)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def load_api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
+    """Creates a ``kubernetes.client.ApiClient``.
+
+    Order: an explicit ``kubeconfig`` file; the in-cluster service account when running in
+    a pod (``$KUBERNETES_SERVICE_HOST``); else ``$KUBECONFIG`` or ``~/.kube/config``.
+
+    Args:
+        kubeconfig: Path of a kubeconfig file.
+        context: Context to use (default: the file's current context).
+
+    Returns:
+        The client.
+
+    Raises:
+        KubernetesApiError: When no configuration can be loaded (the message says where it
+            looked and how to point tether at a cluster).
+    """
+    try:
+        from kubernetes import client, config
+    except ImportError as e:  # pragma: no cover - depends on the installed extras
+        raise KubernetesApiError(
+            0,
+            "the kubernetes scheduler needs the `kubernetes` package: "
+            "pip install 'tether[kubernetes]'",
+        ) from e
+    try:
+        if kubeconfig:
+            return config.new_client_from_config(config_file=kubeconfig, context=context)
+        if os.environ.get("KUBERNETES_SERVICE_HOST") and not context:
+            cfg = client.Configuration()
+            config.load_incluster_config(client_configuration=cfg)
+            return client.ApiClient(cfg)
+        return config.new_client_from_config(context=context)
+    except Exception as e:
+        where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        raise KubernetesApiError(
+            0,
+            f"cannot load a Kubernetes configuration from {where}: {e} "
+            "(set $KUBECONFIG, or pass scheduler_params={'kubernetes': {'kubeconfig': PATH}}; "
+            "`--dryrun` needs no cluster)",
+        ) from e
+
+
+def _quote(part: str) -> str:
+    return quote(part, safe="")
+
+
+def core_path(namespace: str, plural: str, name: str | None = None) -> str:
+    """``/api/v1/namespaces/{ns}/{plural}[/{name}]`` (pods, services...)."""
+    path = f"/api/v1/namespaces/{_quote(namespace)}/{plural}"
+    return f"{path}/{_quote(name)}" if name else path
+
+
+def group_path(
+    group: str, version: str, plural: str, namespace: str | None, name: str | None = None
+) -> str:
+    """``/apis/{group}/{version}[/namespaces/{ns}]/{plural}[/{name}]``."""
+    path = f"/apis/{group}/{version}"
+    if namespace is not None:
+        path += f"/namespaces/{_quote(namespace)}"
+    path += f"/{plural}"
+    return f"{path}/{_quote(name)}" if name else path
+
+
+def path_for(manifest: Mapping[str, Any], namespace: str, with_name: bool = False) -> str:
+    """The collection (or object) path of a manifest.
+
+    Args:
+        manifest: An object with ``apiVersion`` and ``kind``.
+        namespace: Its namespace.
+        with_name: Include ``metadata.name``.
+
+    Returns:
+        The path.
+    """
+    api_version = str(manifest["apiVersion"])
+    plural = str(manifest["kind"]).lower() + "s"
+    name = str(manifest["metadata"]["name"]) if with_name else None
+    if "/" not in api_version:
+        return core_path(namespace, plural, name)
+    group, _, version = api_version.partition("/")
+    return group_path(group, version, plural, namespace, name)
+
+
+class KubeApi:
+    """Plain-JSON REST calls through a configured ``ApiClient``.
+
+    Args:
+        api_client: A ``kubernetes.client.ApiClient``.
+    """
+
+    def __init__(self, api_client: Any) -> None:
+        self.api_client = api_client
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | tuple[float, float | None] = REQUEST_TIMEOUT_S,
+        stream: bool = False,
+    ) -> Any:
+        from kubernetes.client.exceptions import ApiException
+
+        headers = {"Accept": "application/json, */*", "Content-Type": content_type}
+        request_timeout: Any = timeout
+        if isinstance(timeout, float):
+            request_timeout = (min(timeout, 10.0), timeout)
+        try:
+            return self.api_client.call_api(
+                path,
+                method,
+                query_params=[(k, v) for k, v in (query or {}).items() if v is not None],
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _return_http_data_only=True,
+                _request_timeout=request_timeout,
+            )
+        except ApiException as e:
+            raise KubernetesApiError(int(e.status or 0), _error_message(method, path, e)) from e
+        except Exception as e:  # urllib3 connection errors
+            if stream:
+                raise
+            raise KubernetesApiError(0, f"{method} {path}: cannot reach the apiserver: {e}") from e
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> Any:
+        """One request; returns the decoded JSON body (None when empty).
+
+        Raises:
+            KubernetesApiError: For a non-2xx answer or an unreachable apiserver.
+        """
+        resp = self._call(method, path, query=query, body=body, content_type=content_type)
+        data = resp.data
+        return json.loads(data) if data else None
+
+    def get(self, path: str) -> dict[str, Any] | None:
+        """GETs an object; None when it (or its API group) does not exist."""
+        try:
+            out: dict[str, Any] = self.request("GET", path)
+            return out
+        except KubernetesApiError as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def list(self, path: str, label_selector: str | None = None) -> list[dict[str, Any]]:
+        """Lists the objects of a collection; empty when the API group does not exist.
+
+        Args:
+            path: The collection's path.
+            label_selector: A label selector.
+
+        Returns:
+            The items.
+        """
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            query = {"labelSelector": label_selector, "limit": 500, "continue": token}
+            try:
+                body = self.request("GET", path, query=query) or {}
+            except KubernetesApiError as e:
+                if e.status == 404:
+                    return []
+                raise
+            kind = str(body.get("kind") or "")
+            for item in body.get("items") or []:
+                # items of a list carry no kind/apiVersion: restore them from the list's
+                item.setdefault("apiVersion", body.get("apiVersion"))
+                if kind.endswith("List"):
+                    item.setdefault("kind", kind[: -len("List")])
+                items.append(item)
+            token = (body.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
+    def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """POSTs an object and returns what the apiserver stored."""
+        out: dict[str, Any] = self.request("POST", path, body=dict(body))
+        return out
+
+    def merge_patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Applies a JSON merge patch; None when the object is gone."""
+        try:
+            out: dict[str, Any] = self.request(
+                "PATCH", path, body=dict(body), content_type=MERGE_PATCH
+            )
+            return out
+        except KubernetesApiError as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def delete(self, path: str, propagation: str = "Background") -> bool:
+        """Deletes an object (dependents removed in the background); False if it was gone."""
+        try:
+            self.request(
+                "DELETE",
+                path,
+                body={"kind": "DeleteOptions", "apiVersion": "v1",
+                      "propagationPolicy": propagation},
+            )  # fmt: skip
+            return True
+        except KubernetesApiError as e:
+            if e.status == 404:
+                return False
+            raise
+
+    def stream_lines(
+        self,
+        path: str,
+        query: Mapping[str, Any],
+        read_timeout: float | None,
+    ) -> Iterator[str]:
+        """Streams a text response (pod logs, watches) line by line, ``\\n`` stripped.
+
+        Args:
+            path: The path.
+            query: Query parameters.
+            read_timeout: Seconds without data before the stream is abandoned (None: wait).
+
+        Yields:
+            Lines (the last one even without a trailing newline).
+
+        Raises:
+            KubernetesApiError: When the request is refused.
+        """
+        resp = self._call(
+            "GET", path, query=query, content_type="application/json",
+            timeout=(10.0, read_timeout), stream=True,
+        )  # fmt: skip
+        buf = b""
+        try:
+            for chunk in resp.stream(4096, decode_content=True):
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    yield line.decode("utf-8", errors="replace")
+            if buf:
+                yield buf.decode("utf-8", errors="replace")
+        finally:
+            # a stream left early (until= reached, a watch event seen) has unread data:
+            # close the connection rather than hand it back to the pool half-read
+            resp.close()
+            resp.release_conn()
+
+
+def _error_message(method: str, path: str, e: Any) -> str:
+    body = e.body
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", errors="replace")
+    detail = ""
+    try:
+        doc = json.loads(body) if body else None
+        if isinstance(doc, dict):
+            detail = str(doc.get("message") or "")
+    except ValueError:
+        detail = str(body or "")[:500]
+    return f"{method} {path}: {e.status} {e.reason}" + (f": {detail}" if detail else "")

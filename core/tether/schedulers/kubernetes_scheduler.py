@@ -1,0 +1,883 @@
+"""``kubernetes``: run apps on any Kubernetes cluster, as plain ``batch/v1`` Jobs by default.
+
+Prerequisites: a cluster and a kubeconfig (``$KUBECONFIG``, ``~/.kube/config``, the pod's
+service account, or ``scheduler_params={"kubernetes": {"kubeconfig": PATH}}``), and the
+``kubernetes`` package (``pip install 'tether[kubernetes]'``), imported only when the
+scheduler first talks to the cluster: ``tether run --dryrun -s kubernetes ...`` renders the
+manifests offline, without a cluster, a kubeconfig or the package's configuration.
+
+Try it locally: ``tests/e2e/infra/build_kube.sh`` builds a real kube-apiserver, etcd and
+kube-controller-manager (cached outside the repository) and ``python -m
+tests.e2e.infra.kube --kubelet`` starts them with a small test kubelet, printing a
+``KUBECONFIG`` to use.
+
+**Design: one Job per replica.** Every replica of every role is one ``batch/v1`` Job with
+``completions=1`` (named ``<app>-<role>-<k>``) whose pod has a stable identity: the hostname
+``<app>-<role>-<k>``, the labels ``tether.dev/role``/``tether.dev/replica-id``,
+``$TETHER_REPLICA_ID``, and macros (``${replica_id}``, ``${app_id}``) substituted for that
+replica. Apps with more than one replica get a headless Service named ``<app>`` (pods set
+``subdomain`` to it), so ``$TETHER_RANK0_HOST`` is the DNS name of replica 0 of the first role,
+``<app>-<role>-0.<app>.<namespace>.svc.<cluster_domain>`` (``localhost`` for a single replica).
+Why not one Indexed Job per role: Indexed Jobs need Kubernetes 1.21+ (alpha, GA in 1.24),
+while a Job per replica works on every version (tests run v1.20), lets each replica carry
+fully substituted args and env (not just ``$JOB_COMPLETION_INDEX``), and lets tether restart
+or stop replicas one by one.
+
+**Retries.** ``RetryPolicy.REPLICA``: the Job's ``backoffLimit`` is ``max_retries`` (Kubernetes
+recreates the failed pod). ``ROLE`` and ``APPLICATION``: ``backoffLimit`` is 0 and tether
+restarts: when :meth:`~KubernetesScheduler.describe` (which ``wait``/``status`` poll) sees a
+failed replica whose role has retries left, it stops the affected Jobs (the role's, or every
+Job of the app) and creates their next attempt (``<app>-<role>-<k>-r<n>``, label
+``tether.dev/attempt``, restart count in the ``tether.dev/num-restarts`` annotation). A replica
+is restarted at most ``max_retries`` times; names are deterministic, so two processes that
+describe at once create each attempt once. When a failure is final, the app is FAILED and
+tether stops its other replicas (they would wait for the failed one forever).
+
+**Status** comes from the Job conditions and the pods (the state tables
+:data:`POD_PHASE_STATE`, :data:`JOB_CONDITION_STATE`, :data:`VOLCANO_PHASE_STATE`,
+:data:`APPWRAPPER_STATE`, defined with the pure analysis in
+:mod:`tether.schedulers.kubernetes_status` and re-exported here, and the rules of
+:meth:`~KubernetesScheduler.describe`): an unschedulable pod is PENDING with the
+scheduler's reason in ``msg``; ``ErrImagePull``/``ImagePullBackOff`` are PENDING with the reason
+until they persisted ``image_pull_timeout`` seconds, then FAILED (``InvalidImageName`` and
+``ErrImageNeverPull`` at once) and the app is stopped; ``CrashLoopBackOff`` keeps RUNNING (the
+pod runs) with the reason and restart count in ``msg``. UNKNOWN only for a pod in phase Unknown
+(its node stopped reporting), a native state tether does not know, or an apiserver that cannot
+be reached.
+
+**Cancel** marks the app's Jobs ``tether.dev/stopped=cancelled`` and stops them
+(``parallelism=0`` removes the pods, ``activeDeadlineSeconds=1`` makes the Job finish), keeping
+every record: the app stays CANCELLED. **Delete** removes every Job, pod, Service, Volcano Job
+(and Volcano Command) and AppWrapper labelled with the app, and is idempotent.
+
+**Gang scheduling** (``gang`` option): ``none`` (default, no CRD); ``volcano`` (one
+``batch.volcano.sh/v1alpha1`` Job, a task per replica, ``minAvailable`` = the sum of
+``min_replicas``, ``queue``; retries by Volcano policies, cancel through a Volcano
+``Command``); ``kueue`` (the Jobs get the ``kueue.x-k8s.io/queue-name`` label and start
+suspended; Kueue admits each replica's Job as its own workload, so it queues by quota but is
+not all-or-nothing); ``appwrapper`` (the Jobs and Service wrapped in an ``mcad.ibm.com/v1beta1``
+AppWrapper that MCAD dispatches when ``minAvailable`` pods fit; ``APPLICATION``/``ROLE``
+retries become AppWrapper requeuing). Volcano and MCAD cannot restart only one role: ``ROLE``
+restarts the whole app there (a warning says so).
+
+**Job identity**: the caller's job key (``app.metadata[JOB_KEY]``) is the label
+``tether.dev/job-key`` (and an annotation with the exact value); :meth:`find_jobs` is a label
+selector, and :meth:`schedule` returns the existing app instead of creating a second one when
+a job with that key is already running or succeeded in the namespace.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import math
+import re
+import secrets
+import string
+import threading
+import time
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from tether.schedulers.api import (
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+    Stream,
+    filter_regex,
+)
+from tether.schedulers.kubernetes_client import (
+    KubeApi,
+    KubernetesApiError,
+    core_path,
+    group_path,
+    load_api_client,
+    path_for,
+)
+from tether.schedulers.kubernetes_render import (
+    ANN_GANG,
+    ANN_STOP_REASON,
+    ANN_STOPPED,
+    APPWRAPPER_GROUP,
+    APPWRAPPER_PLURAL,
+    APPWRAPPER_VERSION,
+    GANG_APPWRAPPER,
+    GANG_NONE,
+    GANG_VOLCANO,
+    LABEL_APP_ID,
+    LABEL_JOB_KEY,
+    LABEL_MANAGED_BY,
+    MANAGED_BY,
+    VOLCANO_BUS_GROUP,
+    VOLCANO_BUS_VERSION,
+    VOLCANO_GROUP,
+    VOLCANO_PLURAL,
+    VOLCANO_VERSION,
+    KubernetesRequest,
+    check_app,
+    check_opts,
+    format_request,
+    label_value,
+    make_app_name,
+    render,
+)
+from tether.schedulers.kubernetes_status import (
+    APPWRAPPER_STATE,
+    IMAGE_ERRORS_FATAL,
+    IMAGE_ERRORS_RETRYING,
+    JOB_CONDITION_STATE,
+    POD_PHASE_STATE,
+    STOPPED_STATE,
+    VOLCANO_PHASE_STATE,
+    AppView,
+    Replica,
+    analyze,
+    job_active,
+    parse_time,
+)
+from tether.specs import (
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    CfgVal,
+    ReplicaStatus,
+    RetryPolicy,
+    RoleStatus,
+    StructuredOpts,
+)
+from tether.specs.status import is_terminal
+
+log: logging.Logger = logging.getLogger(__name__)
+
+BACKEND = "kubernetes"
+DEFAULT_NAMESPACE = "default"
+LOG_POLL_S = 1.0
+LOG_READ_TIMEOUT_S = 120.0
+
+
+# ---- options ---------------------------------------------------------------------------------
+@dataclass
+class KubernetesOpts(StructuredOpts):
+    """Run options of the ``kubernetes`` scheduler."""
+
+    namespace: str = DEFAULT_NAMESPACE
+    """Namespace to create the app's objects in."""
+
+    service_account: str | None = None
+    """Service account the pods run as (default: the namespace's ``default``)."""
+
+    priority_class: str | None = None
+    """PriorityClass name of the pods (``priorityClassName``)."""
+
+    image_pull_secrets: list[str] = field(default_factory=list)
+    """Names of Secrets holding registry credentials (``imagePullSecrets``)."""
+
+    node_selector: dict[str, str] = field(default_factory=dict)
+    """Extra node labels the pods must land on (merged with named-resource capabilities)."""
+
+    tolerations: list[str] = field(default_factory=list)
+    """Taints the pods tolerate, each ``key[=value][:effect]`` (no value: operator Exists)."""
+
+    image_repo: str | None = None
+    """Registry/repository prefixed to role images that name no registry (``trainer:1``)."""
+
+    labels: dict[str, str] = field(default_factory=dict)
+    """Extra labels on every object (tether's own labels win on a clash)."""
+
+    annotations: dict[str, str] = field(default_factory=dict)
+    """Extra annotations on every object."""
+
+    gang: str = GANG_NONE
+    """Gang scheduling: none (plain Jobs), volcano, kueue or appwrapper (MCAD)."""
+
+    queue: str | None = None
+    """Queue for gang=volcano (default ``default``) or the Kueue LocalQueue for gang=kueue."""
+
+    scheduler_name: str | None = None
+    """Pod ``schedulerName`` (gang=volcano defaults to ``volcano``)."""
+
+    reserved_millicpu: int = 100
+    """CPU (millicores) kept off each pod's request for system daemons (capped at half)."""
+
+    reserved_memory_mb: int = 1024
+    """Memory (MiB) kept off each pod's request for system daemons (capped at half)."""
+
+    gpu_resource: str = "nvidia.com/gpu"
+    """Extended resource that Resource.gpu asks for (e.g. amd.com/gpu)."""
+
+    image_pull_policy: str | None = None
+    """Container imagePullPolicy: Always, IfNotPresent or Never (default: the cluster's)."""
+
+    image_pull_timeout: int = 120
+    """Seconds an image pull may keep failing before the app is FAILED (0: at once)."""
+
+    cluster_domain: str = "cluster.local"
+    """The cluster's DNS domain, used in $TETHER_RANK0_HOST."""
+
+
+# ---- the scheduler -----------------------------------------------------------------------------
+def _random_suffix(n: int = 6) -> str:
+    alphabet = string.ascii_lowercase + string.digits
+    return "".join(secrets.choice(alphabet) for _ in range(n))
+
+
+def _selector(name: str | None = None, job_key: str | None = None) -> str:
+    parts = [f"{LABEL_MANAGED_BY}={MANAGED_BY}"]
+    if name:
+        parts.append(f"{LABEL_APP_ID}={name}")
+    if job_key:
+        parts.append(f"{LABEL_JOB_KEY}={label_value(job_key)}")
+    return ",".join(parts)
+
+
+def _jobs_path(ns: str | None, name: str | None = None) -> str:
+    return group_path("batch", "v1", "jobs", ns, name)
+
+
+def _volcano_path(ns: str | None, name: str | None = None) -> str:
+    return group_path(VOLCANO_GROUP, VOLCANO_VERSION, VOLCANO_PLURAL, ns, name)
+
+
+def _appwrapper_path(ns: str | None, name: str | None = None) -> str:
+    return group_path(APPWRAPPER_GROUP, APPWRAPPER_VERSION, APPWRAPPER_PLURAL, ns, name)
+
+
+def _commands_path(ns: str) -> str:
+    return group_path(VOLCANO_BUS_GROUP, VOLCANO_BUS_VERSION, "commands", ns)
+
+
+def _pods_path(ns: str | None) -> str:
+    return core_path(ns, "pods") if ns is not None else "/api/v1/pods"
+
+
+def _as_aware(ts: datetime | None) -> datetime | None:
+    if ts is None:
+        return None
+    return ts if ts.tzinfo is not None else ts.astimezone()
+
+
+class KubernetesScheduler(Scheduler[KubernetesRequest]):
+    """Runs apps as Kubernetes Jobs (see the module docs).
+
+    Args:
+        session_name: The runner's session.
+        client: A configured ``kubernetes.client.ApiClient`` (tests pass one).
+        kubeconfig: Path of a kubeconfig file (default: the usual lookup).
+        context: Kubeconfig context.
+        namespace: Namespace that ``list``/``find_jobs`` search when not told otherwise.
+    """
+
+    def __init__(
+        self,
+        session_name: str,
+        client: Any = None,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        namespace: str | None = None,
+    ) -> None:
+        super().__init__(BACKEND, session_name)
+        self._client = client
+        self._own_client = client is None
+        self._kubeconfig = kubeconfig
+        self._context = context
+        self._namespace = namespace or DEFAULT_NAMESPACE
+        self._api: KubeApi | None = None
+        self._lock = threading.Lock()
+        self._namespaces_seen: set[str] = {self._namespace}
+
+    # ---- plumbing ----------------------------------------------------------------------
+    def _kube(self) -> KubeApi:
+        with self._lock:
+            if self._api is None:
+                if self._client is None:
+                    self._client = load_api_client(self._kubeconfig, self._context)
+                self._api = KubeApi(self._client)
+            return self._api
+
+    def close(self) -> None:
+        """Closes the API client this scheduler created (not one passed in)."""
+        with self._lock:
+            if self._own_client and self._client is not None:
+                try:
+                    self._client.close()
+                except Exception:  # closing is best effort
+                    log.debug("closing the kubernetes client failed", exc_info=True)
+                self._client = None
+            self._api = None
+
+    def _parse_app_id(self, app_id: str) -> tuple[str, str]:
+        ns, sep, name = app_id.partition(":")
+        if not sep:
+            return self._namespace, app_id
+        return ns, name
+
+    # ---- options and render --------------------------------------------------------------
+    def _opts_class(self) -> type[StructuredOpts]:
+        return KubernetesOpts
+
+    def _validate(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> None:
+        opts = KubernetesOpts(**cfg)  # type: ignore[arg-type]
+        check_opts(opts)
+        check_app(app)
+        if opts.gang in (GANG_VOLCANO, GANG_APPWRAPPER):
+            for role in app.roles:
+                if role.retry_policy == RetryPolicy.ROLE and role.max_retries > 0:
+                    log.warning(
+                        "role %r: gang=%s cannot restart one role alone; retry_policy=ROLE "
+                        "restarts the whole app (as APPLICATION)", role.name, opts.gang,
+                    )
+
+    def _submit_dryrun(
+        self, app: AppDef, cfg: Mapping[str, CfgVal]
+    ) -> AppDryRunInfo[KubernetesRequest]:
+        opts = KubernetesOpts(**cfg)  # type: ignore[arg-type]
+        name = make_app_name(app.name, _random_suffix())
+        req = render(app, opts, name)
+        return AppDryRunInfo(req, format_request)
+
+    # ---- submit --------------------------------------------------------------------------
+    def schedule(self, dryrun_info: AppDryRunInfo[KubernetesRequest]) -> str:
+        """Creates the rendered objects (Service first); returns ``{namespace}:{name}``.
+
+        With a job key, an app of that key that is still running (or succeeded) in the
+        namespace is returned instead of creating a second one. When a create fails, the
+        objects created so far are removed again.
+
+        Args:
+            dryrun_info: What :meth:`submit_dryrun` returned.
+
+        Returns:
+            The app id.
+
+        Raises:
+            KubernetesApiError: When the apiserver refuses an object (the message names it).
+        """
+        req = dryrun_info.request
+        api = self._kube()
+        self._namespaces_seen.add(req.namespace)
+        if req.job_key:
+            for found in self._find(req.job_key, [req.namespace]):
+                if found.state not in (AppState.FAILED, AppState.CANCELLED):
+                    log.info(
+                        "job key %r already has app %s (%s): not submitting a second one",
+                        req.job_key, found.app_id, found.state.name,
+                    )
+                    return found.app_id
+        created: list[dict[str, Any]] = []
+        for manifest in req.manifests:
+            try:
+                api.create(path_for(manifest, req.namespace), manifest)
+            except KubernetesApiError as e:
+                for done in reversed(created):
+                    try:
+                        api.delete(path_for(done, req.namespace, with_name=True))
+                    except KubernetesApiError:
+                        log.warning("could not roll back %s", done["metadata"]["name"])
+                raise KubernetesApiError(
+                    e.status,
+                    f"cannot create {manifest['kind']} {manifest['metadata']['name']!r} in "
+                    f"namespace {req.namespace!r}: {e}{_create_hint(manifest, e)}",
+                ) from e
+            created.append(manifest)
+        return req.app_id
+
+    # ---- describe ------------------------------------------------------------------------
+    def _fetch(self, ns: str, name: str) -> AppView | None:
+        api = self._kube()
+        sel = _selector(name)
+        jobs = api.list(_jobs_path(ns), sel)
+        gang = jobs[0]["metadata"].get("annotations", {}).get(ANN_GANG) if jobs else None
+        vcjob = aw = None
+        if not jobs or gang == GANG_APPWRAPPER:
+            if gang is None:
+                vcjob = self._get_optional(_volcano_path(ns, name))
+            if vcjob is None:
+                aw = self._get_optional(_appwrapper_path(ns, name))
+        if not jobs and vcjob is None and aw is None:
+            return None
+        pods = api.list(_pods_path(ns), sel)
+        return analyze(ns, name, jobs, pods, vcjob, aw, datetime.now(timezone.utc))
+
+    def _get_optional(self, path: str) -> dict[str, Any] | None:
+        try:
+            return self._kube().get(path)
+        except KubernetesApiError as e:
+            if e.status in (403, 405):
+                return None
+            raise
+
+    def describe(self, app_id: str) -> DescribeAppResponse | None:
+        """Describes an app from its Jobs (or Volcano Job / AppWrapper) and pods.
+
+        Rules, on top of the state tables (:mod:`~tether.schedulers.kubernetes_status`): the
+        app is CANCELLED when tether cancelled it; FAILED when a replica failed for good (the
+        failed replicas and their reasons in ``msg``); SUCCEEDED when every replica
+        succeeded; RUNNING when a replica runs; otherwise PENDING with the reasons
+        (unschedulable, image pull, Kueue admission...).
+        UNKNOWN when the apiserver cannot be reached or answers with a server error (the
+        error in ``msg``); other API errors (forbidden, bad credentials) are raised.
+        A failed replica with retries left is PENDING ("restarting") and, for plain Jobs,
+        this call performs the restart (see the module docs); a final failure stops the
+        app's other replicas.
+
+        Args:
+            app_id: ``{namespace}:{name}``.
+
+        Returns:
+            The description, or None when no object of the app exists.
+        """
+        ns, name = self._parse_app_id(app_id)
+        self._kube()  # a missing kubeconfig is an error, not an UNKNOWN app
+        try:
+            view = self._fetch(ns, name)
+        except KubernetesApiError as e:
+            if e.status and e.status < 500:
+                raise
+            return DescribeAppResponse(app_id=f"{ns}:{name}", state=AppState.UNKNOWN, msg=str(e))
+        if view is None:
+            return None
+        if view.stops or view.creates:
+            self._apply(view)
+            view = self._fetch(ns, name) or view
+        roles_statuses: dict[str, RoleStatus] = {}
+        for rep in sorted(view.replicas, key=lambda r: (r.role_index, r.replica_id)):
+            rs = roles_statuses.setdefault(rep.role, RoleStatus(rep.role))
+            status = ReplicaStatus(
+                id=rep.replica_id, state=rep.state, role=rep.role, hostname=rep.hostname,
+                exit_code=rep.exit_code, msg=rep.msg,
+            )  # fmt: skip
+            rs.replicas.append(status)
+        return DescribeAppResponse(
+            app_id=f"{ns}:{name}",
+            state=view.state,
+            num_restarts=view.num_restarts,
+            msg=view.msg,
+            roles_statuses=list(roles_statuses.values()),
+            roles=view.roles,
+            job_key=view.job_key,
+        )
+
+    def _apply(self, view: AppView) -> None:
+        """Performs the stops and restarts that :func:`analyze` planned (idempotent)."""
+        api = self._kube()
+        # New attempts first, then stops: if a call fails midway, the next describe finds the
+        # old attempts still running next to newer ones and stops them (see analyze).
+        for job in view.creates:
+            try:
+                api.create(_jobs_path(view.namespace), job)
+                log.info("restarted %s as Job %s", view.app_id, job["metadata"]["name"])
+            except KubernetesApiError as e:
+                if e.status != 409:  # 409: another process created this attempt already
+                    raise
+        for obj, kind, reason in view.stops:
+            self._stop(api, view, obj, kind, reason)
+
+    def _stop(self, api: KubeApi, view: AppView, obj: dict[str, Any], kind: str, why: str) -> None:
+        meta = obj["metadata"]
+        ann = {ANN_STOPPED: kind, ANN_STOP_REASON: why[:1000]}
+        if obj.get("kind") == "Job" and obj.get("apiVersion") == "batch/v1":
+            api.merge_patch(
+                _jobs_path(view.namespace, meta["name"]),
+                {"metadata": {"annotations": ann},
+                 "spec": {"parallelism": 0, "activeDeadlineSeconds": 1}},
+            )  # fmt: skip
+        elif obj.get("kind") == "Job":  # Volcano
+            api.merge_patch(_volcano_path(view.namespace, meta["name"]),
+                            {"metadata": {"annotations": ann}})  # fmt: skip
+            self._volcano_command(api, view.namespace, obj, "AbortJob")
+        else:  # AppWrapper: mark it; its Jobs are stopped one by one
+            api.merge_patch(_appwrapper_path(view.namespace, meta["name"]),
+                            {"metadata": {"annotations": ann}})  # fmt: skip
+
+    def _volcano_command(self, api: KubeApi, ns: str, vcjob: dict[str, Any], action: str) -> None:
+        meta = vcjob["metadata"]
+        owner = {
+            "apiVersion": f"{VOLCANO_GROUP}/{VOLCANO_VERSION}",
+            "kind": "Job",
+            "name": meta["name"],
+            "uid": meta.get("uid", ""),
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+        command = {
+            "apiVersion": f"{VOLCANO_BUS_GROUP}/{VOLCANO_BUS_VERSION}",
+            "kind": "Command",
+            "metadata": {
+                "generateName": f"{meta['name'][:40]}-{action.lower()}-",
+                "namespace": ns,
+                "labels": {LABEL_MANAGED_BY: MANAGED_BY, LABEL_APP_ID: meta["name"]},
+                "ownerReferences": [owner],
+            },
+            "action": action,
+            "target": owner,
+        }
+        try:
+            api.create(_commands_path(ns), command)
+        except KubernetesApiError as e:
+            log.warning("could not send Volcano command %s to %s: %s", action, meta["name"], e)
+
+    # ---- list / find ---------------------------------------------------------------------
+    def _views(self, namespaces: Sequence[str | None], selector: str) -> list[AppView]:
+        api = self._kube()
+        views: list[AppView] = []
+        for ns in namespaces:
+            objs: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {}
+            _group(objs, "jobs", api.list(_jobs_path(ns), selector))
+            _group(objs, "vcjobs", self._list_optional(_volcano_path(ns), selector))
+            _group(objs, "aws", self._list_optional(_appwrapper_path(ns), selector))
+            if not objs:
+                continue
+            _group(objs, "pods", api.list(_pods_path(ns), selector))
+            now = datetime.now(timezone.utc)
+            for (app_ns, app_name), kinds in objs.items():
+                if not (kinds.get("jobs") or kinds.get("vcjobs") or kinds.get("aws")):
+                    continue
+                vcjob = next(iter(kinds.get("vcjobs", [])), None)
+                aw = next(iter(kinds.get("aws", [])), None)
+                views.append(
+                    analyze(app_ns, app_name, kinds.get("jobs", []), kinds.get("pods", []),
+                            vcjob, aw, now)
+                )  # fmt: skip
+        return views
+
+    def _list_optional(self, path: str, selector: str) -> list[dict[str, Any]]:
+        try:
+            return self._kube().list(path, selector)
+        except KubernetesApiError as e:
+            if e.status in (403, 405):
+                return []
+            raise
+
+    @staticmethod
+    def _listing(view: AppView) -> ListAppResponse:
+        return ListAppResponse(
+            app_id=view.app_id,
+            state=view.state,
+            name=view.app_name,
+            job_key=view.job_key,
+            created=view.created,
+        )
+
+    def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
+        """The apps tether launched in a namespace (``cfg["namespace"]``, else the default).
+
+        Args:
+            cfg: Run options; only ``namespace`` is used.
+
+        Returns:
+            One entry per app, oldest first.
+        """
+        ns = str((cfg or {}).get("namespace") or self._namespace)
+        views = self._views([ns], _selector())
+        return sorted((self._listing(v) for v in views), key=lambda a: a.created or 0.0)
+
+    def _find(
+        self, job_key: str, namespaces: Sequence[str | None]
+    ) -> builtins.list[ListAppResponse]:
+        views = self._views(namespaces, _selector(job_key=job_key))
+        found = [self._listing(v) for v in views if v.job_key == job_key]
+        return sorted(found, key=lambda a: a.created or 0.0)
+
+    def find_jobs(self, job_key: str) -> builtins.list[ListAppResponse]:
+        """The apps with job identity ``job_key``, oldest first (a label selector query).
+
+        Searches every namespace when allowed, else the namespaces this scheduler knows
+        (its default and those it submitted to).
+
+        Args:
+            job_key: The identity.
+
+        Returns:
+            Matching apps.
+        """
+        try:
+            return self._find(job_key, [None])
+        except KubernetesApiError as e:
+            if e.status not in (401, 403):
+                raise
+        return self._find(job_key, sorted(self._namespaces_seen))
+
+    # ---- logs ----------------------------------------------------------------------------
+    def _log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int,
+        regex: str | None,
+        since: datetime | None,
+        until: datetime | None,
+        should_tail: bool,
+        streams: Stream,
+    ) -> Iterable[str]:
+        ns, name = self._parse_app_id(app_id)
+        view = self._fetch(ns, name)
+        if view is None:
+            raise ValueError(f"no app {app_id!r} in namespace {ns!r}")
+        roles = sorted({r.role for r in view.replicas})
+        if role_name not in roles:
+            raise ValueError(f"app {app_id!r} has no role {role_name!r}; roles: {roles}")
+        ids = sorted(r.replica_id for r in view.replicas if r.role == role_name)
+        if k not in ids:
+            raise ValueError(f"role {role_name!r} of app {app_id!r} has replicas {ids}, not {k}")
+        lines = self._replica_lines(
+            ns, name, role_name, k, _as_aware(since), _as_aware(until), should_tail
+        )
+        return filter_regex(regex, lines)
+
+    def _replica(self, ns: str, name: str, role: str, k: int) -> Replica | None:
+        view = self._fetch(ns, name)
+        if view is None:
+            return None
+        return next((r for r in view.replicas if r.role == role and r.replica_id == k), None)
+
+    def _replica_lines(
+        self,
+        ns: str,
+        name: str,
+        role: str,
+        k: int,
+        since: datetime | None,
+        until: datetime | None,
+        should_tail: bool,
+    ) -> Iterator[str]:
+        done: set[str] = set()
+        while True:
+            rep = self._replica(ns, name, role, k)
+            if rep is None:
+                return
+            pod = rep.pod
+            uid = str((pod or {}).get("metadata", {}).get("uid", ""))
+            if pod is not None and uid not in done:
+                finished = yield from self._pod_lines(ns, pod, since, until, should_tail)
+                if not should_tail:
+                    return
+                if finished:
+                    done.add(uid)
+                else:
+                    time.sleep(LOG_POLL_S)
+                if until is not None and datetime.now(timezone.utc) >= until:
+                    return
+                continue  # a retried replica gets a new pod: follow it too
+            if not should_tail or is_terminal(rep.state):
+                return
+            if until is not None and datetime.now(timezone.utc) >= until:
+                return
+            time.sleep(LOG_POLL_S)
+
+    def _pod_lines(
+        self,
+        ns: str,
+        pod: dict[str, Any],
+        since: datetime | None,
+        until: datetime | None,
+        follow: bool,
+    ) -> Generator[str, None, bool]:
+        """Lines of one pod; returns True when its container will write no more."""
+        api = self._kube()
+        meta = pod["metadata"]
+        container = pod["spec"]["containers"][0]["name"]
+        path = core_path(ns, "pods", meta["name"]) + "/log"
+        last_ts: datetime | None = None
+        seen_at_last = 0
+        while True:
+            query: dict[str, Any] = {"container": container, "timestamps": "true"}
+            start = last_ts or since
+            if start is not None:
+                ago = (datetime.now(timezone.utc) - start).total_seconds()
+                query["sinceSeconds"] = max(1, math.ceil(ago) + 1)
+            if follow:
+                query["follow"] = "true"
+            skip_at_last = seen_at_last
+            try:
+                for raw in api.stream_lines(path, query, LOG_READ_TIMEOUT_S if follow else 60.0):
+                    ts, text = _split_timestamp(raw)
+                    if ts is not None:
+                        if since is not None and ts < since:
+                            continue
+                        if until is not None and ts >= until:
+                            return True
+                        if last_ts is not None and ts < last_ts:
+                            continue
+                        if last_ts is not None and ts == last_ts and skip_at_last > 0:
+                            skip_at_last -= 1
+                            continue
+                        if ts == last_ts:
+                            seen_at_last += 1
+                        else:
+                            last_ts, seen_at_last = ts, 1
+                    yield text + "\n"
+            except KubernetesApiError as e:
+                if e.status not in (400, 404) or not follow:
+                    if e.status in (400, 404):
+                        return e.status == 404  # not started yet / pod gone
+                    raise
+            except Exception as e:  # a dropped stream: reconnect below
+                log.debug("log stream of %s ended: %r", meta["name"], e)
+            if not follow:
+                return True
+            current = self._kube().get(core_path(ns, "pods", meta["name"]))
+            if current is None or current.get("metadata", {}).get("uid") != meta.get("uid"):
+                return True
+            phase = (current.get("status") or {}).get("phase")
+            if phase in ("Succeeded", "Failed"):
+                return True
+            if until is not None and datetime.now(timezone.utc) >= until:
+                return True
+            time.sleep(LOG_POLL_S)
+
+    def wait_for_change(self, app_id: str, timeout: float) -> None:
+        """Returns at the next change of one of the app's pods, or after ``timeout`` seconds.
+
+        Args:
+            app_id: The app.
+            timeout: The longest wait, in seconds.
+        """
+        deadline = time.monotonic() + max(timeout, 0.0)
+        if timeout >= 1.0:
+            ns, name = self._parse_app_id(app_id)
+            sel = _selector(name)
+            try:
+                api = self._kube()
+                first = api.request("GET", _pods_path(ns), query={"labelSelector": sel,
+                                                                 "limit": 1}) or {}
+                rv = (first.get("metadata") or {}).get("resourceVersion")
+                query = {"watch": "true", "labelSelector": sel, "resourceVersion": rv,
+                         "timeoutSeconds": max(1, int(timeout))}
+                for line in api.stream_lines(_pods_path(ns), query, timeout + 5.0):
+                    if line.strip():
+                        return
+            except Exception as e:
+                log.debug("watching %s failed (%r); sleeping instead", app_id, e)
+        left = deadline - time.monotonic()
+        if left > 0:
+            time.sleep(left)
+
+    # ---- stop ----------------------------------------------------------------------------
+    def _cancel_existing(self, app_id: str) -> None:
+        ns, name = self._parse_app_id(app_id)
+        view = self._fetch(ns, name)
+        if view is None:
+            return
+        api = self._kube()
+        why = "cancelled by the user"
+        if view.vcjob is not None:
+            self._stop(api, view, view.vcjob, "cancelled", why)
+        if view.appwrapper is not None:
+            self._stop(api, view, view.appwrapper, "cancelled", why)
+        for rep in view.replicas:  # the current attempt of every replica not done yet
+            if rep.job is not None and rep.state != AppState.SUCCEEDED and not rep.stopped:
+                self._stop(api, view, rep.job, "cancelled", why)
+        for job in view.jobs:  # older attempts still running
+            if job_active(job):
+                self._stop(api, view, job, "cancelled", why)
+
+    def delete(self, app_id: str) -> None:
+        """Cancels the app if needed, then removes every object tether created for it.
+
+        Idempotent: also cleans up what a partly deleted app left behind.
+
+        Args:
+            app_id: The app.
+        """
+        desc = self.describe(app_id)
+        if desc is not None and not is_terminal(desc.state):
+            self._cancel_existing(app_id)
+        self._delete_existing(app_id)
+
+    def _delete_existing(self, app_id: str) -> None:
+        ns, name = self._parse_app_id(app_id)
+        api = self._kube()
+        sel = _selector(name)
+        for path in (_volcano_path(ns, name), _appwrapper_path(ns, name)):
+            try:
+                api.delete(path)
+            except KubernetesApiError as e:
+                if e.status not in (403, 405):
+                    raise
+        for cmd in self._list_optional(_commands_path(ns), sel):
+            api.delete(_commands_path(ns) + "/" + cmd["metadata"]["name"])
+        for job in api.list(_jobs_path(ns), sel):
+            api.delete(_jobs_path(ns, job["metadata"]["name"]))
+        for svc in api.list(core_path(ns, "services"), sel):
+            api.delete(core_path(ns, "services", svc["metadata"]["name"]))
+        for pod in api.list(_pods_path(ns), sel):
+            api.delete(core_path(ns, "pods", pod["metadata"]["name"]))
+
+
+def _group(
+    objs: dict[tuple[str, str], dict[str, list[dict[str, Any]]]],
+    kind: str,
+    items: list[dict[str, Any]],
+) -> None:
+    """Sorts objects by ``(namespace, app name)``, from their tether labels."""
+    for obj in items:
+        meta = obj.get("metadata") or {}
+        app = (meta.get("labels") or {}).get(LABEL_APP_ID)
+        if app:
+            key = (str(meta.get("namespace") or ""), str(app))
+            objs.setdefault(key, {}).setdefault(kind, []).append(obj)
+
+
+_TS_LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) ?(.*)$")
+
+
+def _split_timestamp(raw: str) -> tuple[datetime | None, str]:
+    m = _TS_LINE.match(raw)
+    if not m:
+        return None, raw.rstrip("\r")
+    return parse_time(m.group(1)), m.group(2).rstrip("\r")
+
+
+def _create_hint(manifest: Mapping[str, Any], err: KubernetesApiError) -> str:
+    api_version = str(manifest.get("apiVersion", ""))
+    if err.status == 404 and api_version.startswith(VOLCANO_GROUP):
+        return " (is Volcano installed? the cluster has no batch.volcano.sh/v1alpha1 Job API)"
+    if err.status == 404 and api_version.startswith(APPWRAPPER_GROUP):
+        return " (is MCAD installed? the cluster has no mcad.ibm.com/v1beta1 AppWrapper API)"
+    if err.status == 404:
+        return " (does the namespace exist?)"
+    if err.status == 403:
+        return " (your Kubernetes user may not create this kind in that namespace)"
+    return ""
+
+
+# ---- factory ---------------------------------------------------------------------------------
+def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:
+    """Creates the ``kubernetes`` scheduler.
+
+    Args:
+        session_name: The runner's session.
+        **kwargs: ``client`` (an ``ApiClient``), ``kubeconfig``, ``context``, ``namespace``;
+            other keys (meant for other schedulers) are ignored.
+
+    Returns:
+        The scheduler.
+    """
+    known = {"client", "kubeconfig", "context", "namespace"}
+    unknown = sorted(set(kwargs) - known)
+    if unknown:
+        log.debug("kubernetes scheduler ignores parameters %s", unknown)
+    return KubernetesScheduler(
+        session_name,
+        client=kwargs.get("client"),
+        kubeconfig=kwargs.get("kubeconfig"),
+        context=kwargs.get("context"),
+        namespace=kwargs.get("namespace"),
+    )
+
+
+__all__ = [
+    "APPWRAPPER_STATE",
+    "IMAGE_ERRORS_FATAL",
+    "IMAGE_ERRORS_RETRYING",
+    "JOB_CONDITION_STATE",
+    "POD_PHASE_STATE",
+    "STOPPED_STATE",
+    "VOLCANO_PHASE_STATE",
+    "KubernetesOpts",
+    "KubernetesScheduler",
+    "create_scheduler",
+]
+
