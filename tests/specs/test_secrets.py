@@ -16,7 +16,9 @@ def test_secret_names(name: str) -> None:
     assert is_secret_name(name)
 
 
-@pytest.mark.parametrize("name", ["PATH", "HOME", "NCCL_DEBUG", "KEYBOARD_LAYOUT", "MONKEY_COUNT"])
+@pytest.mark.parametrize(
+    "name", ["PATH", "HOME", "NCCL_DEBUG", "KEYBOARD_LAYOUT", "MONKEY_COUNT", "TETHER_JOB_KEY"]
+)
 def test_plain_names(name: str) -> None:
     assert not is_secret_name(name)
 

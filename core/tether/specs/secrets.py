@@ -17,6 +17,10 @@ _SECRET_NAME = re.compile(
 )
 
 
+_NOT_SECRET = frozenset({"TETHER_JOB_KEY"})
+"""tether's own variables whose names match the pattern but hold no secret."""
+
+
 def is_secret_name(name: str) -> bool:
     """Whether an environment variable name looks like it holds a secret.
 
@@ -26,7 +30,7 @@ def is_secret_name(name: str) -> bool:
     Returns:
         True if its value must not be printed.
     """
-    return bool(_SECRET_NAME.search(name))
+    return name not in _NOT_SECRET and bool(_SECRET_NAME.search(name))
 
 
 def mask_env(env: Mapping[str, str]) -> dict[str, str]:
