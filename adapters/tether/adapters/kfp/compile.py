@@ -113,7 +113,15 @@ def compile_pipeline(
     return out
 
 
-def _value(text: str) -> Any:
+def parse_value(text: str) -> Any:
+    """A ``-p k=v`` value: JSON when it parses as JSON (numbers, lists...), else the text.
+
+    Args:
+        text: The value as typed.
+
+    Returns:
+        The value.
+    """
     try:
         return json.loads(text)
     except ValueError:
@@ -142,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         key, sep, val = item.partition("=")
         if not sep or not key:
             p.error(f"--param {item!r} is not NAME=VALUE")
-        params[key] = _value(val)
+        params[key] = parse_value(val)
     try:
         path = compile_pipeline(ns.target, ns.out, params, ns.name)
     except CompileTargetError as e:

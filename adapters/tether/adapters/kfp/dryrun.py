@@ -12,7 +12,6 @@ values are masked in every layer.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from tether.adapters.common import describe_app, render_dryrun
+from tether.adapters.kfp.compile import parse_value
 from tether.specs.secrets import redact, secret_values
 
 if TYPE_CHECKING:
@@ -113,13 +113,6 @@ def dryrun_step(step: TetherStep, **kwargs: Any) -> StepDryRun:
     )
 
 
-def _value(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point.
 
@@ -149,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             key, sep, val = item.partition("=")
             if not sep or not key:
                 p.error(f"{what} {item!r} is not NAME=VALUE")
-            out[key] = _value(val)
+            out[key] = parse_value(val)
         return out
 
     st = step(ns.component, scheduler=ns.scheduler, mode=ns.mode, image=ns.image,
