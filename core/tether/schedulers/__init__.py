@@ -11,7 +11,6 @@ from __future__ import annotations
 import difflib
 import importlib
 from collections.abc import Callable
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -24,6 +23,14 @@ BUILTIN_SCHEDULERS: dict[str, str] = {
     "kubernetes": "tether.schedulers.kubernetes_scheduler:create_scheduler",
 }
 """Built-in backends: name -> ``module:factory``. The first one is the default."""
+
+
+def entry_points(group: str) -> Any:
+    """The installed entry points of ``group`` (importlib.metadata is imported on first use:
+    it costs tens of milliseconds, and the local supervisor imports this package)."""
+    from importlib.metadata import entry_points as _entry_points
+
+    return _entry_points(group=group)
 
 
 class SchedulerFactory(Protocol):

@@ -17,7 +17,6 @@ import difflib
 import importlib
 import os
 from collections.abc import Callable
-from importlib.metadata import entry_points
 
 from tether.specs.resources import Resource
 
@@ -45,6 +44,8 @@ def _generic(cpu: int, gpu: int, mem_gib: int) -> Callable[[], Resource]:
 
 
 def _load() -> dict[str, Callable[[], Resource]]:
+    from importlib.metadata import entry_points
+
     from tether.specs.named_resources_aws import NAMED_RESOURCES as AWS
 
     reg: dict[str, Callable[[], Resource]] = {n: _generic(*v) for n, v in _GENERIC.items()}

@@ -7,11 +7,8 @@ runopts``), ``.tetherconfig`` and validation.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import difflib
-import inspect
-import textwrap
 import types
 import typing
 from collections.abc import Iterator, Mapping
@@ -259,6 +256,10 @@ def _field_docs(cls: type) -> dict[str, str]:
     cached = _DOCS_CACHE.get(cls)
     if cached is not None:
         return cached
+    import ast  # only needed for help texts: kept off the import path of every process
+    import inspect
+    import textwrap
+
     docs: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
         if klass is object or not dataclasses.is_dataclass(klass):
