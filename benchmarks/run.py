@@ -202,6 +202,9 @@ def case_replicas(ctx: Ctx) -> list[CaseResult]:
         ctx, "launch replicas", f"launching {count} replicas on local_cwd until all RUNNING",
         ["--case", "replicas", "--count", str(count)],
         {"time to all RUNNING": ("s", "", lambda d: d["seconds"])},
+        note="tether starts one durable supervisor process per app, so the job outlives its "
+        "launcher and can be inspected and cancelled from any process; torchx starts the "
+        "replicas inside the launching process, and they end with it",
     )]
 
 
