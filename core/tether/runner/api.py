@@ -8,6 +8,7 @@ everywhere.
 from __future__ import annotations
 
 import copy
+import difflib
 import logging
 import os
 import time
@@ -149,8 +150,11 @@ class Runner:
         if sched is None:
             if self._factories is not None:
                 if name not in self._factories:
+                    close = difflib.get_close_matches(name, list(self._factories), n=3, cutoff=0.5)
+                    hint = f"; did you mean {', '.join(close)}?" if close else ""
                     raise KeyError(
-                        f"unknown scheduler {name!r}; available: {', '.join(self._factories)}"
+                        f"unknown scheduler {name!r}{hint} "
+                        f"(available: {', '.join(self._factories)})"
                     )
                 factory = self._factories[name]
             else:
