@@ -473,7 +473,22 @@ def parse_args(
         ComponentArgError: For a wrong, unknown or missing argument (with the usage).
     """
     spec = _spec(fn, prog)
-    usage = component_usage(fn, prog)
+    try:
+        return _parse(fn, spec, args, defaults, prog)
+    except ComponentArgError as e:
+        if not e.usage:  # built only on error: formatting the usage costs a parser build
+            e.usage = component_usage(fn, prog)
+        raise
+
+
+def _parse(
+    fn: Callable[..., Any],
+    spec: ComponentSpec,
+    args: Sequence[str] | Mapping[str, Any],
+    defaults: Mapping[str, Any] | None,
+    prog: str | None,
+) -> tuple[list[Any], dict[str, Any]]:
+    usage = ""  # filled in by parse_args when an error is raised
     cfg = _config_defaults(spec, defaults or {}, _prog(fn, prog))
     if isinstance(args, Mapping):
         given, rest = _parse_mapping(spec, args, usage)

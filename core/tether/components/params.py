@@ -12,9 +12,11 @@ Supported parameter types: ``str``, ``int``, ``float``, ``bool``, ``Optional[...
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import types
 import typing
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Union
@@ -224,8 +226,17 @@ def _check_default(p: Param) -> str | None:
     return None
 
 
+_SPECS: weakref.WeakKeyDictionary[Callable[..., Any], ComponentSpec] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def inspect_component(fn: Callable[..., Any]) -> ComponentSpec:
     """Reads a component's parameters, help texts and problems.
+
+    The result is cached per function object (treat it as read-only): adapters materialize
+    the same component once per task or step, and reading the signature and docstring again
+    each time dominated building large pipelines.
 
     Args:
         fn: The function.
@@ -233,6 +244,19 @@ def inspect_component(fn: Callable[..., Any]) -> ComponentSpec:
     Returns:
         The spec; ``errors`` lists every reason it cannot be used as a component.
     """
+    try:
+        cached = _SPECS.get(fn)
+    except TypeError:  # not weak-referenceable: no caching
+        cached = None
+    if cached is not None:
+        return cached
+    spec = _inspect_component(fn)
+    with contextlib.suppress(TypeError):
+        _SPECS[fn] = spec
+    return spec
+
+
+def _inspect_component(fn: Callable[..., Any]) -> ComponentSpec:
     errors: list[str] = []
     if not callable(fn) or not (inspect.isfunction(fn) or inspect.ismethod(fn)):
         return ComponentSpec([], "", "", [f"{fn!r} is not a function"], False)
