@@ -4,7 +4,7 @@ and the test kubelet driving pods, Jobs and logs."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -16,11 +16,8 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from tests.e2e.infra.kube import (
-    SKIP_REASON,
-    KubeBinaries,
     KubeCluster,
     create_namespace,
-    ensure_binaries,
 )
 from tests.e2e.infra.kubelet import Behaviour, FakeKubelet
 
@@ -32,27 +29,16 @@ NS_FAIL = "infra-fail"
 NS_POLICY = "infra-policy"
 
 
-@pytest.fixture(scope="session")
-def kube_binaries() -> KubeBinaries:
-    """The control plane binaries; built first when TETHER_BUILD_KUBE=1, else skip."""
-    found = ensure_binaries()
-    if found is None:
-        pytest.skip(SKIP_REASON)
-    return found
+@pytest.fixture()
+def cluster(kube_cluster: KubeCluster) -> KubeCluster:
+    """The session's control plane (tests/e2e/conftest.py builds, starts and stops it)."""
+    return kube_cluster
 
 
-@pytest.fixture(scope="module")
-def cluster(kube_binaries: KubeBinaries) -> Iterator[KubeCluster]:
-    """A running control plane for this module."""
-    with KubeCluster(kube_binaries) as kc:
-        yield kc
-
-
-@pytest.fixture(scope="module")
-def api(cluster: KubeCluster) -> Iterator[client.ApiClient]:
-    """An admin API client."""
-    with cluster.api_client() as api_client:
-        yield api_client
+@pytest.fixture()
+def api(kube_api: client.ApiClient) -> client.ApiClient:
+    """An admin API client of the session's cluster."""
+    return kube_api
 
 
 def wait_until(what: str, probe: Callable[[], Any], timeout: float = 60.0) -> Any:
