@@ -73,8 +73,8 @@ with DAG("bench_warmup", schedule=None, start_date=dt.datetime(2024, 1, 1)) as d
 '''
 
 
-def parse(path: Path, name: str) -> float:
-    """Seconds to execute a DAG file and serialize its DAG."""
+def parse(path: Path, name: str) -> tuple[float, int]:
+    """Seconds to execute a DAG file and serialize its DAG, and the number of its tasks."""
     from airflow.sdk import DAG
     from airflow.serialization.serialized_objects import DagSerialization
 
@@ -88,7 +88,7 @@ def parse(path: Path, name: str) -> float:
         DagSerialization.to_dict(dag)
     elapsed = time.perf_counter() - started
     assert len(dags) == 1
-    return elapsed
+    return elapsed, len(dags[0].tasks)
 
 
 def main() -> int:
@@ -113,11 +113,12 @@ def main() -> int:
     warm.write_text(WARMUP_DAG)
     parse(warm, "bench_warmup_dag")
 
-    native = parse(native_file, "bench_bash_dag")
-    tether = parse(tether_file, "bench_tether_dag")
+    native, native_tasks = parse(native_file, "bench_bash_dag")
+    tether, tether_tasks = parse(tether_file, "bench_tether_dag")
     print(json.dumps({
         "tether": tether,
         "native": native,
+        "tasks": {"tether": tether_tasks, "native": native_tasks},
         "note": f"exec + serialize of a {args.n}-task DAG file, imports of each side included",
     }), flush=True)
     return 0

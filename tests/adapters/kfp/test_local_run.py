@@ -44,9 +44,7 @@ def test_outputs_flow_to_the_next_step(kfp_subprocess: Path, capfd: pytest.Captu
         workers(msg=out.outputs["message"], n=out.outputs["length"])
         return out.outputs["ratio"]
 
-    t0 = time.monotonic()
     task = pipeline(msg="kfp")
-    elapsed = time.monotonic() - t0
     assert task.output == 1.5  # len("kfp") / 2, published by the job, typed float
 
     log = capfd.readouterr().out
@@ -59,7 +57,6 @@ def test_outputs_flow_to_the_next_step(kfp_subprocess: Path, capfd: pytest.Captu
     with get_runner() as runner:
         apps = runner.list("local_cwd")
     assert sorted(a.state.name for a in apps) == ["SUCCEEDED", "SUCCEEDED"]
-    assert elapsed < 60
 
 
 def test_failed_job_fails_the_step_with_its_error(kfp_subprocess: Path,
