@@ -29,7 +29,7 @@ from tether.specs.runopts import (
     runopt,
     runopts,
 )
-from tether.specs.secrets import is_secret_name, mask_env
+from tether.specs.secrets import SecretRef, is_secret_name, mask_env
 from tether.specs.status import (
     AppState,
     AppStatus,
@@ -64,6 +64,7 @@ __all__ = [
     "RetryPolicy",
     "Role",
     "RoleStatus",
+    "SecretRef",
     "StructuredOpts",
     "VolumeMount",
     "cfg_from_str",

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.specs.mounts import Mount
 from tether.specs.resources import NULL_RESOURCE, Resource
+from tether.specs.secrets import SecretRef
 from tether.specs.status import RetryPolicy
 
 if TYPE_CHECKING:
@@ -24,6 +25,9 @@ class Role:
         entrypoint: The program to run.
         args: Arguments to the entrypoint; may contain :class:`~tether.specs.macros`.
         env: Environment variables; values may contain macros.
+        secrets: Environment variables whose values come from secrets the backend holds
+            (name -> :class:`~tether.specs.SecretRef`); rendered as native references,
+            never as plaintext.
         num_replicas: How many replicas to run.
         min_replicas: For elastic jobs, the fewest replicas the job can run with.
         max_retries: How many times a failure is retried (see ``retry_policy``).
@@ -40,6 +44,7 @@ class Role:
     entrypoint: str = ""
     args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
+    secrets: dict[str, SecretRef] = field(default_factory=dict)
     num_replicas: int = 1
     min_replicas: int | None = None
     max_retries: int = 0

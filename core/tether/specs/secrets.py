@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 MASK = "****"
 
@@ -72,3 +73,27 @@ def redact(text: str, secrets: Iterable[str]) -> str:
         if s:
             text = text.replace(s, MASK)
     return text
+
+
+@dataclass(frozen=True)
+class SecretRef:
+    """A reference to a secret the backend holds: the job gets its value, specs never do.
+
+    Put it in :attr:`~tether.specs.Role.secrets` (environment variable name -> reference).
+    Each backend renders it natively and never as plaintext: Kubernetes as an env
+    ``valueFrom.secretKeyRef`` of Secret ``name``, key ``key``; AWS Batch as a ``secrets``
+    entry whose ``valueFrom`` is ``name`` (a Secrets Manager or SSM Parameter ARN, ``key``
+    appended as the JSON key when given); the local backends read it at launch from the file
+    ``$TETHER_SECRETS_DIR/name/key`` (default ``~/.config/tether/secrets``), the layout of a
+    mounted Kubernetes Secret.
+
+    Attributes:
+        name: The secret's name (Kubernetes Secret name, AWS ARN, local directory name).
+        key: The key inside the secret (empty: the whole secret, where the backend allows).
+    """
+
+    name: str
+    key: str = ""
+
+    def __str__(self) -> str:
+        return f"secret:{self.name}" + (f"/{self.key}" if self.key else "")

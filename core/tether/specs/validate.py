@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tether.specs.app import AppDef, Role
 from tether.specs.mounts import BindMount, DeviceMount, VolumeMount
+from tether.specs.secrets import SecretRef
 from tether.specs.status import RetryPolicy
 
 
@@ -19,6 +20,11 @@ def _role_errors(role: Role) -> list[str]:
     bad_env = [k for k, v in role.env.items() if not isinstance(k, str) or not isinstance(v, str)]
     if bad_env:
         errs.append(f"{where}: env values must be strings; offending keys: {bad_env}")
+    for k, ref in role.secrets.items():
+        if not isinstance(ref, SecretRef) or not ref.name:
+            errs.append(f"{where}: secrets[{k!r}] must be a SecretRef with a name, got {ref!r}")
+        if k in role.env:
+            errs.append(f"{where}: {k!r} is set in both env and secrets; keep one")
     if role.num_replicas < 1:
         errs.append(f"{where}: num_replicas must be >= 1, got {role.num_replicas}")
     if role.min_replicas is not None:
