@@ -29,7 +29,14 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 
-from tether.runtime import is_rank0, local_device, local_rank, rank, world_size  # noqa: E402
+from tether.runtime import (  # noqa: E402
+    is_rank0,
+    local_device,
+    local_rank,
+    process_group,
+    rank,
+    world_size,
+)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -119,8 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit code.
     """
     args = parse_args(argv)
-    dist.init_process_group(backend="gloo")
-    try:
+    # every rank waits for the others before the group is torn down (see process_group)
+    with process_group(backend="gloo"):
         device = local_device()
         me, n = rank(), world_size()
         print(f"rank {me}/{n} (local rank {local_rank()}) training on {device}", flush=True)
@@ -155,8 +162,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if is_rank0():
             publish(args.model_dir, model.module, loss.item())
         return 0
-    finally:
-        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

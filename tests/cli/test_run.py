@@ -142,6 +142,9 @@ def test_cancelled_app_exit_code_3(tether_proc: Callable[..., Result], project: 
     proc = subprocess.Popen(
         [sys.executable, "-m", "tether.cli.main", "run", "utils.sh", "sleep 60"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # a terminal's foreground job has SIGINT at its default; the suite itself may have
+        # been started in the background (nohup, &), where it is inherited as ignored
+        preexec_fn=_default_sigint,
     )
     assert proc.stdout is not None
     handle = proc.stdout.readline().strip()
@@ -152,11 +155,18 @@ def test_cancelled_app_exit_code_3(tether_proc: Callable[..., Result], project: 
     assert f"{handle} CANCELLED" in out
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_while_waiting_on_local_cancels_the_app(tether_proc: Callable[..., Result]
                                                        ) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "tether.cli.main", "run", "utils.sh", "sleep 60"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # a terminal's foreground job has SIGINT at its default; the suite itself may have
+        # been started in the background (nohup, &), where it is inherited as ignored
+        preexec_fn=_default_sigint,
     )
     assert proc.stdout is not None
     handle = proc.stdout.readline().strip()

@@ -102,12 +102,11 @@ def test_under_torchrun_with_two_processes(tmp_path: Path) -> None:
         import torch.distributed as dist
         from tether import runtime
         before = [runtime.rank(), runtime.local_rank(), runtime.world_size()]
-        dist.init_process_group("gloo")
-        after = [runtime.rank(), runtime.local_rank(), runtime.world_size(),
-                 str(runtime.local_device())]
-        with open(os.path.join(sys.argv[1], f"rank{os.environ['RANK']}.json"), "w") as f:
-            json.dump({"before": before, "after": after}, f)
-        dist.destroy_process_group()
+        with runtime.process_group("gloo"):
+            after = [runtime.rank(), runtime.local_rank(), runtime.world_size(),
+                     str(runtime.local_device())]
+            with open(os.path.join(sys.argv[1], f"rank{os.environ['RANK']}.json"), "w") as f:
+                json.dump({"before": before, "after": after}, f)
     """))
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node",
@@ -138,3 +137,56 @@ def test_local_device_under_nccl_is_the_local_cuda_device(tmp_path: Path) -> Non
     )
     assert proc.returncode == 0, proc.stderr
     assert "PROBE cuda:0" in proc.stdout
+
+
+def _torchrun(script: Path, *args: str, nproc: int = 2) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node",
+         str(nproc), "--rdzv_backend", "c10d", "--rdzv_endpoint", f"localhost:{_free_port()}",
+         str(script), *args],
+        capture_output=True, text=True, timeout=240, check=False,
+    )
+
+
+@pytest.mark.slow
+def test_process_group_one_rank_leaves_long_after_the_other(tmp_path: Path) -> None:
+    """Rank 0 is busy for seconds after rank 1 is done: both tear down cleanly, exit 0."""
+    script = tmp_path / "skew.py"
+    script.write_text(textwrap.dedent("""
+        import os, sys, time
+        import torch
+        from tether.runtime import process_group, rank
+        with process_group() as dist:
+            t = torch.ones(1)
+            dist.all_reduce(t)
+            if rank() == 0:
+                time.sleep(3)  # e.g. saving a checkpoint while rank 1 has nothing left to do
+            print(f"rank {rank()} leaving", flush=True)
+        print(f"rank {os.environ['RANK']} left, initialized={dist.is_initialized()}", flush=True)
+    """))
+    proc = _torchrun(script)
+    assert proc.returncode == 0, proc.stderr
+    for r in (0, 1):
+        assert f"rank {r} left, initialized=False" in proc.stdout
+
+
+@pytest.mark.slow
+def test_process_group_a_failing_rank_exits_with_its_error(tmp_path: Path) -> None:
+    """A rank that raises skips the final barrier: the job ends with its error, not a hang."""
+    script = tmp_path / "fail.py"
+    script.write_text(textwrap.dedent("""
+        from tether.runtime import process_group, rank
+        with process_group():
+            if rank() == 1:
+                raise SystemExit("rank 1 found bad data")
+    """))
+    proc = _torchrun(script)
+    assert proc.returncode != 0
+    assert "rank 1 found bad data" in proc.stderr
+
+
+def test_process_group_defaults_to_gloo_without_cuda() -> None:
+    import torch
+
+    expected = "nccl" if torch.cuda.is_available() and torch.cuda.device_count() else "gloo"
+    assert runtime.default_backend() == expected

@@ -560,6 +560,8 @@ def test_ctrl_c_in_the_launchers_terminal_does_not_stop_the_app(
         stdout=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own process group, like a terminal's foreground job
+        # with SIGINT at its default, as in a terminal, also when the suite runs under nohup
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert launcher.stdout is not None
     app_id = launcher.stdout.readline().strip()

@@ -212,3 +212,17 @@ class TestHandles:
     def test_malformed(self, bad: str) -> None:
         with pytest.raises(MalformedAppHandleException, match=r"\{scheduler\}://"):
             parse_app_handle(bad)
+
+
+def test_secret_refs_are_validated_and_never_values() -> None:
+    from tether.specs import SecretRef
+
+    ok = AppDef("a", [Role("r", entrypoint="x", secrets={"DB_PASS": SecretRef("db", "password")})])
+    validate(ok)
+    assert str(ok.roles[0].secrets["DB_PASS"]) == "secret:db/password"
+    both = AppDef("a", [Role("r", entrypoint="x", env={"T": "v"}, secrets={"T": SecretRef("s")})])
+    with pytest.raises(ValueError, match="'T' is set in both env and secrets"):
+        validate(both)
+    raw = AppDef("a", [Role("r", entrypoint="x", secrets={"T": "plaintext"})])  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match=r"secrets\['T'\] must be a SecretRef"):
+        validate(raw)

@@ -84,6 +84,15 @@ def ddp(
     workers); ``tether run dist.ddp -j 2x8 -h gpu.xlarge -m my.trainer``; elastic
     ``-j 1:4x8`` runs on 1 to 4 nodes.
 
+    In the script, :func:`tether.runtime.process_group` joins the default process group
+    (gloo on CPU, nccl with CUDA) and tears it down on every rank only after all ranks are
+    done, so a rank that finishes first cannot bring a slower peer down::
+
+        from tether.runtime import process_group
+
+        with process_group():
+            train()
+
     Args:
         script_args: Arguments to the script or module.
         script: The Python script to run (relative to the image's working directory).

@@ -3,8 +3,9 @@
 ``rank()``, ``local_rank()``, ``world_size()`` and ``is_rank0()`` work inside and outside an
 initialized ``torch.distributed`` process group and read the variables torchrun sets
 (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``) otherwise. ``local_device()`` is the device a
-process should put its model on. Importing this package does not import torch; only
-``local_device()`` does.
+process should put its model on. ``process_group()`` initializes the default process group
+and tears it down in the right order on every rank. Importing this package does not import
+torch; only ``local_device()`` and ``process_group()`` do.
 """
 
 from tether.runtime.distributed import (
@@ -14,5 +15,14 @@ from tether.runtime.distributed import (
     rank,
     world_size,
 )
+from tether.runtime.process_group import default_backend, process_group
 
-__all__ = ["is_rank0", "local_device", "local_rank", "rank", "world_size"]
+__all__ = [
+    "default_backend",
+    "is_rank0",
+    "local_device",
+    "local_rank",
+    "process_group",
+    "rank",
+    "world_size",
+]
