@@ -25,8 +25,8 @@ from tests.e2e.infra.kube import KubeCluster, create_namespace
 from tests.e2e.infra.kubelet import Behaviour, FakeKubelet
 from tether.runner import Runner
 from tether.schedulers.api import JOB_KEY
-from tether.schedulers.kubernetes_client import KubeApi, KubernetesApiError
-from tether.schedulers.kubernetes_scheduler import create_scheduler
+from tether.schedulers.kubernetes.client import KubeApi, KubernetesApiError
+from tether.schedulers.kubernetes.scheduler import create_scheduler
 from tether.specs import (
     AppDef,
     AppState,

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from tether.schedulers.api import JOB_KEY
-from tether.schedulers.kubernetes_render import (
+from tether.schedulers.kubernetes.render import (
     KUEUE_QUEUE_LABEL,
     LABEL_JOB_KEY,
     container_resources,
@@ -32,8 +32,8 @@ from tether.schedulers.kubernetes_render import (
     render,
     resolve_image,
 )
-from tether.schedulers.kubernetes_scheduler import KubernetesOpts, create_scheduler
-from tether.schedulers.kubernetes_status import rebuild_role, role_meta
+from tether.schedulers.kubernetes.scheduler import KubernetesOpts, create_scheduler
+from tether.schedulers.kubernetes.status import rebuild_role, role_meta
 from tether.specs import (
     AppDef,
     BindMount,
@@ -461,7 +461,7 @@ def test_roles_round_trip_through_the_pod_template() -> None:
 # ---- offline, lazily imported ----------------------------------------------------------------
 def test_importing_the_scheduler_does_not_import_kubernetes() -> None:
     code = (
-        "import sys, tether.schedulers.kubernetes_scheduler, tether.schedulers.kubernetes_render;"
+        "import sys, tether.schedulers.kubernetes.scheduler, tether.schedulers.kubernetes.render;"
         "print([m for m in sys.modules if m == 'kubernetes' or m.startswith('kubernetes.')])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

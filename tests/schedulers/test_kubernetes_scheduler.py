@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tether.schedulers.kubernetes_client import KubernetesApiError
-from tether.schedulers.kubernetes_scheduler import create_scheduler
+from tether.schedulers.kubernetes.client import KubernetesApiError
+from tether.schedulers.kubernetes.scheduler import create_scheduler
 from tether.specs import AppState
 
 pytest.importorskip("kubernetes")

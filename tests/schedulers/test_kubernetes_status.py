@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from tether.schedulers.kubernetes_render import make_app_name, render
-from tether.schedulers.kubernetes_scheduler import KubernetesOpts
-from tether.schedulers.kubernetes_status import (
+from tether.schedulers.kubernetes.render import make_app_name, render
+from tether.schedulers.kubernetes.scheduler import KubernetesOpts
+from tether.schedulers.kubernetes.status import (
     AppView,
     analyze,
     next_attempt_job,

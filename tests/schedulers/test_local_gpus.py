@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from tether.schedulers.gpus import count_nvidia_smi_gpus, host_gpu_count
-from tether.schedulers.local_scheduler import LocalRequest, create_scheduler
+from tether.schedulers.local import create_scheduler
+from tether.schedulers.local.render import LocalRequest
 from tether.specs import AppDef, Resource, Role
 
 

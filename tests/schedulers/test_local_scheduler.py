@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from tether.schedulers.api import JOB_KEY, Stream
-from tether.schedulers.local_scheduler import LocalRequest, LocalScheduler, create_scheduler
+from tether.schedulers.local.render import LocalRequest
+from tether.schedulers.local.scheduler import LocalScheduler, create_scheduler
 from tether.specs import AppDef, AppState, InvalidRunConfigException, RetryPolicy, Role, macros
 from tether.workspace import Workspace
 
@@ -298,7 +299,7 @@ def test_status_logs_and_cancel_from_another_process(
         tmp_path,
         f"""
         import json
-        from tether.schedulers.local_scheduler import create_scheduler
+        from tether.schedulers.local import create_scheduler
         s = create_scheduler("other")
         before = s.describe({app_id!r}).state.name
         lines = list(s.log_iter({app_id!r}, "r", 0))
@@ -327,7 +328,7 @@ def test_a_detached_run_outlives_its_launcher(sched: LocalScheduler, tmp_path: P
         tmp_path,
         f"""
         import sys
-        from tether.schedulers.local_scheduler import create_scheduler
+        from tether.schedulers.local import create_scheduler
         from tether.specs import AppDef, Role
         s = create_scheduler("launcher")
         role = Role("r", entrypoint=sys.executable, args=["-c", {code!r}])
@@ -551,7 +552,7 @@ def test_ctrl_c_in_the_launchers_terminal_does_not_stop_the_app(
     launcher = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(f"""
             import sys, time
-            from tether.schedulers.local_scheduler import create_scheduler
+            from tether.schedulers.local import create_scheduler
             from tether.specs import AppDef, Role
             role = Role("r", entrypoint=sys.executable, args=["-c", {code!r}])
             print(create_scheduler("x").submit(AppDef("ctrl-c", [role]), {{}}), flush=True)

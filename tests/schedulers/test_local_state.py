@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.schedulers.local_state import (
+from tether.schedulers.local.state import (
     INDEX_RESOLUTION_S,
     AppRecord,
     LogIndexWriter,

@@ -39,7 +39,7 @@ def test_plugin_clash_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(reg.SchedulerRegistryError) as ei:
         reg.get_scheduler_factories()
     msg = str(ei.value)
-    assert "my.pkg:create" in msg and "tether.schedulers.local_scheduler:create_scheduler" in msg
+    assert "my.pkg:create" in msg and "tether.schedulers.local.scheduler:create_scheduler" in msg
 
 
 def test_plugin_added(monkeypatch: pytest.MonkeyPatch) -> None:

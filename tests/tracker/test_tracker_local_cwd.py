@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("tether.schedulers.local_scheduler")
+pytest.importorskip("tether.schedulers.local")
 
 from tether.runner import get_runner
 from tether.specs import AppDef, AppState, Role

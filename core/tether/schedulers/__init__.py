@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 ENTRY_POINT_GROUP = "tether.schedulers"
 
 BUILTIN_SCHEDULERS: dict[str, str] = {
-    "local_cwd": "tether.schedulers.local_scheduler:create_scheduler",
-    "kubernetes": "tether.schedulers.kubernetes_scheduler:create_scheduler",
+    "local_cwd": "tether.schedulers.local.scheduler:create_scheduler",
+    "kubernetes": "tether.schedulers.kubernetes.scheduler:create_scheduler",
 }
 """Built-in backends: name -> ``module:factory``. The first one is the default."""
 

@@ -81,7 +81,7 @@ def test_pipeline_dryrun_command_line_switches_scheduler() -> None:
 
 
 @pytest.mark.skipif(
-    importlib.util.find_spec("tether.schedulers.kubernetes_scheduler") is None
+    importlib.util.find_spec("tether.schedulers.kubernetes.scheduler") is None
     or importlib.util.find_spec("kubernetes") is None,
     reason="the kubernetes scheduler is not available",
 )

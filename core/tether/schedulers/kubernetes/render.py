@@ -1,9 +1,9 @@
 """Kubernetes manifests from an :class:`~tether.specs.AppDef`: pure functions, golden-tested.
 
-:func:`render` turns an app plus :class:`~tether.schedulers.kubernetes_scheduler.KubernetesOpts`
+:func:`render` turns an app plus :class:`~tether.schedulers.kubernetes.options.KubernetesOpts`
 into a :class:`KubernetesRequest` (a list of manifest dicts); nothing here talks to a cluster or
 imports the ``kubernetes`` package, so ``--dryrun`` works offline. The scheduler module
-(:mod:`tether.schedulers.kubernetes_scheduler`) explains the design; this module holds the
+(:mod:`tether.schedulers.kubernetes.scheduler`) explains the design; this module holds the
 naming rules, the labels, and the shapes of the objects:
 
 * ``gang=none``/``kueue``: one ``batch/v1`` Job per replica, plus a headless Service when the
@@ -23,11 +23,20 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
 from tether.schedulers.api import JOB_KEY
+from tether.schedulers.kubernetes.options import (
+    GANG_APPWRAPPER,
+    GANG_KUEUE,
+    GANG_NONE,
+    GANG_OPTIONS,
+    GANG_VOLCANO,
+    KubernetesOpts,
+)
+from tether.schedulers.replica import materialize
 from tether.specs import (
     AppDef,
     BindMount,
@@ -36,12 +45,8 @@ from tether.specs import (
     RetryPolicy,
     Role,
     VolumeMount,
-    macros,
 )
 from tether.specs.secrets import MASK, is_secret_name
-
-if TYPE_CHECKING:
-    from tether.schedulers.kubernetes_scheduler import KubernetesOpts
 
 # ---- labels and annotations (the contract between render and describe) ------------------
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -71,10 +76,6 @@ ANN_STOP_REASON = "tether.dev/stop-reason"
 
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
-ENV_REPLICA_ID = "TETHER_REPLICA_ID"
-ENV_RANK0_HOST = "TETHER_RANK0_HOST"
-INJECTED_ENV = (ENV_REPLICA_ID, ENV_RANK0_HOST)
-"""Environment variables tether sets in every container (not part of the user's role)."""
 
 SHM_VOLUME = "dshm"
 MOUNT_VOLUME_PREFIX = "mount-"
@@ -86,11 +87,6 @@ VOLCANO_GROUP, VOLCANO_VERSION, VOLCANO_PLURAL = "batch.volcano.sh", "v1alpha1",
 VOLCANO_BUS_GROUP, VOLCANO_BUS_VERSION = "bus.volcano.sh", "v1alpha1"
 APPWRAPPER_GROUP, APPWRAPPER_VERSION, APPWRAPPER_PLURAL = "mcad.ibm.com", "v1beta1", "appwrappers"
 
-GANG_NONE = "none"
-GANG_VOLCANO = "volcano"
-GANG_KUEUE = "kueue"
-GANG_APPWRAPPER = "appwrapper"
-GANG_OPTIONS = (GANG_NONE, GANG_VOLCANO, GANG_KUEUE, GANG_APPWRAPPER)
 
 IMAGE_PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -633,16 +629,10 @@ def render_pod_template(
     Returns:
         ``{"metadata": ..., "spec": ...}``.
     """
-    values = macros.Values(
-        img_root="",
-        app_id=f"{opts.namespace}:{name}",
-        replica_id=str(replica_id),
-        rank0_env=ENV_RANK0_HOST,
+    rep = materialize(
+        role, app_id=f"{opts.namespace}:{name}", replica_id=replica_id, rank0_host=rank0_host
     )
-    rep = values.apply(role)
-    env = {k: v for k, v in rep.env.items() if k not in INJECTED_ENV}
-    env[ENV_REPLICA_ID] = str(replica_id)
-    env[ENV_RANK0_HOST] = rank0_host
+    env = rep.env
     taken: set[str] = set()
     port_names = {p: _port_name(p, port, taken) for p, port in rep.port_map.items()}
     volumes, volume_mounts, privileged = _volumes(rep)

@@ -1,70 +1,4 @@
-"""``kubernetes``: run apps on any Kubernetes cluster, as plain ``batch/v1`` Jobs by default.
-
-Prerequisites: a cluster and a kubeconfig (``$KUBECONFIG``, ``~/.kube/config``, the pod's
-service account, or ``scheduler_params={"kubernetes": {"kubeconfig": PATH}}``), and the
-``kubernetes`` package (``pip install 'tether[kubernetes]'``), imported only when the
-scheduler first talks to the cluster: ``tether run --dryrun -s kubernetes ...`` renders the
-manifests offline, without a cluster, a kubeconfig or the package's configuration.
-
-Try it locally: ``tests/e2e/infra/build_kube.sh`` builds a real kube-apiserver, etcd and
-kube-controller-manager (cached outside the repository) and ``python -m
-tests.e2e.infra.kube --kubelet`` starts them with a small test kubelet, printing a
-``KUBECONFIG`` to use.
-
-**Design: one Job per replica.** Every replica of every role is one ``batch/v1`` Job with
-``completions=1`` (named ``<app>-<role>-<k>``) whose pod has a stable identity: the hostname
-``<app>-<role>-<k>``, the labels ``tether.dev/role``/``tether.dev/replica-id``,
-``$TETHER_REPLICA_ID``, and macros (``${replica_id}``, ``${app_id}``) substituted for that
-replica. Apps with more than one replica get a headless Service named ``<app>`` (pods set
-``subdomain`` to it), so ``$TETHER_RANK0_HOST`` is the DNS name of replica 0 of the first role,
-``<app>-<role>-0.<app>.<namespace>.svc.<cluster_domain>`` (``localhost`` for a single replica).
-Why not one Indexed Job per role: Indexed Jobs need Kubernetes 1.21+ (alpha, GA in 1.24),
-while a Job per replica works on every version (tests run v1.20), lets each replica carry
-fully substituted args and env (not just ``$JOB_COMPLETION_INDEX``), and lets tether restart
-or stop replicas one by one.
-
-**Retries.** ``RetryPolicy.REPLICA``: the Job's ``backoffLimit`` is ``max_retries`` (Kubernetes
-recreates the failed pod). ``ROLE`` and ``APPLICATION``: ``backoffLimit`` is 0 and tether
-restarts: when :meth:`~KubernetesScheduler.describe` (which ``wait``/``status`` poll) sees a
-failed replica whose role has retries left, it stops the affected Jobs (the role's, or every
-Job of the app) and creates their next attempt (``<app>-<role>-<k>-r<n>``, label
-``tether.dev/attempt``, restart count in the ``tether.dev/num-restarts`` annotation). A replica
-is restarted at most ``max_retries`` times; names are deterministic, so two processes that
-describe at once create each attempt once. When a failure is final, the app is FAILED and
-tether stops its other replicas (they would wait for the failed one forever).
-
-**Status** comes from the Job conditions and the pods (the state tables
-:data:`POD_PHASE_STATE`, :data:`JOB_CONDITION_STATE`, :data:`VOLCANO_PHASE_STATE`,
-:data:`APPWRAPPER_STATE`, defined with the pure analysis in
-:mod:`tether.schedulers.kubernetes_status` and re-exported here, and the rules of
-:meth:`~KubernetesScheduler.describe`): an unschedulable pod is PENDING with the
-scheduler's reason in ``msg``; ``ErrImagePull``/``ImagePullBackOff`` are PENDING with the reason
-until they persisted ``image_pull_timeout`` seconds, then FAILED (``InvalidImageName`` and
-``ErrImageNeverPull`` at once) and the app is stopped; ``CrashLoopBackOff`` keeps RUNNING (the
-pod runs) with the reason and restart count in ``msg``. UNKNOWN only for a pod in phase Unknown
-(its node stopped reporting), a native state tether does not know, or an apiserver that cannot
-be reached.
-
-**Cancel** marks the app's Jobs ``tether.dev/stopped=cancelled`` and stops them
-(``parallelism=0`` removes the pods, ``activeDeadlineSeconds=1`` makes the Job finish), keeping
-every record: the app stays CANCELLED. **Delete** removes every Job, pod, Service, Volcano Job
-(and Volcano Command) and AppWrapper labelled with the app, and is idempotent.
-
-**Gang scheduling** (``gang`` option): ``none`` (default, no CRD); ``volcano`` (one
-``batch.volcano.sh/v1alpha1`` Job, a task per replica, ``minAvailable`` = the sum of
-``min_replicas``, ``queue``; retries by Volcano policies, cancel through a Volcano
-``Command``); ``kueue`` (the Jobs get the ``kueue.x-k8s.io/queue-name`` label and start
-suspended; Kueue admits each replica's Job as its own workload, so it queues by quota but is
-not all-or-nothing); ``appwrapper`` (the Jobs and Service wrapped in an ``mcad.ibm.com/v1beta1``
-AppWrapper that MCAD dispatches when ``minAvailable`` pods fit; ``APPLICATION``/``ROLE``
-retries become AppWrapper requeuing). Volcano and MCAD cannot restart only one role: ``ROLE``
-restarts the whole app there (a warning says so).
-
-**Job identity**: the caller's job key (``app.metadata[JOB_KEY]``) is the label
-``tether.dev/job-key`` (and an annotation with the exact value); :meth:`find_jobs` is a label
-selector, and :meth:`schedule` returns the existing app instead of creating a second one when
-a job with that key is already running or succeeded in the namespace.
-"""
+"""The ``kubernetes`` scheduler class (see the package docs)."""
 
 from __future__ import annotations
 
@@ -77,7 +11,6 @@ import string
 import threading
 import time
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -88,7 +21,7 @@ from tether.schedulers.api import (
     Stream,
     filter_regex,
 )
-from tether.schedulers.kubernetes_client import (
+from tether.schedulers.kubernetes.client import (
     KubeApi,
     KubernetesApiError,
     core_path,
@@ -96,7 +29,8 @@ from tether.schedulers.kubernetes_client import (
     load_api_client,
     path_for,
 )
-from tether.schedulers.kubernetes_render import (
+from tether.schedulers.kubernetes.options import DEFAULT_NAMESPACE, KubernetesOpts
+from tether.schedulers.kubernetes.render import (
     ANN_GANG,
     ANN_STOP_REASON,
     ANN_STOPPED,
@@ -104,7 +38,6 @@ from tether.schedulers.kubernetes_render import (
     APPWRAPPER_PLURAL,
     APPWRAPPER_VERSION,
     GANG_APPWRAPPER,
-    GANG_NONE,
     GANG_VOLCANO,
     LABEL_APP_ID,
     LABEL_JOB_KEY,
@@ -123,7 +56,7 @@ from tether.schedulers.kubernetes_render import (
     make_app_name,
     render,
 )
-from tether.schedulers.kubernetes_status import (
+from tether.schedulers.kubernetes.status import (
     APPWRAPPER_STATE,
     IMAGE_ERRORS_FATAL,
     IMAGE_ERRORS_RETRYING,
@@ -152,69 +85,8 @@ from tether.specs.status import is_terminal
 log: logging.Logger = logging.getLogger(__name__)
 
 BACKEND = "kubernetes"
-DEFAULT_NAMESPACE = "default"
 LOG_POLL_S = 1.0
 LOG_READ_TIMEOUT_S = 120.0
-
-
-# ---- options ---------------------------------------------------------------------------------
-@dataclass
-class KubernetesOpts(StructuredOpts):
-    """Run options of the ``kubernetes`` scheduler."""
-
-    namespace: str = DEFAULT_NAMESPACE
-    """Namespace to create the app's objects in."""
-
-    service_account: str | None = None
-    """Service account the pods run as (default: the namespace's ``default``)."""
-
-    priority_class: str | None = None
-    """PriorityClass name of the pods (``priorityClassName``)."""
-
-    image_pull_secrets: list[str] = field(default_factory=list)
-    """Names of Secrets holding registry credentials (``imagePullSecrets``)."""
-
-    node_selector: dict[str, str] = field(default_factory=dict)
-    """Extra node labels the pods must land on (merged with named-resource capabilities)."""
-
-    tolerations: list[str] = field(default_factory=list)
-    """Taints the pods tolerate, each ``key[=value][:effect]`` (no value: operator Exists)."""
-
-    image_repo: str | None = None
-    """Registry/repository prefixed to role images that name no registry (``trainer:1``)."""
-
-    labels: dict[str, str] = field(default_factory=dict)
-    """Extra labels on every object (tether's own labels win on a clash)."""
-
-    annotations: dict[str, str] = field(default_factory=dict)
-    """Extra annotations on every object."""
-
-    gang: str = GANG_NONE
-    """Gang scheduling: none (plain Jobs), volcano, kueue or appwrapper (MCAD)."""
-
-    queue: str | None = None
-    """Queue for gang=volcano (default ``default``) or the Kueue LocalQueue for gang=kueue."""
-
-    scheduler_name: str | None = None
-    """Pod ``schedulerName`` (gang=volcano defaults to ``volcano``)."""
-
-    reserved_millicpu: int = 100
-    """CPU (millicores) kept off each pod's request for system daemons (capped at half)."""
-
-    reserved_memory_mb: int = 1024
-    """Memory (MiB) kept off each pod's request for system daemons (capped at half)."""
-
-    gpu_resource: str = "nvidia.com/gpu"
-    """Extended resource that Resource.gpu asks for (e.g. amd.com/gpu)."""
-
-    image_pull_policy: str | None = None
-    """Container imagePullPolicy: Always, IfNotPresent or Never (default: the cluster's)."""
-
-    image_pull_timeout: int = 120
-    """Seconds an image pull may keep failing before the app is FAILED (0: at once)."""
-
-    cluster_domain: str = "cluster.local"
-    """The cluster's DNS domain, used in $TETHER_RANK0_HOST."""
 
 
 # ---- the scheduler -----------------------------------------------------------------------------
@@ -411,7 +283,7 @@ class KubernetesScheduler(Scheduler[KubernetesRequest]):
     def describe(self, app_id: str) -> DescribeAppResponse | None:
         """Describes an app from its Jobs (or Volcano Job / AppWrapper) and pods.
 
-        Rules, on top of the state tables (:mod:`~tether.schedulers.kubernetes_status`): the
+        Rules, on top of the state tables (:mod:`~tether.schedulers.kubernetes.status`): the
         app is CANCELLED when tether cancelled it; FAILED when a replica failed for good (the
         failed replicas and their reasons in ``msg``); SUCCEEDED when every replica
         succeeded; RUNNING when a replica runs; otherwise PENDING with the reasons

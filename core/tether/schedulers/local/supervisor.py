@@ -2,7 +2,7 @@
 
 ``LocalScheduler.schedule`` starts one supervisor per app::
 
-    python -m tether.schedulers.local_supervisor <state.json> [--ready-fd N]
+    python -m tether.schedulers.local.supervisor <state.json> [--ready-fd N]
 
 The supervisor detaches (it forks once more, so it is nobody's child and survives the
 launcher), runs in its own session (a terminal's Ctrl-C never reaches it) and:
@@ -11,7 +11,7 @@ launcher), runs in its own session (a terminal's Ctrl-C never reaches it) and:
   ``/dev/null`` and stdout/stderr piped back;
 * tees each stream into ``stdout.log``/``stderr.log`` (raw bytes) and ``combined.log``
   (whole lines), keeping a time index next to each (see
-  :class:`~tether.schedulers.local_state.LogIndexWriter`);
+  :class:`~tether.schedulers.local.state.LogIndexWriter`);
 * reaps exit codes, applies the roles' retry policies, and writes the app's record
   atomically after every change;
 * on SIGTERM (a cancel) stops every replica: SIGTERM to each process group, SIGKILL after the
@@ -47,7 +47,7 @@ from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
-from tether.schedulers.local_state import (
+from tether.schedulers.local.state import (
     INDEX_SUFFIX,
     AppRecord,
     LogIndexWriter,
@@ -842,14 +842,14 @@ class Supervisor:
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
-    """Entry point: ``python -m tether.schedulers.local_supervisor STATE_JSON``.
+    """Entry point: ``python -m tether.schedulers.local.supervisor STATE_JSON``.
 
     Ends the process (with ``os._exit``, right after the final record is written).
 
     Args:
         argv: Arguments (default ``sys.argv[1:]``).
     """
-    parser = argparse.ArgumentParser(prog="python -m tether.schedulers.local_supervisor")
+    parser = argparse.ArgumentParser(prog="python -m tether.schedulers.local.supervisor")
     parser.add_argument("state", help="the app's state.json")
     parser.add_argument("--ready-fd", type=int, default=-1)
     parser.add_argument(

@@ -4,7 +4,7 @@
 Job or AppWrapper when there is one) and returns an :class:`AppView`: the app's state and
 message, each replica's state, the rebuilt roles, and what the scheduler should do about it
 (stop replicas, create the next attempt of a restarted role or app). No I/O happens here, so
-every rule is unit-tested on plain dicts; :mod:`tether.schedulers.kubernetes_scheduler`
+every rule is unit-tested on plain dicts; :mod:`tether.schedulers.kubernetes.scheduler`
 fetches the objects and performs the actions.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from tether.schedulers.kubernetes_render import (
+from tether.schedulers.kubernetes.render import (
     ANN_APP_NAME,
     ANN_GANG,
     ANN_IMAGE_PULL_TIMEOUT,
@@ -37,7 +37,6 @@ from tether.schedulers.kubernetes_render import (
     GANG_KUEUE,
     GANG_NONE,
     GANG_VOLCANO,
-    INJECTED_ENV,
     KUEUE_QUEUE_LABEL,
     LABEL_APP_ID,
     LABEL_ATTEMPT,
@@ -45,6 +44,7 @@ from tether.schedulers.kubernetes_render import (
     SHM_VOLUME,
     job_name,
 )
+from tether.schedulers.replica import REPLICA_ENV
 from tether.specs import (
     NULL_RESOURCE,
     AppState,
@@ -927,7 +927,7 @@ def rebuild_role(meta: RoleMeta) -> Role:
     env = {
         str(e.get("name")): str(e.get("value", ""))
         for e in container.get("env") or []
-        if e.get("name") not in INJECTED_ENV and "valueFrom" not in e
+        if e.get("name") not in REPLICA_ENV and "valueFrom" not in e
     }
     renamed = dict(
         pair.split("=", 1)

@@ -1,7 +1,7 @@
 """JSON access to a kube-apiserver for the kubernetes scheduler (the client is imported lazily).
 
 The scheduler works on plain manifest dicts (the same camelCase shapes that
-:mod:`tether.schedulers.kubernetes_render` produces), for built-in kinds and custom resources
+:mod:`tether.schedulers.kubernetes.render` produces), for built-in kinds and custom resources
 alike, so it talks REST through ``kubernetes.client.ApiClient.call_api`` with
 ``_preload_content=False`` instead of the generated typed models. Importing this module does
 not import ``kubernetes``; :func:`load_api_client` does.

@@ -1,0 +1,73 @@
+"""Run options of ``kubernetes`` (their docstrings are the ``runopts`` help)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tether.specs import StructuredOpts
+
+DEFAULT_NAMESPACE = "default"
+GANG_NONE = "none"
+GANG_VOLCANO = "volcano"
+GANG_KUEUE = "kueue"
+GANG_APPWRAPPER = "appwrapper"
+GANG_OPTIONS = (GANG_NONE, GANG_VOLCANO, GANG_KUEUE, GANG_APPWRAPPER)
+
+
+@dataclass
+class KubernetesOpts(StructuredOpts):
+    """Run options of the ``kubernetes`` scheduler."""
+
+    namespace: str = DEFAULT_NAMESPACE
+    """Namespace to create the app's objects in."""
+
+    service_account: str | None = None
+    """Service account the pods run as (default: the namespace's ``default``)."""
+
+    priority_class: str | None = None
+    """PriorityClass name of the pods (``priorityClassName``)."""
+
+    image_pull_secrets: list[str] = field(default_factory=list)
+    """Names of Secrets holding registry credentials (``imagePullSecrets``)."""
+
+    node_selector: dict[str, str] = field(default_factory=dict)
+    """Extra node labels the pods must land on (merged with named-resource capabilities)."""
+
+    tolerations: list[str] = field(default_factory=list)
+    """Taints the pods tolerate, each ``key[=value][:effect]`` (no value: operator Exists)."""
+
+    image_repo: str | None = None
+    """Registry/repository prefixed to role images that name no registry (``trainer:1``)."""
+
+    labels: dict[str, str] = field(default_factory=dict)
+    """Extra labels on every object (tether's own labels win on a clash)."""
+
+    annotations: dict[str, str] = field(default_factory=dict)
+    """Extra annotations on every object."""
+
+    gang: str = GANG_NONE
+    """Gang scheduling: none (plain Jobs), volcano, kueue or appwrapper (MCAD)."""
+
+    queue: str | None = None
+    """Queue for gang=volcano (default ``default``) or the Kueue LocalQueue for gang=kueue."""
+
+    scheduler_name: str | None = None
+    """Pod ``schedulerName`` (gang=volcano defaults to ``volcano``)."""
+
+    reserved_millicpu: int = 100
+    """CPU (millicores) kept off each pod's request for system daemons (capped at half)."""
+
+    reserved_memory_mb: int = 1024
+    """Memory (MiB) kept off each pod's request for system daemons (capped at half)."""
+
+    gpu_resource: str = "nvidia.com/gpu"
+    """Extended resource that Resource.gpu asks for (e.g. amd.com/gpu)."""
+
+    image_pull_policy: str | None = None
+    """Container imagePullPolicy: Always, IfNotPresent or Never (default: the cluster's)."""
+
+    image_pull_timeout: int = 120
+    """Seconds an image pull may keep failing before the app is FAILED (0: at once)."""
+
+    cluster_domain: str = "cluster.local"
+    """The cluster's DNS domain, used in $TETHER_RANK0_HOST."""

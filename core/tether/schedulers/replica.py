@@ -1,0 +1,68 @@
+"""The one definition of what a replica sees: macros filled and the ``TETHER_*`` environment.
+
+Every backend renders a replica through :func:`materialize`, so a program reads the same
+variables everywhere:
+
+* ``TETHER_ROLE_NAME``: its role's name;
+* ``TETHER_REPLICA_ID``: its index within the role (0-based);
+* ``TETHER_NUM_REPLICAS``: how many replicas the role has (the role's world size);
+* ``TETHER_RANK0_HOST``: the address of replica 0 of the app's first role (the rendezvous
+  host of distributed jobs; ``localhost`` on one machine).
+
+These win over values of the same name in the role's ``env``.
+"""
+
+from __future__ import annotations
+
+from tether.specs import Role, macros
+
+ENV_ROLE_NAME = "TETHER_ROLE_NAME"
+ENV_REPLICA_ID = "TETHER_REPLICA_ID"
+ENV_NUM_REPLICAS = "TETHER_NUM_REPLICAS"
+ENV_RANK0_HOST = "TETHER_RANK0_HOST"
+REPLICA_ENV = (ENV_ROLE_NAME, ENV_REPLICA_ID, ENV_NUM_REPLICAS, ENV_RANK0_HOST)
+"""The variables :func:`replica_env` sets."""
+
+
+def replica_env(role: Role, replica_id: int, rank0_host: str) -> dict[str, str]:
+    """The ``TETHER_*`` variables of one replica.
+
+    Args:
+        role: The role.
+        replica_id: The replica's index.
+        rank0_host: The address of replica 0 of the first role.
+
+    Returns:
+        Name to value.
+    """
+    return {
+        ENV_ROLE_NAME: role.name,
+        ENV_REPLICA_ID: str(replica_id),
+        ENV_NUM_REPLICAS: str(role.num_replicas),
+        ENV_RANK0_HOST: rank0_host,
+    }
+
+
+def materialize(
+    role: Role, *, app_id: str, replica_id: int, rank0_host: str, img_root: str = ""
+) -> Role:
+    """The role as one replica runs it: macros substituted, replica environment set.
+
+    Args:
+        role: The role (not modified).
+        app_id: The app id the ``${app_id}`` macro stands for.
+        replica_id: The replica's index.
+        rank0_host: The address of replica 0 of the first role.
+        img_root: What ``${img_root}`` stands for (the image's or workspace's root).
+
+    Returns:
+        A copy of the role for this replica.
+    """
+    values = macros.Values(
+        img_root=img_root, app_id=app_id, replica_id=str(replica_id), rank0_env=ENV_RANK0_HOST
+    )
+    rep = values.apply(role)
+    env = {k: v for k, v in rep.env.items() if k not in REPLICA_ENV}
+    env.update(replica_env(role, replica_id, rank0_host))
+    rep.env = env
+    return rep
