@@ -400,7 +400,7 @@ def test_logs_have_three_streams_and_keep_every_line_intact(sched: LocalSchedule
     """
     app_id = sched.submit(AppDef("logs", [py("r", code)]), FAST)
     assert wait_done(sched, app_id) == AppState.SUCCEEDED
-    assert sched.supported_streams() == frozenset(Stream)
+    assert sched.capabilities.streams == frozenset(Stream)
     stdout = list(sched.log_iter(app_id, "r", 0, streams=Stream.STDOUT))
     stderr = list(sched.log_iter(app_id, "r", 0, streams=Stream.STDERR))
     combined = list(sched.log_iter(app_id, "r", 0))

@@ -34,16 +34,17 @@ LOG_DRAIN_TIMEOUT_S = 30.0
 """How long ``--log`` keeps reading after the app finished, for the last lines."""
 
 
-def waits_by_default(scheduler: str) -> bool:
+def waits_by_default(runner: Runner, scheduler: str) -> bool:
     """Whether ``tether run`` waits for apps of this scheduler unless ``--detach``.
 
     Args:
+        runner: The runner.
         scheduler: The scheduler's name.
 
     Returns:
-        True for local schedulers (the app runs on this machine).
+        True when the scheduler runs the replicas on this machine (its capabilities say so).
     """
-    return scheduler.startswith("local")
+    return runner.scheduler_capabilities(scheduler).runs_on_this_host
 
 
 class CmdRun(SubCommand):
@@ -143,13 +144,13 @@ class CmdRun(SubCommand):
                 parent_run_id=args.parent_run_id, job_key=args.job_key,
             )
             print(handle, flush=True)
-            default_wait = waits_by_default(scheduler) and not args.detach
+            default_wait = waits_by_default(runner, scheduler) and not args.detach
             if not (args.wait or args.log or default_wait):
                 eprint(f"tether: launched {handle}; follow it with `tether status {handle}` "
                        f"or `tether log --tail {handle}`")
                 return
             code = self._wait(runner, handle, log=args.log,
-                              cancel_on_interrupt=waits_by_default(scheduler))
+                              cancel_on_interrupt=waits_by_default(runner, scheduler))
         sys.exit(code)
 
     @staticmethod

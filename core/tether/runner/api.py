@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from tether.config import TetherConfig, load_config
 from tether.schedulers import get_scheduler_factories, get_scheduler_factory
 from tether.schedulers.api import JOB_KEY, ListAppResponse, Scheduler, Stream
+from tether.schedulers.capabilities import Capabilities
 from tether.specs import (
     AppDef,
     AppDryRunInfo,
@@ -43,6 +44,7 @@ from tether.tracker.api import (
 )
 from tether.tracker.outputs import ENV_OUTPUTS_URL, outputs_root, outputs_url, read_outputs
 from tether.workspace import Workspace
+from tether.workspace.api import WorkspaceMixin
 
 if TYPE_CHECKING:
     from tether.schedulers import SchedulerFactory
@@ -166,6 +168,17 @@ class Runner:
     def _scheduler_for(self, app_handle: AppHandle) -> tuple[Scheduler[Any], str]:
         parsed = parse_app_handle(app_handle)
         return self._scheduler(parsed.scheduler_backend), parsed.app_id
+
+    def scheduler_capabilities(self, scheduler: str) -> Capabilities:
+        """What a scheduler supports (its declared :class:`~tether.schedulers.capabilities.Capabilities`).
+
+        Args:
+            scheduler: The scheduler's name.
+
+        Returns:
+            Its capabilities.
+        """
+        return self._scheduler(scheduler).capabilities
 
     def scheduler_run_opts(self, scheduler: str) -> runopts:
         """The run options of a scheduler.
@@ -326,9 +339,8 @@ class Runner:
                     role.workspace = ws
         opts = sched.run_opts()
         merged = self.config.apply(scheduler, cfg, opts)
-        build = getattr(sched, "build_workspaces", None)
-        if callable(build) and any(r.workspace is not None for r in app.roles):
-            build(app.roles, opts.resolve(merged, scheduler))
+        if isinstance(sched, WorkspaceMixin) and any(r.workspace is not None for r in app.roles):
+            sched.build_workspaces(app.roles, opts.resolve(merged, scheduler))
         return sched.submit_dryrun(app, merged)
 
     def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> AppHandle:

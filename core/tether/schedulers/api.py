@@ -22,9 +22,9 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import Enum
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
+from tether.schedulers.capabilities import Capabilities, Stream, check_app
 from tether.specs import (
     AppDef,
     AppDryRunInfo,
@@ -37,6 +37,7 @@ from tether.specs import (
     validate,
 )
 from tether.specs.status import is_terminal
+from tether.workspace.api import WorkspaceMixin
 
 JOB_KEY = "tether.job_key"
 """``AppDef.metadata`` key holding the caller's stable job identity (see module docs)."""
@@ -44,14 +45,6 @@ JOB_KEY = "tether.job_key"
 NONE = "<NONE>"
 
 T = TypeVar("T")
-
-
-class Stream(str, Enum):
-    """Which output stream(s) ``log_iter`` returns."""
-
-    STDOUT = "stdout"
-    STDERR = "stderr"
-    COMBINED = "combined"
 
 
 @dataclass
@@ -110,6 +103,9 @@ class Scheduler(abc.ABC, Generic[T]):
         session_name: The runner's session, part of every app handle.
     """
 
+    capabilities: ClassVar[Capabilities] = Capabilities()
+    """What this backend supports; the Runner, the CLI and the adapters read only this."""
+
     def __init__(self, backend: str, session_name: str) -> None:
         self.backend = backend
         self.session_name = session_name
@@ -122,9 +118,8 @@ class Scheduler(abc.ABC, Generic[T]):
             The options, including workspace options where the scheduler builds workspaces.
         """
         opts = self._run_opts()
-        ws = getattr(self, "workspace_opts", None)
-        if callable(ws):
-            opts.update(ws())
+        if isinstance(self, WorkspaceMixin):
+            opts.update(self.workspace_opts())
         return opts
 
     def _run_opts(self) -> runopts:
@@ -151,6 +146,7 @@ class Scheduler(abc.ABC, Generic[T]):
         """
         resolved = self.run_opts().resolve(cfg, self.backend)
         validate(app)
+        check_app(app, self.capabilities, self.backend)
         self._validate(app, resolved)
         info = self._submit_dryrun(app, resolved)
         for role in app.roles:
@@ -237,11 +233,22 @@ class Scheduler(abc.ABC, Generic[T]):
         """
         time.sleep(max(timeout, 0.0))
 
-    # ---- logs ------------------------------------------------------------------------
-    def supported_streams(self) -> frozenset[Stream]:
-        """The streams :meth:`log_iter` can return (COMBINED at least)."""
-        return frozenset({Stream.COMBINED})
+    # ---- retries tether applies -------------------------------------------------------
+    def reconcile(self, app_id: str) -> None:
+        """Applies what the engine cannot do itself; the one place where tether changes a job.
 
+        Where a backend lacks a retry policy natively (see
+        :attr:`Capabilities.reconciled_retries`) or must clean up after a dead controller, this
+        step restarts or finishes what is due. It is idempotent and safe to call from two
+        watchers at once; the local supervisor, :meth:`tether.runner.Runner.wait` and the
+        adapters' pollers call it. ``describe``, ``list`` and ``log_iter`` never change
+        anything. The default does nothing.
+
+        Args:
+            app_id: The app.
+        """
+
+    # ---- logs ------------------------------------------------------------------------
     def log_iter(
         self,
         app_id: str,
@@ -272,12 +279,17 @@ class Scheduler(abc.ABC, Generic[T]):
             ValueError: When the stream is not supported by this scheduler, or the role or
                 replica does not exist.
         """
+        caps = self.capabilities
         stream = Stream(streams) if streams is not None else Stream.COMBINED
-        if stream not in self.supported_streams():
+        if stream not in caps.streams:
             raise ValueError(
                 f"scheduler {self.backend!r} cannot return the {stream.value!r} stream; "
-                f"supported: {sorted(s.value for s in self.supported_streams())}"
+                f"supported: {sorted(s.value for s in caps.streams)}"
             )
+        if (since is not None or until is not None) and not caps.log_time_filter:
+            raise ValueError(f"scheduler {self.backend!r} cannot select log lines by time")
+        if should_tail and not caps.log_tail:
+            raise ValueError(f"scheduler {self.backend!r} cannot follow a live log")
         return self._log_iter(app_id, role_name, k, regex, since, until, should_tail, stream)
 
     @abc.abstractmethod

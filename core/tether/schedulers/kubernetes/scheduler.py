@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, ClassVar
 
 from tether.schedulers.api import (
     DescribeAppResponse,
@@ -21,6 +21,7 @@ from tether.schedulers.api import (
     Stream,
     filter_regex,
 )
+from tether.schedulers.capabilities import Capabilities, MountKind
 from tether.schedulers.kubernetes.client import (
     KubeApi,
     KubernetesApiError,
@@ -140,6 +141,21 @@ class KubernetesScheduler(Scheduler[KubernetesRequest]):
         context: Kubeconfig context.
         namespace: Namespace that ``list``/``find_jobs`` search when not told otherwise.
     """
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        runs_on_this_host=False,
+        durable=True,
+        workspaces=frozenset(),
+        streams=frozenset({Stream.COMBINED}),
+        log_time_filter=True,
+        log_tail=True,
+        native_retries=frozenset({RetryPolicy.REPLICA}),
+        reconciled_retries=frozenset({RetryPolicy.ROLE, RetryPolicy.APPLICATION}),
+        gang=True,
+        elastic=True,
+        mounts=frozenset(MountKind),
+        secrets=False,
+    )
 
     def __init__(
         self,

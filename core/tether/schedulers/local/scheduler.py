@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from tether.schedulers.api import (
     JOB_KEY,
@@ -25,6 +25,7 @@ from tether.schedulers.api import (
     Scheduler,
     Stream,
 )
+from tether.schedulers.capabilities import Capabilities
 from tether.schedulers.gpus import host_gpu_count
 from tether.schedulers.local.logs import read_log_lines
 from tether.schedulers.local.options import LocalOpts
@@ -57,6 +58,7 @@ from tether.specs import (
     AppState,
     CfgVal,
     ReplicaStatus,
+    RetryPolicy,
     Role,
     RoleStatus,
     StructuredOpts,
@@ -84,6 +86,19 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         gpu_count: The host's GPU count, or a function returning it (default: asked of the
             NVIDIA driver); mostly for tests.
     """
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        runs_on_this_host=True,
+        durable=True,
+        workspaces=frozenset({"dir"}),
+        streams=frozenset(Stream),
+        log_time_filter=True,
+        log_tail=True,
+        # the supervisor is this backend's engine: it applies every policy itself
+        native_retries=frozenset(RetryPolicy),
+        mounts=frozenset(),
+        secrets=False,
+    )
 
     def __init__(
         self,
@@ -448,10 +463,6 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         rec.finished_at = time.time()
 
     # ---- logs --------------------------------------------------------------------------
-    def supported_streams(self) -> frozenset[Stream]:
-        """stdout, stderr and combined."""
-        return frozenset(Stream)
-
     def _log_iter(
         self,
         app_id: str,

@@ -1,0 +1,145 @@
+"""What a scheduler can do, declared in one typed place, and the dryrun check against it.
+
+Each backend sets ``Scheduler.capabilities`` to a :class:`Capabilities`. The Runner, the CLI
+and the adapters read it (never a backend's name, never ``getattr`` probing), and
+:func:`check_app` rejects at dryrun an AppDef that asks for something the backend cannot do,
+naming the backend, the role and the field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from tether.specs import AppDef, BindMount, DeviceMount, Mount, RetryPolicy, VolumeMount
+
+
+class Stream(str, Enum):
+    """Which output stream(s) ``log_iter`` returns."""
+
+    STDOUT = "stdout"
+    STDERR = "stderr"
+    COMBINED = "combined"
+
+
+class MountKind(str, Enum):
+    """The kinds of :class:`~tether.specs.Mount`."""
+
+    BIND = "bind"
+    VOLUME = "volume"
+    DEVICE = "device"
+
+
+def mount_kind(m: Mount) -> MountKind:
+    """The kind of a mount.
+
+    Args:
+        m: The mount.
+
+    Returns:
+        Its kind.
+    """
+    if isinstance(m, BindMount):
+        return MountKind.BIND
+    if isinstance(m, VolumeMount):
+        return MountKind.VOLUME
+    if isinstance(m, DeviceMount):
+        return MountKind.DEVICE
+    raise TypeError(f"not a mount: {m!r}")
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a scheduler supports.
+
+    Attributes:
+        runs_on_this_host: Replicas run on the launcher's machine (``tether run`` then waits
+            and streams the output unless ``--detach``).
+        durable: Apps outlive the process that launched them and can be described, logged
+            and cancelled from any process later.
+        workspaces: Workspace kinds the scheduler builds (``dir``: replicas run in the
+            directory; ``image``: an image is built from it).
+        streams: Streams ``log_iter`` can return.
+        log_time_filter: ``log_iter`` honours ``since``/``until``.
+        log_tail: ``log_iter`` can follow a live replica (``should_tail``).
+        native_retries: Retry policies the engine applies itself (rendered into the request).
+        reconciled_retries: Retry policies tether applies through :meth:`Scheduler.reconcile`.
+        gang: Gang scheduling (all replicas start together or none).
+        elastic: Starts a role once ``Role.min_replicas`` replicas are placed (a backend that
+            is not elastic starts all ``num_replicas``, which satisfies any minimum).
+        mounts: Mount kinds it renders.
+        secrets: Renders ``Role.secrets`` as native secret references.
+        port_map: Exposes ``Role.port_map``.
+        list_apps: ``list`` returns the apps it launched.
+        job_identity: Records ``tether.job_key`` natively so ``find_jobs`` finds it.
+        max_roles: The most roles one app may have (None: no limit).
+    """
+
+    runs_on_this_host: bool = False
+    durable: bool = True
+    workspaces: frozenset[str] = frozenset()
+    streams: frozenset[Stream] = frozenset({Stream.COMBINED})
+    log_time_filter: bool = False
+    log_tail: bool = True
+    native_retries: frozenset[RetryPolicy] = frozenset()
+    reconciled_retries: frozenset[RetryPolicy] = frozenset()
+    gang: bool = False
+    elastic: bool = False
+    mounts: frozenset[MountKind] = frozenset()
+    secrets: bool = False
+    port_map: bool = True
+    list_apps: bool = True
+    job_identity: bool = True
+    max_roles: int | None = None
+
+    @property
+    def retries(self) -> frozenset[RetryPolicy]:
+        """Every retry policy it honours, natively or reconciled."""
+        return self.native_retries | self.reconciled_retries
+
+
+class UnsupportedFeatureError(ValueError):
+    """An AppDef asks for something its scheduler cannot do (raised at dryrun)."""
+
+
+def check_app(app: AppDef, caps: Capabilities, backend: str) -> None:
+    """Rejects what ``backend`` cannot run, naming the role, the field and what is allowed.
+
+    Args:
+        app: The app (already validated as a spec).
+        caps: The backend's capabilities.
+        backend: Its name, for the messages.
+
+    Raises:
+        UnsupportedFeatureError: Listing every problem.
+    """
+    errs: list[str] = []
+    if caps.max_roles is not None and len(app.roles) > caps.max_roles:
+        errs.append(f"the app has {len(app.roles)} roles; {backend} runs at most {caps.max_roles}")
+    for role in app.roles:
+        where = f"role {role.name!r}"
+        if role.max_retries > 0 and role.retry_policy not in caps.retries:
+            allowed = sorted(p.value for p in caps.retries) or ["none (max_retries=0)"]
+            errs.append(
+                f"{where}: retry_policy={role.retry_policy.value} is not supported by {backend} "
+                f"(supported: {', '.join(allowed)})"
+            )
+        for m in role.mounts:
+            kind = mount_kind(m)
+            if kind not in caps.mounts:
+                allowed = sorted(k.value for k in caps.mounts) or ["none"]
+                errs.append(
+                    f"{where}: mounts has a {kind.value} mount, which {backend} does not "
+                    f"support (supported: {', '.join(allowed)})"
+                )
+        if role.secrets and not caps.secrets:
+            errs.append(
+                f"{where}: secrets {sorted(role.secrets)} cannot be given by {backend} "
+                "(it has no secret references); pass them another way"
+            )
+        if role.port_map and not caps.port_map:
+            errs.append(f"{where}: port_map is not supported by {backend}")
+    if errs:
+        raise UnsupportedFeatureError(
+            f"{backend} cannot run app {app.name!r}:\n  - " + "\n  - ".join(errs)
+        )
