@@ -215,7 +215,9 @@ def test_pending_reasons_image_pull_unschedulable_crash_loop(
                     and s)  # fmt: skip
     assert st.state == AppState.FAILED and "ErrImagePull" in st.msg
     assert "image_pull_timeout=1s" in st.msg
-    # the app was stopped, and the reason is kept after its pod is gone
+    # status is a read; the reconcile step (Runner.wait and the adapters' pollers call it)
+    # stops the app, and the reason is kept after its pod is gone
+    runner.reconcile(h_fast)
     name = h_fast.rsplit(":", 1)[1]
     wait_until("pull pod removed", lambda: not client.CoreV1Api(kube_api).list_namespaced_pod(
         ns, label_selector=f"tether.dev/app-id={name}").items)  # fmt: skip

@@ -306,9 +306,9 @@ class KubernetesScheduler(Scheduler[KubernetesRequest]):
         (unschedulable, image pull, Kueue admission...).
         UNKNOWN when the apiserver cannot be reached or answers with a server error (the
         error in ``msg``); other API errors (forbidden, bad credentials) are raised.
-        A failed replica with retries left is PENDING ("restarting") and, for plain Jobs,
-        this call performs the restart (see the module docs); a final failure stops the
-        app's other replicas.
+        A failed replica with retries left is PENDING ("restarting"). This is a pure read:
+        the restart, and stopping the other replicas after a final failure, are
+        :meth:`reconcile`'s.
 
         Args:
             app_id: ``{namespace}:{name}``.
@@ -326,9 +326,6 @@ class KubernetesScheduler(Scheduler[KubernetesRequest]):
             return DescribeAppResponse(app_id=f"{ns}:{name}", state=AppState.UNKNOWN, msg=str(e))
         if view is None:
             return None
-        if view.stops or view.creates:
-            self._apply(view)
-            view = self._fetch(ns, name) or view
         roles_statuses: dict[str, RoleStatus] = {}
         for rep in sorted(view.replicas, key=lambda r: (r.role_index, r.replica_id)):
             rs = roles_statuses.setdefault(rep.role, RoleStatus(rep.role))
@@ -346,6 +343,30 @@ class KubernetesScheduler(Scheduler[KubernetesRequest]):
             roles=view.roles,
             job_key=view.job_key,
         )
+
+    def reconcile(self, app_id: str) -> None:
+        """Applies the ROLE/APPLICATION retries and final-failure stops the engine lacks.
+
+        Reads the app, then performs what :func:`~.status.analyze` planned: creates the next
+        attempt of replicas that are due a restart, then stops what must stop (the old
+        attempts, or every replica after a final failure). Idempotent and safe from two
+        watchers at once: attempts have fixed names (a second create gets 409 and is
+        ignored), and a watcher killed between the two steps leaves old attempts next to
+        newer ones, which the next call stops.
+
+        Args:
+            app_id: ``{namespace}:{name}``.
+        """
+        ns, name = self._parse_app_id(app_id)
+        try:
+            view = self._fetch(ns, name)
+        except KubernetesApiError as e:
+            if e.status and e.status < 500:
+                raise
+            log.warning("reconcile of %s skipped: %s", app_id, e)
+            return
+        if view is not None and (view.stops or view.creates):
+            self._apply(view)
 
     def _apply(self, view: AppView) -> None:
         """Performs the stops and restarts that :func:`analyze` planned (idempotent)."""
