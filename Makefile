@@ -7,6 +7,13 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip install -q --disable-pip-version-check -c constraints/test.txt
 export PYTHONUNBUFFERED := 1
 
+# torch: always the CPU-only build. The pin names the +cpu local version, so pip can never fall
+# back to the default (CUDA, several GB) wheels: it takes the wheel from the CPU index, or from
+# a local wheel directory (pip's find-links) where that index cannot be reached, or fails.
+TORCH_VERSION ?= 2.13.0
+TORCH_INDEX   ?= https://download.pytorch.org/whl/cpu
+TORCH         := torch==$(TORCH_VERSION)+cpu
+
 .PHONY: demo test test-fast lint e2e-infra bench bench-smoke pipelines clean
 
 $(PY):
@@ -14,13 +21,16 @@ $(PY):
 
 # core + torch: enough for the embedded default scheduler and the demo
 $(VENV)/.core: $(PY) pyproject.toml constraints/test.txt
-	$(PIP) -e . 'torch==2.13.0' numpy
+	$(PIP) --extra-index-url $(TORCH_INDEX) '$(TORCH)'
+	$(PIP) -e . numpy
 	@touch $@
 
 # everything: every adapter, backend client and the test tools
+# (the test plugin in tests/fixtures is never installed: the tests register it for themselves;
+# an install left by an older `make test` is removed)
 $(VENV)/.all: $(VENV)/.core
-	$(PIP) -e '.[all,dev]' 'torch==2.13.0'
-	$(PIP) --no-deps --no-build-isolation -e tests/fixtures/plugin_pkg
+	$(PIP) -e '.[all,dev]'
+	-@$(PY) -m pip uninstall -y -q tether-test-plugin 2>/dev/null
 	@touch $@
 
 ## demo: run the distributed training example (2 ranks) on the embedded default scheduler
@@ -41,7 +51,7 @@ e2e-infra: $(VENV)/.all
 test: lint e2e-infra
 	TETHER_BUILD_KUBE=1 $(PY) -m pytest -q -ra
 
-## test-fast: unit and local tests only (no external backends)
+## test-fast: unit and local tests only: no real infrastructure (every e2e test deselected)
 test-fast: $(VENV)/.all
 	$(PY) -m pytest -q -ra -m "not e2e"
 
