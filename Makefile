@@ -10,9 +10,14 @@ export PYTHONUNBUFFERED := 1
 # torch: always the CPU-only build. The pin names the +cpu local version, so pip can never fall
 # back to the default (CUDA, several GB) wheels: it takes the wheel from the CPU index, or from
 # a local wheel directory (pip's find-links) where that index cannot be reached, or fails.
+# The index is used only when its host resolves (a machine that reaches just PyPI skips it
+# instead of retrying it for every dependency of torch).
 TORCH_VERSION ?= 2.13.0
 TORCH_INDEX   ?= https://download.pytorch.org/whl/cpu
 TORCH         := torch==$(TORCH_VERSION)+cpu
+TORCH_INDEX_ARG = $(shell $(PYTHON) -c "import socket, sys, urllib.parse as u; \
+	socket.setdefaulttimeout(5); socket.getaddrinfo(u.urlsplit(sys.argv[1]).hostname, 443)" \
+	'$(TORCH_INDEX)' 2>/dev/null && echo '--extra-index-url $(TORCH_INDEX)')
 
 .PHONY: demo test test-fast lint e2e-infra bench bench-smoke pipelines clean
 
@@ -21,7 +26,9 @@ $(PY):
 
 # core + torch: enough for the embedded default scheduler and the demo
 $(VENV)/.core: $(PY) pyproject.toml constraints/test.txt
-	$(PIP) --extra-index-url $(TORCH_INDEX) '$(TORCH)'
+	@echo "installing $(TORCH) (CPU-only) $(if $(TORCH_INDEX_ARG),from $(TORCH_INDEX),\
+	from the configured package sources: $(TORCH_INDEX) is not reachable)"
+	$(PIP) $(TORCH_INDEX_ARG) '$(TORCH)'
 	$(PIP) -e . numpy
 	@touch $@
 
