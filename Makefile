@@ -42,7 +42,7 @@ $(VENV)/.all: $(VENV)/.core
 
 ## demo: run the distributed training example (2 ranks) on the embedded default scheduler
 demo: $(VENV)/.core
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/tether run -s local_cwd \
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/tether run -s local_cwd \
 		dist.ddp -j 1x2 --script examples/apps/train_ddp.py
 
 ## lint: ruff and mypy on the packages
