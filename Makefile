@@ -19,7 +19,10 @@ TORCH_INDEX_ARG = $(shell $(PYTHON) -c "import socket, sys, urllib.parse as u; \
 	socket.setdefaulttimeout(5); socket.getaddrinfo(u.urlsplit(sys.argv[1]).hostname, 443)" \
 	'$(TORCH_INDEX)' 2>/dev/null && echo '--extra-index-url $(TORCH_INDEX)')
 
-.PHONY: demo test test-fast lint e2e-infra bench bench-smoke pipelines clean
+NO_MKDOCS_2_WARNING := 1
+export NO_MKDOCS_2_WARNING
+
+.PHONY: demo test test-fast lint docs e2e-infra bench bench-smoke pipelines clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -36,7 +39,7 @@ $(VENV)/.core: $(PY) pyproject.toml constraints/test.txt
 # (the test plugin in tests/fixtures is never installed: the tests register it for themselves;
 # an install left by an older `make test` is removed)
 $(VENV)/.all: $(VENV)/.core
-	$(PIP) -e '.[all,dev]'
+	$(PIP) -e '.[all,dev,docs]'
 	-@$(PY) -m pip uninstall -y -q tether-test-plugin 2>/dev/null
 	@touch $@
 
@@ -50,12 +53,16 @@ lint: $(VENV)/.all
 	$(VENV)/bin/ruff check core adapters tests examples dags benchmarks
 	$(VENV)/bin/mypy
 
+## docs: build the documentation site (docs/ -> build/site); warnings are errors
+docs: $(VENV)/.all
+	$(VENV)/bin/mkdocs build --strict
+
 ## e2e-infra: build/install the real backends the end-to-end tests start (cached)
 e2e-infra: $(VENV)/.all
 	bash tests/e2e/infra/setup.sh
 
 ## test: lint, then every test including the end-to-end ones against real backends
-test: lint e2e-infra
+test: lint docs e2e-infra
 	TETHER_BUILD_KUBE=1 $(PY) -m pytest -q -ra
 
 ## test-fast: unit and local tests only: no real infrastructure (every e2e test deselected)
