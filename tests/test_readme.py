@@ -51,14 +51,48 @@ def _copy_checkout(dst: Path) -> None:
             shutil.copy2(src, dst / rel)
 
 
-def _fresh_venv(venv: Path) -> None:
+_NOT_REUSED = ("tether-", "tether_", "__editable__")
+"""tether itself (the README installs it) and a stale fixture install are not reused."""
+
+_SCRIPT = """#!{python}
+import importlib, sys
+target = importlib.import_module({module!r})
+for attr in {attrs!r}:
+    target = getattr(target, attr)
+sys.exit(target())
+"""
+
+
+def _fresh_venv(venv: Path, reused: Path) -> None:
+    """A new venv that sees the packages installed here, as if pip had just installed them.
+
+    ``reused`` gets links to this interpreter's installed packages (but tether's own); a
+    ``.pth`` line puts it on the new venv's path. Being outside the venv, pip leaves it alone
+    (it never uninstalls outside its environment). The console scripts of those packages
+    (``airflow``...) are written into the venv's ``bin``, as pip would have.
+    """
+    import importlib.metadata
+
     base = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base, "-m", "venv", str(venv)], check=True, timeout=300)
+    reused.mkdir()
+    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        if not entry.name.startswith(_NOT_REUSED) and entry.suffix != ".pth":
+            (reused / entry.name).symlink_to(entry)
     purelib = Path(
         sysconfig.get_paths(vars={"base": str(venv), "platbase": str(venv)})["purelib"]
     )
-    # reuse the installed wheels (read-only: pip never uninstalls outside its environment)
-    (purelib / "zz_reuse_test_packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    (purelib / "zz_reused_packages.pth").write_text(f"{reused}\n")
+    for dist in importlib.metadata.distributions(path=[str(reused)]):
+        for ep in dist.entry_points.select(group="console_scripts"):
+            script = venv / "bin" / ep.name
+            if not script.exists():
+                module, _, attrs = ep.value.partition(":")
+                script.write_text(_SCRIPT.format(
+                    python=venv / "bin" / "python", module=module.strip(),
+                    attrs=[a for a in attrs.strip().split(".") if a],
+                ))
+                script.chmod(0o755)
 
 
 @pytest.mark.e2e
@@ -68,7 +102,7 @@ def test_readme_quick_start_runs_in_a_fresh_venv(tmp_path: Path) -> None:
     blocks = readme_blocks(README.read_text())
     work = tmp_path / "tether"
     _copy_checkout(work)
-    _fresh_venv(work / ".venv")
+    _fresh_venv(work / ".venv", tmp_path / "reused-packages")
     (tmp_path / "empty.tetherconfig").write_text("")
     venv_bin = str(Path(sys.executable).parent)
     env = {

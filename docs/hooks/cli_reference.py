@@ -23,7 +23,7 @@ def _parser() -> argparse.ArgumentParser:
             sys.path.insert(0, path)
     from tether.cli.main import create_parser
 
-    parser, _ = create_parser(plugins={})
+    parser, _ = create_parser(plugins={}, all_commands=True)
     return parser
 
 
