@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any, TextIO
 
-# dataclasses, json, re and datetime are imported where used: `tether --help` needs none
+# typing, dataclasses, json, re and datetime are imported where used: `tether --help` needs none
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from datetime import datetime
+    from typing import Any, TextIO
 
     from tether.runner import Runner
     from tether.specs import AppDef, AppState, AppStatus

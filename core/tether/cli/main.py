@@ -19,12 +19,14 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
 
 from tether.cli.cmd_base import SubCommand
 from tether.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, CLIError, eprint
 
+TYPE_CHECKING = False  # `typing` is not imported at start-up (annotations are not evaluated)
 if TYPE_CHECKING:
+    from typing import Any
+
     from tether.util.entry_points import EntryPointLike
 
 ENTRY_POINT_GROUP = "tether.cli.cmds"

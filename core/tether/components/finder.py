@@ -36,10 +36,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tether.components.params import inspect_component, returns_appdef_annotation
-from tether.util.entry_points import EntryPointLike, entry_points
+from tether.util.entry_points import entry_points
+
+if TYPE_CHECKING:
+    from tether.util.entry_points import EntryPointLike
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,10 @@ import json
 import os
 import sys
 import zlib
-from typing import Any, NamedTuple, Protocol
+
+TYPE_CHECKING = False  # `typing` is not imported at start-up
+if TYPE_CHECKING:
+    from typing import Any, Protocol
 
 GROUP_PREFIX = "tether."
 """The groups cached (other groups are read from the installed metadata directly)."""
@@ -29,19 +32,21 @@ NO_CACHE_ENV = "TETHER_NO_ENTRY_POINT_CACHE"
 _FORMAT = 1
 
 
-class EntryPointLike(Protocol):
-    """What tether needs of an entry point (``importlib.metadata.EntryPoint`` fits too)."""
+if TYPE_CHECKING:
 
-    @property
-    def name(self) -> str:
-        """The key."""
+    class EntryPointLike(Protocol):
+        """What tether needs of an entry point (``importlib.metadata.EntryPoint`` fits)."""
 
-    @property
-    def value(self) -> str:
-        """``module`` or ``module:attr``."""
+        @property
+        def name(self) -> str:
+            """The key."""
+
+        @property
+        def value(self) -> str:
+            """``module`` or ``module:attr``."""
 
 
-class EntryPointInfo(NamedTuple):
+class EntryPointInfo:
     """One entry point: what ``importlib.metadata.EntryPoint`` offers that tether uses.
 
     Attributes:
@@ -50,9 +55,23 @@ class EntryPointInfo(NamedTuple):
         group: The group.
     """
 
-    name: str
-    value: str
-    group: str
+    __slots__ = ("group", "name", "value")
+
+    def __init__(self, name: str, value: str, group: str) -> None:
+        self.name = name
+        self.value = value
+        self.group = group
+
+    def __repr__(self) -> str:
+        return f"EntryPointInfo(name={self.name!r}, value={self.value!r}, group={self.group!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, EntryPointInfo):
+            return NotImplemented
+        return (self.name, self.value, self.group) == (other.name, other.value, other.group)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.value, self.group))
 
     def load(self) -> Any:
         """Imports the module and returns the object the entry point names."""
