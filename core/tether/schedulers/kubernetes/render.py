@@ -477,6 +477,7 @@ class KubernetesRequest:
         gang: The gang option the manifests were rendered for.
         manifests: Object dicts (camelCase, as ``kubectl apply`` takes them).
         job_key: The caller's job identity, if any.
+        context: The kubeconfig context to submit to (None: the scheduler's).
     """
 
     namespace: str
@@ -484,6 +485,7 @@ class KubernetesRequest:
     gang: str
     manifests: list[dict[str, Any]]
     job_key: str | None = None
+    context: str | None = None
 
     @property
     def app_id(self) -> str:
@@ -928,7 +930,7 @@ def render(app: AppDef, opts: KubernetesOpts, name: str) -> KubernetesRequest:
             manifests = [render_appwrapper(app, name, opts, manifests + jobs, job_key)]
         else:
             manifests.extend(jobs)
-    return KubernetesRequest(opts.namespace, name, opts.gang, manifests, job_key)
+    return KubernetesRequest(opts.namespace, name, opts.gang, manifests, job_key, opts.context)
 
 
 def manifest_summary(manifests: list[Mapping[str, Any]]) -> list[str]:

@@ -172,12 +172,19 @@ class KubernetesScheduler(Scheduler[KubernetesRequest]):
         self._context = context
         self._namespace = namespace or DEFAULT_NAMESPACE
         self._api: KubeApi | None = None
+        self._context_apis: dict[str, tuple[Any, KubeApi]] = {}
         self._lock = threading.Lock()
         self._namespaces_seen: set[str] = {self._namespace}
 
     # ---- plumbing ----------------------------------------------------------------------
-    def _kube(self) -> KubeApi:
+    def _kube(self, context: str | None = None) -> KubeApi:
+        """The API of the scheduler's context, or of another kubeconfig ``context``."""
         with self._lock:
+            if context and context != self._context and self._own_client:
+                if context not in self._context_apis:
+                    client = load_api_client(self._kubeconfig, context)
+                    self._context_apis[context] = (client, KubeApi(client))
+                return self._context_apis[context][1]
             if self._api is None:
                 if self._client is None:
                     self._client = load_api_client(self._kubeconfig, self._context)
@@ -194,6 +201,12 @@ class KubernetesScheduler(Scheduler[KubernetesRequest]):
                     log.debug("closing the kubernetes client failed", exc_info=True)
                 self._client = None
             self._api = None
+            for client, _ in self._context_apis.values():
+                try:
+                    client.close()
+                except Exception:  # closing is best effort
+                    log.debug("closing a kubernetes client failed", exc_info=True)
+            self._context_apis.clear()
 
     def _parse_app_id(self, app_id: str) -> tuple[str, str]:
         ns, sep, name = app_id.partition(":")
@@ -243,7 +256,7 @@ class KubernetesScheduler(Scheduler[KubernetesRequest]):
             KubernetesApiError: When the apiserver refuses an object (the message names it).
         """
         req = dryrun_info.request
-        api = self._kube()
+        api = self._kube(req.context)
         self._namespaces_seen.add(req.namespace)
         if req.job_key:
             for found in self._find(req.job_key, [req.namespace]):
@@ -759,7 +772,8 @@ def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:
     Args:
         session_name: The runner's session.
         **kwargs: ``client`` (an ``ApiClient``), ``kubeconfig``, ``context``, ``namespace``;
-            other keys (meant for other schedulers) are ignored.
+            other keys (meant for other schedulers) are ignored. Without ``context``, the
+            ``context`` of ``[kubernetes]`` in .tetherconfig is used, when there is one.
 
     Returns:
         The scheduler.
@@ -772,9 +786,15 @@ def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:
         session_name,
         client=kwargs.get("client"),
         kubeconfig=kwargs.get("kubeconfig"),
-        context=kwargs.get("context"),
+        context=kwargs.get("context") or _configured_context(),
         namespace=kwargs.get("namespace"),
     )
+
+
+def _configured_context() -> str | None:
+    from tether.config import load_config
+
+    return load_config().section(BACKEND).get("context") or None
 
 
 __all__ = [
