@@ -365,7 +365,7 @@ def check_opts(opts: KubernetesOpts) -> None:
 
 
 def check_app(app: AppDef) -> None:
-    """Checks what the kubernetes scheduler needs beyond :func:`tether.specs.validate`.
+    """Checks what only Kubernetes needs (beyond the spec and the declared capabilities).
 
     Args:
         app: The app.
@@ -377,13 +377,6 @@ def check_app(app: AppDef) -> None:
     slugs: dict[str, str] = {}
     for role in app.roles:
         where = f"role {role.name!r}"
-        if not role.image:
-            errs.append(f"{where}: image is empty; the kubernetes scheduler runs a container image")
-        if role.workspace is not None:
-            errs.append(
-                f"{where}: has a workspace ({role.workspace}), but the kubernetes scheduler "
-                "does not build images; bake the code into the image and drop --workspace"
-            )
         for key in role.resource.capabilities:
             if not is_label_key(str(key)):
                 errs.append(

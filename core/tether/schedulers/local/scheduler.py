@@ -89,6 +89,7 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
 
     capabilities: ClassVar[Capabilities] = Capabilities(
         runs_on_this_host=True,
+        needs_image=False,
         durable=True,
         workspaces=frozenset({"dir"}),
         streams=frozenset(Stream),
