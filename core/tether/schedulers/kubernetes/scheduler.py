@@ -242,9 +242,9 @@ class KubernetesScheduler(Scheduler[KubernetesRequest]):
     def schedule(self, dryrun_info: AppDryRunInfo[KubernetesRequest]) -> str:
         """Creates the rendered objects (Service first); returns ``{namespace}:{name}``.
 
-        With a job key, an app of that key that is still running (or succeeded) in the
-        namespace is returned instead of creating a second one. When a create fails, the
-        objects created so far are removed again.
+        The job key is recorded as a label (re-attaching to an existing job of that key is the
+        Runner's one job-identity lookup, not this method's). When a create fails, the objects
+        created so far are removed again.
 
         Args:
             dryrun_info: What :meth:`submit_dryrun` returned.
@@ -258,14 +258,6 @@ class KubernetesScheduler(Scheduler[KubernetesRequest]):
         req = dryrun_info.request
         api = self._kube(req.context)
         self._namespaces_seen.add(req.namespace)
-        if req.job_key:
-            for found in self._find(req.job_key, [req.namespace]):
-                if found.state not in (AppState.FAILED, AppState.CANCELLED):
-                    log.info(
-                        "job key %r already has app %s (%s): not submitting a second one",
-                        req.job_key, found.app_id, found.state.name,
-                    )
-                    return found.app_id
         created: list[dict[str, Any]] = []
         for manifest in req.manifests:
             try:
