@@ -196,3 +196,62 @@ def sleeper(seconds: int = 60) -> AppDef:
     code = "import sys, time; print('sleeping', flush=True); time.sleep(int(sys.argv[1]))"
     return AppDef("sleeper", [Role("sleeper", image="", entrypoint=sys.executable,
                                    args=["-c", code, str(seconds)])])
+
+
+def fit(lr: float, epochs: int = 3, fp16: bool = False, tag: str = "run", gpu: int = 1,
+        image: str = IMAGE) -> AppDef:
+    """A trainer with typed parameters that go into its command line.
+
+    Args:
+        lr: Learning rate.
+        epochs: Epochs.
+        fp16: Mixed precision.
+        tag: A label.
+        gpu: GPUs.
+        image: The image.
+
+    Returns:
+        The AppDef.
+    """
+    return AppDef("fit", [Role(
+        "fit", image=image, entrypoint="python",
+        args=["-m", "trainer.fit", f"--lr={lr}", "--epochs", str(epochs),
+              "--fp16", str(fp16).lower(), "--tag", tag],
+        resource=resource(cpu=4, gpu=gpu, memMB=16384),
+        max_retries=3,
+    )])
+
+
+def echo_typed(epochs: int, ratio: float, flag: bool, msg: str,
+               image: str = "localhost/bb:latest") -> AppDef:
+    """Echoes typed values (for container runs).
+
+    Args:
+        epochs: An int.
+        ratio: A float.
+        flag: A bool.
+        msg: A str.
+        image: The image.
+
+    Returns:
+        The AppDef.
+    """
+    return AppDef("echo-typed", [Role(
+        "echo", image=image, entrypoint="echo",
+        args=[f"epochs={epochs}", f"ratio={ratio}", f"flag={flag}", f"msg={msg}"],
+    )])
+
+
+def scaled(epochs: int = 3, image: str = IMAGE) -> AppDef:
+    """Computes an argument from a parameter (twice the epochs): a launcher step for pipeline
+    values.
+
+    Args:
+        epochs: Epochs.
+        image: The image.
+
+    Returns:
+        The AppDef.
+    """
+    return AppDef("scaled", [Role("scaled", image=image, entrypoint="echo",
+                                  args=[str(epochs * 2)])])

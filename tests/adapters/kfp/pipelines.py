@@ -62,3 +62,20 @@ def launcher_pipeline() -> Any:
         shout(msg=out.outputs["message"], times=out.outputs["length"])
 
     return pipeline
+
+
+def typed_pipeline() -> Any:
+    """Typed pipeline parameters: native where they only reach the command (int, float,
+    bool, str), launcher where the number of replicas depends on one (with a warning)."""
+    from kfp import dsl
+
+    fit = step(c.fit, k8s=KubernetesOptions(accelerator_type="nvidia.com/a100"))
+    workers = step(c.workers, launcher=_LAUNCHER)
+
+    @dsl.pipeline(name="tether-typed", description="typed pipeline parameters")
+    def pipeline(lr: float = 0.01, epochs: int = 3, fp16: bool = True, tag: str = "exp",
+                 replicas: int = 2) -> None:
+        fit(lr=lr, epochs=epochs, fp16=fp16, tag=tag, gpu=2)
+        workers(msg=tag, n=replicas)
+
+    return pipeline

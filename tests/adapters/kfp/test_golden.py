@@ -177,3 +177,47 @@ def test_launcher_pipeline_golden(tmp_path: Path) -> None:
         assert t["retryPolicy"]["maxRetryCount"] == 1
         assert t["inputs"]["parameters"]["tether_kfp_task_id"] == {
             "runtimeValue": {"constant": "{{$.pipeline_task_uuid}}"}}
+
+
+def test_typed_pipeline_golden(tmp_path: Path) -> None:
+    from tether.adapters.kfp.steps import LauncherFallbackWarning
+
+    with pytest.warns(LauncherFallbackWarning) as warned:
+        text, path = compile_text(pipelines.typed_pipeline, tmp_path)
+    check_golden("typed_pipeline.yaml", text)
+    # one warning, at compile time, naming the step and the parameter
+    messages = [str(w.message) for w in warned]
+    assert len(messages) == 1
+    assert messages[0].startswith("KFP step 'workers' (tests.adapters.kfp.components:workers) "
+                                  "runs in launcher mode")
+    assert "parameter 'n' decides role 'worker' num_replicas (the job's shape)" in messages[0]
+
+    spec, platform = docs(path)
+    fit_inputs = spec["components"]["comp-fit"]["inputDefinitions"]["parameters"]
+    assert {n: fit_inputs[n]["parameterType"] for n in ("lr", "epochs", "fp16", "tag")} == {
+        "lr": "NUMBER_DOUBLE", "epochs": "NUMBER_INTEGER", "fp16": "BOOLEAN", "tag": "STRING"}
+    fit = spec["deploymentSpec"]["executors"]["exec-fit"]["container"]
+    assert fit["command"] == ["python"]  # native: the job's own container, no launcher
+    assert fit["args"] == [
+        "-m", "trainer.fit", "--lr={{$.inputs.parameters['lr']}}",
+        "--epochs", "{{$.inputs.parameters['epochs']}}",
+        "--fp16", "{{$.inputs.parameters['fp16']}}",
+        "--tag", "{{$.inputs.parameters['tag']}}",
+    ]
+    assert fit["resources"]["accelerator"]["resourceType"] == "nvidia.com/a100"
+    assert fit["resources"]["accelerator"]["resourceCount"] == "2"
+    assert fit["resources"]["resourceCpuLimit"] == "4"
+    assert fit["resources"]["resourceMemoryLimit"] == "16384Mi"
+    tasks = spec["root"]["dag"]["tasks"]
+    assert tasks["fit"]["retryPolicy"]["maxRetryCount"] == 3
+    assert tasks["fit"]["inputs"]["parameters"]["epochs"] == {
+        "componentInputParameter": "epochs"}
+    # one caching default for both modes: off (a job has effects outside the step)
+    assert tasks["fit"]["cachingOptions"] == {} and tasks["workers"]["cachingOptions"] == {}
+
+    workers = spec["deploymentSpec"]["executors"]["exec-workers"]["container"]
+    assert workers["image"] == pipelines.LAUNCHER_IMAGE
+    assert "_tether_launch.run_step(" in workers["command"][-1]
+    assert tasks["workers"]["inputs"]["parameters"]["n"] == {
+        "componentInputParameter": "replicas"}
+    assert "exec-workers" not in platform

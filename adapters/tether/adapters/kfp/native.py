@@ -6,8 +6,9 @@ tolerations and a memory-backed ``/dev/shm`` are set through ``kfp-kubernetes``.
 to KFP: ``${app_id}`` becomes ``<run id>-<task id>`` (through the step's hidden inputs),
 ``${replica_id}`` becomes ``0``, ``${img_root}`` the image's root (empty).
 
-Pipeline values reach the container as KFP input placeholders: only ``str`` parameters that
-the component passes through into an argument can take them (:func:`runtime_problems`).
+Pipeline values reach the container as KFP input placeholders (``str``, ``int``, ``float``
+and ``bool`` parameters the component passes into its command; see
+:mod:`tether.adapters.kfp.probe` and :func:`runtime_problems`).
 """
 
 from __future__ import annotations
@@ -130,15 +131,16 @@ def _interpreter_script_index(role: Role) -> int | None:
 
 
 def runtime_problems(role: Role, runtime: Sequence[StepInput]) -> list[str]:
-    """Why pipeline values of ``runtime`` inputs cannot reach the container verbatim.
+    """Why pipeline values of ``runtime`` inputs cannot reach the container as placeholders.
 
-    A value must be a ``str`` parameter that the component passes into the entrypoint or an
-    argument; it may not be spliced into a shell or interpreter script (``sh -c``,
-    ``python -c``: quoting there is the component's job, which only a launcher step does with
-    the real value) nor end up in env or the image.
+    Where each value goes is found by :func:`tether.adapters.kfp.probe.probe`; what is left
+    is quoting: a ``str`` value may not be spliced into a shell or interpreter script
+    (``sh -c``, ``python -c``), since KFP substitutes it unquoted and only a launcher step
+    hands the component the real value to quote. (Numbers and booleans are safe there: KFP
+    checks their type.)
 
     Args:
-        role: The role, macros substituted, built with placeholders for the runtime inputs.
+        role: The role, macros substituted, with placeholders for the runtime inputs.
         runtime: The inputs wired to pipeline values.
 
     Returns:
@@ -146,24 +148,13 @@ def runtime_problems(role: Role, runtime: Sequence[StepInput]) -> list[str]:
     """
     out: list[str] = []
     script_at = _interpreter_script_index(role)
+    if script_at is None:
+        return out
     for inp in runtime:
         ph = input_placeholder(inp.name)
-        what = f"parameter {inp.name!r} is wired to a pipeline value, but"
-        if not inp.scalar_str:
-            out.append(f"{what} it has type {inp.type_text} (native steps take pipeline "
-                       "values only for str parameters)")
-            continue
-        if ph in role.image or any(ph in v for v in role.env.values()):
-            out.append(f"{what} the component puts it into the image or env, which KFP fixes "
-                       "when the pipeline is compiled")
-            continue
-        places = [i for i, a in enumerate(role.args) if ph in a]
-        if not places and ph not in role.entrypoint:
-            out.append(f"{what} the component does not pass it to the command unchanged (it "
-                       "uses it to build the job)")
-            continue
-        if script_at is not None and script_at in places and role.args[script_at] != ph:
-            out.append(f"{what} the component splices it into the script of "
+        if inp.scalar == "str" and ph in role.args[script_at] and role.args[script_at] != ph:
+            out.append(f"parameter {inp.name!r} is wired to a pipeline value, but the "
+                       "component splices it into the script of "
                        f"'{os.path.basename(role.entrypoint)} -c'; KFP would substitute it "
                        "unquoted")
     return out

@@ -60,9 +60,11 @@ class StepInput:
         type_text: The same type as Python source.
         default: The default, or :data:`REQUIRED`.
         varargs: Whether it stands for the component's ``*args`` (a list input).
-        scalar_str: Whether it is a (possibly optional) ``str``: the only kind a native step
-            can take from a pipeline value, since KFP substitutes it verbatim.
+        scalar_str: Whether it is a (possibly optional) ``str``.
         help: The parameter's help text.
+        scalar: ``str``, ``int``, ``float`` or ``bool`` for a plain scalar parameter (not a
+            list or dict; ``Optional`` only for ``str``): the kinds a native step can take
+            from a pipeline value through a KFP input placeholder. Empty otherwise.
     """
 
     name: str
@@ -72,6 +74,7 @@ class StepInput:
     varargs: bool
     scalar_str: bool
     help: str
+    scalar: str = ""
 
     @property
     def required(self) -> bool:
@@ -140,9 +143,13 @@ def step_inputs(params: Sequence[Any]) -> list[StepInput]:
         annotation, text = _typing_of(p.base, p.container, p.key_type)
         if p.optional:
             annotation, text = typing.Optional[annotation], f"Optional[{text}]"  # noqa: UP045
+        scalar = ""
+        if p.container is None and (p.base is str or not p.optional):
+            scalar = _SCALAR_TEXT[p.base]
         out.append(StepInput(
             name=p.name, annotation=annotation, type_text=text, default=p.default,
             varargs=False, scalar_str=p.base is str and p.container is None, help=p.help,
+            scalar=scalar,
         ))
     return out
 

@@ -17,10 +17,13 @@ expressed fails when the pipeline is compiled, naming the role and the field.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import difflib
 import inspect
 import logging
-from collections.abc import Callable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -50,12 +53,12 @@ from tether.adapters.kfp.options import (
     KubernetesOptions,
     LauncherOptions,
 )
+from tether.adapters.kfp.probe import probe
 from tether.adapters.kfp.signature import (
     RUN_ID_INPUT,
     TASK_ID_INPUT,
     TASK_NAME_INPUT,
     StepInput,
-    input_placeholder,
     parse_outputs,
     step_identifier,
     step_inputs,
@@ -76,6 +79,57 @@ class StepArgumentError(ValueError):
     """A step was called with arguments the component does not take or is missing."""
 
 
+class LauncherFallbackWarning(UserWarning):
+    """An automatic step became a launcher step because the job depends on a pipeline value.
+
+    Issued when the pipeline is compiled; the message names the step and the parameter.
+    """
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One step call seen while a pipeline was defined (see :func:`recording`).
+
+    Attributes:
+        step: The step's name.
+        component: The component's name.
+        mode: ``native`` or ``launcher``.
+        reason: Why that mode.
+        warnings: Why pipeline values made it a launcher step.
+    """
+
+    step: str
+    component: str
+    mode: str
+    reason: str
+    warnings: tuple[str, ...] = ()
+
+
+_RECORDS: contextvars.ContextVar[list[StepRecord] | None] = contextvars.ContextVar(
+    "tether_kfp_step_records", default=None)
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list[StepRecord]]:
+    """Collects a record of every step call made inside the block (in call order).
+
+    Yields:
+        The list the records are appended to.
+    """
+    records: list[StepRecord] = []
+    token = _RECORDS.set(records)
+    try:
+        yield records
+    finally:
+        _RECORDS.reset(token)
+
+
+def _record(name: str, component: str, plan: StepPlan) -> None:
+    records = _RECORDS.get()
+    if records is not None:
+        records.append(StepRecord(name, component, plan.mode, plan.reason, tuple(plan.warnings)))
+
+
 @dataclass
 class StepPlan:
     """What one call of a step turns into.
@@ -87,6 +141,8 @@ class StepPlan:
             cannot build it before the pipeline runs).
         role: For native steps, the role with macros substituted.
         runtime: Names of the arguments wired to pipeline values.
+        warnings: Why pipeline values made an automatic step a launcher step (empty when
+            nothing else would keep it from being native).
     """
 
     mode: str
@@ -94,6 +150,7 @@ class StepPlan:
     app: AppDef | None
     role: Role | None = None
     runtime: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def _is_runtime(value: Any) -> bool:
@@ -147,6 +204,7 @@ class TetherStep:
         name: str | None = None,
         k8s: KubernetesOptions | None = None,
         launcher: LauncherOptions | None = None,
+        cache: bool = False,
     ) -> None:
         if mode not in MODES:
             close = difflib.get_close_matches(str(mode), MODES, n=1, cutoff=0.5)
@@ -166,6 +224,7 @@ class TetherStep:
         self.name = step_identifier(name or self.component_name)
         self.k8s = k8s or KubernetesOptions()
         self.launcher = launcher or LauncherOptions()
+        self.cache = cache
         self._launcher_component: BaseComponent | None = None
         self._check_scheduler()
         if mode == MODE_NATIVE and self.outputs:
@@ -228,15 +287,16 @@ class TetherStep:
         ])
 
     # ---- planning ----------------------------------------------------------------------
-    def _build_app(self, kwargs: Mapping[str, Any], runtime: Sequence[str]) -> AppDef:
-        values: dict[str, Any] = dict(kwargs)
-        for name in runtime:
-            ph = input_placeholder(name)
-            values[name] = [ph] if self._by_name[name].varargs else ph
-        return materialize(self.component, values, image=self.image, env=self.env)
+    def _build_app(self, kwargs: Mapping[str, Any]) -> AppDef:
+        return materialize(self.component, dict(kwargs), image=self.image, env=self.env)
 
     def plan(self, **kwargs: Any) -> StepPlan:
         """Decides how a call with these arguments runs (without adding a task).
+
+        Pipeline values (``str``, ``int``, ``float``, ``bool``) keep a step native when the
+        component only passes them into its command (:mod:`tether.adapters.kfp.probe`); when
+        the job's shape or settings depend on one, an automatic step becomes a launcher step
+        and :attr:`StepPlan.warnings` says which parameter.
 
         Args:
             **kwargs: The component's arguments.
@@ -252,23 +312,20 @@ class TetherStep:
         """
         self._check_args(kwargs)
         runtime = [n for n, v in kwargs.items() if _is_runtime(v)]
-        typed = [n for n in runtime if not self._by_name[n].scalar_str]
+        value_problems: list[str] = []
         app: AppDef | None = None
-        build_error = ""
-        if typed:
-            # KFP substitutes text: only a launcher step can hand the component a typed value
-            build_error = "; ".join(
-                f"parameter {n!r} is wired to a pipeline value, but it has type "
-                f"{self._by_name[n].type_text} (native steps take pipeline values only for "
-                "str parameters)" for n in typed)
-        else:
+        if not runtime:
             try:
-                app = self._build_app(kwargs, runtime)
+                app = self._build_app(kwargs)
             except (ValueError, TypeError, KeyError) as e:
-                if not runtime:
-                    raise StepArgumentError(f"{self.component_name}: {e}") from e
-                build_error = ("the component cannot build its job before the pipeline runs "
-                               f"with the pipeline values of {', '.join(runtime)}: {e}")
+                raise StepArgumentError(f"{self.component_name}: {e}") from e
+        else:
+            constants = {k: v for k, v in kwargs.items() if k not in runtime}
+            found = probe(self._build_app, [self._by_name[n] for n in runtime], constants,
+                          runtime)
+            app = found.app
+            value_problems = [found.build_error] if found.build_error else [
+                p.message for p in found.problems]
         if self.mode == MODE_LAUNCHER:
             return StepPlan(MODE_LAUNCHER, "mode='launcher'", app, runtime=runtime)
 
@@ -282,20 +339,24 @@ class TetherStep:
             not_native.append("outputs are declared: only tether can read a job's outputs")
         role: Role | None = None
         if app is None:
-            not_native.append(build_error)
+            not_native += value_problems
         else:
             topology = topology_problems(app)
             not_native += topology
             if not topology:
                 role = substitute_macros(app.roles[0])
-                not_native += runtime_problems(role, [self._by_name[n] for n in runtime])
+                value_problems = runtime_problems(role, [self._by_name[n] for n in runtime])
+                not_native += value_problems
         if not_native:
             if self.mode == MODE_NATIVE:
                 raise NativeStepError(
                     f"{self.component_name} cannot run as a native KFP step:"
                     f"{_bullets(not_native)}\nUse mode='launcher' (or 'auto')."
                 )
-            return StepPlan(MODE_LAUNCHER, "; ".join(not_native), app, runtime=runtime)
+            # only the pipeline values keep this step from being native: say so
+            warn = value_problems if len(not_native) == len(value_problems) else []
+            return StepPlan(MODE_LAUNCHER, "; ".join(not_native), app, runtime=runtime,
+                            warnings=warn)
         assert app is not None and role is not None
         problems = role_problems(app.roles[0])
         if problems:
@@ -344,6 +405,14 @@ class TetherStep:
         plan = self.plan(**kwargs)
         log.info("KFP step %s (%s): %s mode: %s", self.name, self.component_name, plan.mode,
                  plan.reason)
+        if plan.warnings:
+            warnings.warn(LauncherFallbackWarning(
+                f"KFP step {self.name!r} ({self.component_name}) runs in launcher mode, without "
+                "the KFP resources, accelerator and retries of a native step, because "
+                + "; ".join(plan.warnings)
+                + ". Pass a constant for it to keep the step native, or mode='launcher' to "
+                "silence this."), stacklevel=2)
+        _record(self.name, self.component_name, plan)
         hidden = {
             RUN_ID_INPUT: dsl.PIPELINE_JOB_ID_PLACEHOLDER,
             TASK_NAME_INPUT: dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
@@ -352,7 +421,7 @@ class TetherStep:
         given = {k: v for k, v in kwargs.items() if v is not None}  # None: the default
         if plan.mode == MODE_LAUNCHER:
             task = self.launcher_component()(**given, **hidden)
-            task.set_caching_options(False)  # a job is a side effect: never skip it
+            task.set_caching_options(self.cache)
             if self.launcher.retries:
                 task.set_retry(num_retries=self.launcher.retries)
             return task
@@ -361,6 +430,7 @@ class TetherStep:
             self.name, self.description, self.inputs, plan.role
         )
         task = component(**given, **{h: hidden[h] for h in used})
+        task.set_caching_options(self.cache)
         apply_task_settings(task, plan.role, self.k8s)
         return task
 
@@ -393,6 +463,7 @@ def step(
     name: str | None = None,
     k8s: KubernetesOptions | None = None,
     launcher: LauncherOptions | None = None,
+    cache: bool = False,
 ) -> TetherStep:
     """Turns a tether component into a KFP v2 step.
 
@@ -421,6 +492,9 @@ def step(
         name: The step's name (default: from the component's name).
         k8s: Pod settings of native steps (accelerator type, tolerations, /dev/shm...).
         launcher: Image and behaviour of launcher steps.
+        cache: Let KFP reuse the result of an earlier execution with the same inputs, in
+            both modes. Off by default: a job usually has effects outside the step (a model
+            written to storage) that a cached step would silently skip.
 
     Returns:
         The step; call it inside a ``@dsl.pipeline``.
@@ -430,4 +504,5 @@ def step(
             outputs.
     """
     return TetherStep(component, scheduler=scheduler, cfg=cfg, mode=mode, image=image, env=env,
-                      outputs=outputs, name=name, k8s=k8s, launcher=launcher)
+                      outputs=outputs, name=name, k8s=k8s, launcher=launcher,
+                      cache=cache)
