@@ -164,6 +164,10 @@ def test_launcher_pipeline_golden(tmp_path: Path) -> None:
     assert spec_of_publish.scheduler == "local_cwd"
     assert spec_of_publish.cfg == {"grace_period": 5.0}
     assert spec_of_publish.outputs == [("message", "str"), ("length", "int"), ("ratio", "float")]
+    # the component's module ships with the step (the cluster need not have it)
+    assert spec_of_publish.source is not None
+    assert spec_of_publish.source["module"] == "tests.adapters.kfp.components"
+    assert "def publish(" in spec_of_publish.source["text"]
     assert launch_spec_in(execs["exec-shout"]["container"]["command"][-1]).env == {"TEAM": "ml"}
 
     tasks = spec["root"]["dag"]["tasks"]

@@ -251,20 +251,6 @@ def test_bad_outputs(outputs: Any, expected: str) -> None:
         step(c.hello, outputs=outputs)
 
 
-def test_launcher_needs_an_importable_component() -> None:
-    def local_component(msg: str = "x") -> AppDef:
-        """Local.
-
-        Args:
-            msg: The message.
-        """
-        return AppDef("x", [Role("r", image="img", entrypoint="echo", args=[msg])])
-
-    st = step(local_component, scheduler="local_cwd")
-    with pytest.raises(ValueError, match="cannot be imported by another process"):
-        st.launch_spec()
-
-
 def test_launcher_options_validated() -> None:
     with pytest.raises(ValueError, match="wait_interval must be > 0"):
         LauncherOptions(wait_interval=0)

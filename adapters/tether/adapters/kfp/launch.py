@@ -40,6 +40,7 @@ from tether.adapters.common import (
     job_key,
     materialize,
 )
+from tether.adapters.kfp.ship import ShippedSource, load_shipped
 from tether.adapters.kfp.spec import LaunchSpec
 from tether.runner import Runner
 
@@ -182,7 +183,10 @@ def launch(
         SystemExit: With ``128 + signal`` when the step was terminated (the job is cancelled
             first).
     """
-    app = materialize(spec.component, _clean_args(args), image=spec.image, env=spec.env)
+    component: str | Callable[..., Any] = spec.component
+    if spec.source:
+        component = load_shipped(ShippedSource.from_dict(spec.source))
+    app = materialize(component, _clean_args(args), image=spec.image, env=spec.env)
     key = ids.job_key()
     job = ComponentJob(
         app, spec.scheduler, spec.cfg, key=key, parent_run_id=ids.parent_run_id(), runner=runner

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 from tether.adapters.common import (
     component_params,
-    component_ref,
     materialize,
     resolve_component,
 )
@@ -54,6 +53,7 @@ from tether.adapters.kfp.options import (
     LauncherOptions,
 )
 from tether.adapters.kfp.probe import probe
+from tether.adapters.kfp.ship import ship
 from tether.adapters.kfp.signature import (
     RUN_ID_INPUT,
     TASK_ID_INPUT,
@@ -370,9 +370,12 @@ class TetherStep:
 
     # ---- tasks -------------------------------------------------------------------------
     def launch_spec(self) -> LaunchSpec:
-        """The fixed part of this step's launcher tasks."""
+        """The fixed part of this step's launcher tasks (with the component's code, unless
+        the launcher image has it: :mod:`tether.adapters.kfp.ship`)."""
+        display, source = ship(self.component)
         return LaunchSpec(
-            component=component_ref(self.component),
+            component=display,
+            source=source.to_dict() if source else None,
             scheduler=self.scheduler,
             cfg=dict(self.cfg),
             image=self.image,
