@@ -255,3 +255,25 @@ def scaled(epochs: int = 3, image: str = IMAGE) -> AppDef:
     """
     return AppDef("scaled", [Role("scaled", image=image, entrypoint="echo",
                                   args=[str(epochs * 2)])])
+
+
+_REPORT = """
+import os, sys
+from tether.tracker import AppRun
+name = sys.argv[1]
+print(f"{name}={os.environ.get(name, '<unset>')}", flush=True)
+AppRun.run_from_env().add_output("seen", os.environ.get(name, ""))
+"""
+
+
+def report(name: str = "TEAM") -> AppDef:
+    """A local job that prints one env variable and publishes it as the output ``seen``.
+
+    Args:
+        name: The variable.
+
+    Returns:
+        The AppDef.
+    """
+    return AppDef("report", [Role("report", image="", entrypoint=sys.executable,
+                                  args=["-c", _REPORT, name])])

@@ -44,9 +44,9 @@ def native_pipeline() -> Any:
 
 
 def launcher_pipeline() -> Any:
-    """Launcher steps: a multi-role app on Kubernetes, typed outputs wired downstream, run
-    options and a forced launcher step."""
-    from kfp import dsl
+    """Launcher steps: a multi-role app on Kubernetes with task settings for its job, typed
+    outputs wired downstream, run options and a forced launcher step."""
+    from kfp import dsl, kubernetes
 
     pair = step(c.pair, launcher=_LAUNCHER)
     publish = step(
@@ -57,7 +57,15 @@ def launcher_pipeline() -> Any:
 
     @dsl.pipeline(name="tether-launcher", description="launcher KFP steps")
     def pipeline(msg: str = "hi") -> None:
-        pair(msg=msg)
+        # the task's settings are the job's: env, secrets, resources, node selector, toleration
+        served = pair(msg=msg)
+        served.set_env_variable("WANDB_MODE", "offline")
+        served.set_cpu_limit("2").set_memory_limit("8Gi").set_accelerator_limit(1)
+        kubernetes.use_secret_as_env(served, secret_name="hf",
+                                     secret_key_to_env={"token": "HF_TOKEN"})
+        kubernetes.add_node_selector(served, label_key="pool", label_value="a100")
+        kubernetes.add_toleration(served, key="nvidia.com/gpu", operator="Exists",
+                                  effect="NoSchedule")
         out = publish(msg=msg, times=3)
         shout(msg=out.outputs["message"], times=out.outputs["length"])
 

@@ -141,7 +141,22 @@ def test_launcher_pipeline_golden(tmp_path: Path) -> None:
     assert loaded.name == "tether-launcher"
 
     spec, platform = docs(path)
-    assert platform == {}  # launcher steps need no pod settings
+    # Kubernetes launcher pods learn the pipeline's namespace (downward API) for their job
+    assert platform["exec-pair"]["fieldPathAsEnv"] == [
+        {"fieldPath": "metadata.namespace", "name": "TETHER_KFP_NAMESPACE"}]
+    assert "exec-publish" not in platform  # local_cwd: no namespace
+    # the task's settings are the job's: in the step's spec, secrets by reference only
+    pair_spec = launch_spec_in(spec["deploymentSpec"]["executors"]["exec-pair"]["container"][
+        "command"][-1])
+    assert pair_spec.env == {"WANDB_MODE": "offline"}
+    assert pair_spec.inherit == {
+        "resource": {"cpu": 2.0, "memMB": 8192, "gpu": 1},
+        "secrets": {"HF_TOKEN": ["hf", "token"]},
+        "node_selector": {"pool": "a100"},
+        "tolerations": ["nvidia.com/gpu:NoSchedule"],
+    }
+    # ... and the launcher pod does not hold the job's resources
+    assert "resources" not in spec["deploymentSpec"]["executors"]["exec-pair"]["container"]
     comps = spec["components"]
     publish = comps["comp-publish"]
     assert set(publish["outputDefinitions"]["parameters"]) == {
@@ -150,7 +165,7 @@ def test_launcher_pipeline_golden(tmp_path: Path) -> None:
         "NUMBER_INTEGER"
     assert set(publish["inputDefinitions"]["parameters"]) == {
         "msg", "times", "fail", "tether_kfp_run_id", "tether_kfp_task_name",
-        "tether_kfp_task_id"}
+        "tether_kfp_task_id", "tether_kfp_pipeline_root"}
 
     execs = spec["deploymentSpec"]["executors"]
     for name in ("exec-pair", "exec-publish", "exec-shout"):
@@ -181,6 +196,8 @@ def test_launcher_pipeline_golden(tmp_path: Path) -> None:
         assert t["retryPolicy"]["maxRetryCount"] == 1
         assert t["inputs"]["parameters"]["tether_kfp_task_id"] == {
             "runtimeValue": {"constant": "{{$.pipeline_task_uuid}}"}}
+        assert t["inputs"]["parameters"]["tether_kfp_pipeline_root"] == {
+            "runtimeValue": {"constant": "{{$.pipeline_root}}"}}
 
 
 def test_typed_pipeline_golden(tmp_path: Path) -> None:
@@ -224,4 +241,4 @@ def test_typed_pipeline_golden(tmp_path: Path) -> None:
     assert "_tether_launch.run_step(" in workers["command"][-1]
     assert tasks["workers"]["inputs"]["parameters"]["n"] == {
         "componentInputParameter": "replicas"}
-    assert "exec-workers" not in platform
+    assert set(platform["exec-workers"]) == {"fieldPathAsEnv"}  # namespace only

@@ -98,6 +98,10 @@ def role_problems(role: Role) -> list[str]:
     if role.resource.devices:
         out.append(f"{where}: resource.devices={dict(role.resource.devices)}; a KFP task "
                    "requests one accelerator type only (GPUs)")
+    for k, ref in role.secrets.items():
+        if not ref.key:
+            out.append(f"{where}: secrets[{k!r}] = {ref} names no key; a Kubernetes secret "
+                       "env var takes one key of the Secret")
     for k, v in role.env.items():
         if macros.app_id in v:
             out.append(f"{where}: env {k} uses {macros.app_id}; KFP cannot fill run-time "
@@ -229,7 +233,7 @@ def _cpu_text(cpu: float) -> str:
 
 
 def apply_task_settings(task: PipelineTask, role: Role, options: KubernetesOptions) -> None:
-    """Applies the role's env, resources, retries and pod settings to a native task.
+    """Applies the role's env, secrets, resources, retries and pod settings to a native task.
 
     Args:
         task: The task.
@@ -240,6 +244,9 @@ def apply_task_settings(task: PipelineTask, role: Role, options: KubernetesOptio
 
     for k, v in sorted(role.env.items()):
         task.set_env_variable(k, v)
+    for env_name, ref in sorted(role.secrets.items()):  # a reference, never the value
+        kubernetes.use_secret_as_env(task, secret_name=ref.name,
+                                     secret_key_to_env={ref.key: env_name})
     res = role.resource
     if res.cpu is not None and res.cpu > 0:
         task.set_cpu_request(_cpu_text(res.cpu)).set_cpu_limit(_cpu_text(res.cpu))

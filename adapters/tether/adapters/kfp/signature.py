@@ -22,9 +22,10 @@ REQUIRED: Any = inspect.Parameter.empty
 RUN_ID_INPUT = "tether_kfp_run_id"
 TASK_NAME_INPUT = "tether_kfp_task_name"
 TASK_ID_INPUT = "tether_kfp_task_id"
-HIDDEN_INPUTS = (RUN_ID_INPUT, TASK_NAME_INPUT, TASK_ID_INPUT)
+PIPELINE_ROOT_INPUT = "tether_kfp_pipeline_root"
+HIDDEN_INPUTS = (RUN_ID_INPUT, TASK_NAME_INPUT, TASK_ID_INPUT, PIPELINE_ROOT_INPUT)
 """Inputs every launcher step has (and native steps whose args use ``${app_id}``); the step
-fills them with KFP's run/task placeholders."""
+fills them with KFP's run/task placeholders and the pipeline root."""
 
 HANDLE_OUTPUT = "app_handle"
 OUTPUTS_OUTPUT = "outputs"

@@ -9,6 +9,10 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+ENV_NAMESPACE = "TETHER_KFP_NAMESPACE"
+"""Set in launcher pods of ``kubernetes`` steps (downward API): the pipeline's namespace,
+where the job goes unless the ``namespace`` run option says otherwise."""
+
 SPEC_VERSION = 2
 _READABLE_VERSIONS = (1, 2)
 
@@ -24,6 +28,9 @@ class LaunchSpec:
         image: Replaces every role's image, when set.
         env: Added to every role's env.
         outputs: Declared outputs as ``(name, type name)`` pairs.
+        inherit: The task's settings for the job (:mod:`tether.adapters.kfp.inherit`):
+            ``resource`` (``cpu``, ``memMB``, ``gpu``), ``secrets`` (env name -> ``[secret
+            name, key]``), ``node_selector``, ``tolerations``.
         source: The component's source module, shipped with the step
             (:mod:`tether.adapters.kfp.ship`); None for components the image has.
         wait_interval: Poll interval while waiting.
@@ -37,6 +44,7 @@ class LaunchSpec:
     image: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     outputs: list[tuple[str, str]] = field(default_factory=list)
+    inherit: dict[str, Any] = field(default_factory=dict)
     source: dict[str, str] | None = None
     wait_interval: float = 5.0
     cancel_grace: float = 30.0
@@ -76,6 +84,7 @@ class LaunchSpec:
                 image=doc.get("image"),
                 env=dict(doc.get("env") or {}),
                 outputs=[(str(n), str(t)) for n, t in doc.get("outputs") or []],
+                inherit=dict(doc.get("inherit") or {}),
                 source=dict(doc["source"]) if doc.get("source") else None,
                 wait_interval=float(doc.get("wait_interval", 5.0)),
                 cancel_grace=float(doc.get("cancel_grace", 30.0)),

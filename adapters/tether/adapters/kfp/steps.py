@@ -55,6 +55,7 @@ from tether.adapters.kfp.options import (
 from tether.adapters.kfp.probe import probe
 from tether.adapters.kfp.ship import ship
 from tether.adapters.kfp.signature import (
+    PIPELINE_ROOT_INPUT,
     RUN_ID_INPUT,
     TASK_ID_INPUT,
     TASK_NAME_INPUT,
@@ -63,7 +64,7 @@ from tether.adapters.kfp.signature import (
     step_identifier,
     step_inputs,
 )
-from tether.adapters.kfp.spec import LaunchSpec
+from tether.adapters.kfp.spec import ENV_NAMESPACE, LaunchSpec
 from tether.specs import AppDef, CfgVal, InvalidRunConfigException, Role
 
 if TYPE_CHECKING:
@@ -226,6 +227,7 @@ class TetherStep:
         self.launcher = launcher or LauncherOptions()
         self.cache = cache
         self._launcher_component: BaseComponent | None = None
+        self._launcher_spec: LaunchSpec | None = None
         self._check_scheduler()
         if mode == MODE_NATIVE and self.outputs:
             raise NativeStepError(
@@ -388,8 +390,9 @@ class TetherStep:
     def launcher_component(self) -> BaseComponent:
         """The launcher step's KFP component (the same for every call of this step)."""
         if self._launcher_component is None:
+            self._launcher_spec = self.launch_spec()
             self._launcher_component = build_launcher_component(
-                self.name, self.inputs, self.launch_spec(), self.launcher, self.description
+                self.name, self.inputs, self._launcher_spec, self.launcher, self.description
             )
         return self._launcher_component
 
@@ -420,11 +423,21 @@ class TetherStep:
             RUN_ID_INPUT: dsl.PIPELINE_JOB_ID_PLACEHOLDER,
             TASK_NAME_INPUT: dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
             TASK_ID_INPUT: dsl.PIPELINE_TASK_ID_PLACEHOLDER,
+            PIPELINE_ROOT_INPUT: dsl.PIPELINE_ROOT_PLACEHOLDER,
         }
         given = {k: v for k, v in kwargs.items() if v is not None}  # None: the default
         if plan.mode == MODE_LAUNCHER:
-            task = self.launcher_component()(**given, **hidden)
+            from kfp import kubernetes
+
+            from tether.adapters.kfp.inherit import bind
+
+            component = self.launcher_component()
+            assert self._launcher_spec is not None
+            task = bind(component(**given, **hidden), self._launcher_spec)
             task.set_caching_options(self.cache)
+            if self.scheduler == "kubernetes":  # the job goes to the pipeline's namespace
+                kubernetes.use_field_path_as_env(task, env_name=ENV_NAMESPACE,
+                                                 field_path="metadata.namespace")
             if self.launcher.retries:
                 task.set_retry(num_retries=self.launcher.retries)
             return task
