@@ -108,3 +108,24 @@ def test_builtin_component_as_native_step(kfp_docker: Path,
     out = capfd.readouterr().out
     assert "from a pipeline parameter\n" in out
     assert re.search(r"utils-echo.*finished with status.*SUCCESS", out), out
+
+
+def test_typed_pipeline_values_reach_a_native_container(kfp_docker: Path,
+                                                        capfd: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    from kfp import dsl
+
+    from tether.adapters.kfp import step
+
+    echo = step(c.echo_typed, image=BUSYBOX_IMAGE)
+
+    @dsl.pipeline(name="typed-native")
+    def pipeline(epochs: int = 3, ratio: float = 0.25, flag: bool = True,
+                 msg: str = "typed") -> None:
+        assert echo.plan(epochs=epochs, ratio=ratio, flag=flag, msg=msg).mode == "native"
+        echo(epochs=epochs, ratio=ratio, flag=flag, msg=msg)
+
+    pipeline(epochs=7, ratio=0.5, flag=False)
+    out = capfd.readouterr().out
+    # KFP substitutes the values at run time (a bool as JSON: false)
+    assert "epochs=7 ratio=0.5 flag=false msg=typed\n" in out, out
