@@ -69,6 +69,7 @@ from tether.specs import AppDef, CfgVal, InvalidRunConfigException, Role
 
 if TYPE_CHECKING:
     from kfp.dsl.base_component import BaseComponent
+    from kfp.dsl.graph_component import GraphComponent
     from kfp.dsl.pipeline_task import PipelineTask
 
     from tether.adapters.kfp.dryrun import StepDryRun
@@ -264,7 +265,15 @@ class TetherStep:
                     f"(allowed: {', '.join(names) or 'none'})"
                 )
 
-    def _check_args(self, kwargs: Mapping[str, Any]) -> None:
+    def check_names(self, kwargs: Mapping[str, Any]) -> None:
+        """Checks that the component takes every argument named.
+
+        Args:
+            kwargs: Arguments.
+
+        Raises:
+            StepArgumentError: For a name it does not take (with close matches).
+        """
         for key in kwargs:
             if key not in self._by_name:
                 close = difflib.get_close_matches(key, list(self._by_name), n=3, cutoff=0.6)
@@ -273,6 +282,9 @@ class TetherStep:
                     f"{self.component_name} has no parameter {key!r}{hint} "
                     f"(parameters: {', '.join(self._by_name) or 'none'})"
                 )
+
+    def _check_args(self, kwargs: Mapping[str, Any]) -> None:
+        self.check_names(kwargs)
         missing = [i.name for i in self.inputs if i.required and i.name not in kwargs]
         if missing:
             raise StepArgumentError(
@@ -449,6 +461,43 @@ class TetherStep:
         task.set_caching_options(self.cache)
         apply_task_settings(task, plan.role, self.k8s)
         return task
+
+    # ---- as a KFP component ----------------------------------------------------------------
+    def as_component(self, name: str | None = None, **fixed: Any) -> GraphComponent:
+        """The step as a KFP component (a one-step pipeline) whose inputs are the
+        parameters not fixed here (:mod:`tether.adapters.kfp.component`).
+
+        Args:
+            name: The component's name.
+            **fixed: Constants for some parameters (those that must be constants: the
+                image, a replica count...).
+
+        Returns:
+            A KFP component: it has ``component_spec``, compiles to YAML that
+            ``kfp.components.load_component_from_text`` loads, and can be used in other
+            pipelines.
+        """
+        from tether.adapters.kfp.component import as_component
+
+        return as_component(self, name=name, **fixed)
+
+    @property
+    def component_spec(self) -> Any:
+        """The KFP component spec of :meth:`as_component` with every parameter an input."""
+        return self.as_component().component_spec
+
+    def to_yaml(self, **fixed: Any) -> str:
+        """The step as KFP component YAML (see :meth:`as_component`).
+
+        Args:
+            **fixed: Constants for some parameters.
+
+        Returns:
+            The YAML text.
+        """
+        from tether.adapters.kfp.component import component_yaml
+
+        return component_yaml(self.as_component(**fixed))
 
     def dryrun(self, **kwargs: Any) -> StepDryRun:
         """What a call with these arguments becomes, without adding a task anywhere.
