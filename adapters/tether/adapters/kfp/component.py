@@ -42,12 +42,15 @@ def as_component(step: TetherStep, name: str | None = None, **fixed: Any) -> Gra
     """
     from kfp import dsl
 
+    from tether.adapters.kfp.artifacts import annotation_of
+
     step.check_names(fixed)
-    open_inputs = [i for i in step.inputs if i.name not in fixed]
+    # output artifacts are the task's outputs, not inputs of the component
+    open_inputs = [i for i in step.inputs if i.name not in fixed and i.artifact != "output"]
     ordered = [i for i in open_inputs if i.required] + [i for i in open_inputs if not i.required]
     params = [
         inspect.Parameter(i.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                          annotation=i.annotation,
+                          annotation=annotation_of(i),
                           default=inspect.Parameter.empty if i.required else i.default)
         for i in ordered
     ]

@@ -42,6 +42,7 @@ from tether.adapters.common import (
     job_key,
     materialize,
 )
+from tether.adapters.kfp.artifacts import artifact_values, collect_outputs
 from tether.adapters.kfp.ship import ShippedSource, load_shipped
 from tether.adapters.kfp.spec import ENV_NAMESPACE, LaunchSpec
 from tether.runner import Runner
@@ -372,9 +373,13 @@ def run_step(
     """
     spec = LaunchSpec.from_json(spec_json)
     root = "" if _unresolved(pipeline_root) else pipeline_root
-    result = launch(spec, args, StepIds(run_id, task_name, task_id, root))
+    job_args = artifact_values(args, list(spec.artifacts))
+    result = launch(spec, job_args, StepIds(run_id, task_name, task_id, root))
     if not result.succeeded:
         raise JobFailedError(result)
+    outputs = [n for n, d in spec.artifacts.items() if d == "output"]
+    for uri in collect_outputs(args, outputs):
+        _print(f"{_PREFIX} output artifact {uri} copied to the step for KFP's upload")
     return output_values(spec, result)
 
 

@@ -155,8 +155,9 @@ def runtime_problems(role: Role, runtime: Sequence[StepInput]) -> list[str]:
     if script_at is None:
         return out
     for inp in runtime:
-        ph = input_placeholder(inp.name)
-        if inp.scalar == "str" and ph in role.args[script_at] and role.args[script_at] != ph:
+        ph = inp.placeholder
+        script = role.args[script_at]
+        if inp.scalar == "str" and not inp.artifact and ph in script and script != ph:
             out.append(f"parameter {inp.name!r} is wired to a pipeline value, but the "
                        "component splices it into the script of "
                        f"'{os.path.basename(role.entrypoint)} -c'; KFP would substitute it "
@@ -180,11 +181,14 @@ def _container_fn(
             args=list(role.args) or None,
         )
 
+    from tether.adapters.kfp.artifacts import annotation_of
+
+    first = [i for i in inputs if i.required or i.artifact]
     params = [
         inspect.Parameter(i.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                          annotation=i.annotation,
-                          default=inspect.Parameter.empty if i.required else i.default)
-        for i in [i for i in inputs if i.required] + [i for i in inputs if not i.required]
+                          annotation=annotation_of(i),
+                          default=inspect.Parameter.empty if i in first else i.default)
+        for i in first + [i for i in inputs if i not in first]
     ]
     params += [inspect.Parameter(h, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str,
                                  default="") for h in hidden]

@@ -2,7 +2,8 @@
 
 A native step's command is fixed when the pipeline is compiled, so a pipeline value (a
 pipeline parameter or an upstream output) can reach it only as a KFP input placeholder
-(``{{$.inputs.parameters['epochs']}}``), which KFP substitutes when the step runs. To find
+(``{{$.inputs.parameters['epochs']}}``; an artifact's path for artifact parameters), which KFP
+substitutes when the step runs. To find
 where each value goes, the component is rendered once with a distinctive stand-in value per
 parameter (an ``int`` like ``73400017``, a ``float`` like ``7340017.25``, ``True``, or the
 placeholder itself for a ``str``), and once more per parameter with another stand-in for that
@@ -28,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tether.adapters.kfp.signature import StepInput, input_placeholder
+from tether.adapters.kfp.signature import StepInput
 from tether.specs import AppDef
 
 Build = Callable[[Mapping[str, Any]], AppDef]
@@ -88,7 +89,7 @@ def stand_in(inp: StepInput, index: int, alt: bool = False) -> Any:
         return (_FLOAT_ALT if alt else _FLOAT_BASE) + 1000 * index
     if inp.scalar == "bool":
         return not alt
-    return f"{_STR_ALT}{index}-{inp.name}" if alt else input_placeholder(inp.name)
+    return f"{_STR_ALT}{index}-{inp.name}" if alt else inp.placeholder
 
 
 def _texts(base: Any, alt: Any) -> list[tuple[str, str]]:
@@ -197,7 +198,7 @@ def probe(build: Build, inputs: Sequence[StepInput], constants: Mapping[str, Any
         problem: Problem | None = None
         for base_text, alt_text in _texts(base[name], alt):
             attempt = dict(templates)
-            problem = _map_param(app, other, name, base_text, alt_text, attempt)
+            problem = _map_param(app, other, inp, base_text, alt_text, attempt)
             if problem is None:
                 templates = attempt
                 break
@@ -210,14 +211,14 @@ def probe(build: Build, inputs: Sequence[StepInput], constants: Mapping[str, Any
     return Probe(app)
 
 
-def _map_param(app: AppDef, other: AppDef, name: str, base_text: str, alt_text: str,
+def _map_param(app: AppDef, other: AppDef, inp: StepInput, base_text: str, alt_text: str,
                templates: dict[str, str]) -> Problem | None:
     """Maps one parameter's stand-in to its placeholder, recording it in ``templates``.
 
     ``other`` differs from ``app`` in this parameter only, so every difference must be the
     stand-in's text in an entrypoint or argument, exactly where the other stand-in's is.
     """
-    ph = input_placeholder(name)
+    name, ph = inp.name, inp.placeholder
     found: list[str] = []
     for path, a, b in _diff(app, other, ""):
         if path == "name":  # the app's name does not reach a native step

@@ -66,6 +66,9 @@ class StepInput:
         scalar: ``str``, ``int``, ``float`` or ``bool`` for a plain scalar parameter (not a
             list or dict; ``Optional`` only for ``str``): the kinds a native step can take
             from a pipeline value through a KFP input placeholder. Empty otherwise.
+        artifact: ``input`` or ``output`` for a ``str`` parameter that is the path/URI of a
+            KFP artifact (:mod:`tether.adapters.kfp.artifacts`); empty otherwise.
+        artifact_class: The KFP artifact type (``Dataset``, ``Model``...) of an artifact.
     """
 
     name: str
@@ -76,11 +79,21 @@ class StepInput:
     scalar_str: bool
     help: str
     scalar: str = ""
+    artifact: str = ""
+    artifact_class: Any = None
 
     @property
     def required(self) -> bool:
-        """Whether a value must be given."""
-        return self.default is REQUIRED
+        """Whether a value must be given (an input artifact must always be wired)."""
+        return self.default is REQUIRED or self.artifact == "input"
+
+    @property
+    def placeholder(self) -> str:
+        """What KFP substitutes with this input's value in a container step."""
+        if self.artifact:
+            side = "inputs" if self.artifact == "input" else "outputs"
+            return "{{$." + side + ".artifacts['" + self.name + "'].path}}"
+        return input_placeholder(self.name)
 
     def default_source(self) -> str:
         """The default as a Python literal (for generated code).

@@ -31,6 +31,7 @@ class LaunchSpec:
         inherit: The task's settings for the job (:mod:`tether.adapters.kfp.inherit`):
             ``resource`` (``cpu``, ``memMB``, ``gpu``), ``secrets`` (env name -> ``[secret
             name, key]``), ``node_selector``, ``tolerations``.
+        artifacts: Parameters that are KFP artifacts: name -> ``input`` / ``output``.
         source: The component's source module, shipped with the step
             (:mod:`tether.adapters.kfp.ship`); None for components the image has.
         wait_interval: Poll interval while waiting.
@@ -45,6 +46,7 @@ class LaunchSpec:
     env: dict[str, str] = field(default_factory=dict)
     outputs: list[tuple[str, str]] = field(default_factory=list)
     inherit: dict[str, Any] = field(default_factory=dict)
+    artifacts: dict[str, str] = field(default_factory=dict)
     source: dict[str, str] | None = None
     wait_interval: float = 5.0
     cancel_grace: float = 30.0
@@ -85,6 +87,7 @@ class LaunchSpec:
                 env=dict(doc.get("env") or {}),
                 outputs=[(str(n), str(t)) for n, t in doc.get("outputs") or []],
                 inherit=dict(doc.get("inherit") or {}),
+                artifacts={str(k): str(v) for k, v in (doc.get("artifacts") or {}).items()},
                 source=dict(doc["source"]) if doc.get("source") else None,
                 wait_interval=float(doc.get("wait_interval", 5.0)),
                 cancel_grace=float(doc.get("cancel_grace", 30.0)),

@@ -32,6 +32,7 @@ from tether.adapters.common import (
     materialize,
     resolve_component,
 )
+from tether.adapters.kfp.artifacts import declared_artifacts, with_artifacts
 from tether.adapters.kfp.launcher import build_launcher_component
 from tether.adapters.kfp.native import (
     NativeStepError,
@@ -207,6 +208,7 @@ class TetherStep:
         k8s: KubernetesOptions | None = None,
         launcher: LauncherOptions | None = None,
         cache: bool = False,
+        artifacts: Mapping[str, Any] | None = None,
     ) -> None:
         if mode not in MODES:
             close = difflib.get_close_matches(str(mode), MODES, n=1, cutoff=0.5)
@@ -215,7 +217,8 @@ class TetherStep:
         self.component = component
         self.component_name, fn = resolve_component(component)
         self.description = _description(fn)
-        self.inputs: list[StepInput] = step_inputs(component_params(component))
+        self.inputs: list[StepInput] = with_artifacts(
+            step_inputs(component_params(component)), declared_artifacts(fn, artifacts))
         self._by_name = {i.name: i for i in self.inputs}
         self.scheduler = scheduler
         self.cfg: dict[str, CfgVal] = dict(cfg or {})
@@ -285,7 +288,18 @@ class TetherStep:
 
     def _check_args(self, kwargs: Mapping[str, Any]) -> None:
         self.check_names(kwargs)
-        missing = [i.name for i in self.inputs if i.required and i.name not in kwargs]
+        for i in self.inputs:
+            if i.artifact == "output" and i.name in kwargs:
+                raise StepArgumentError(
+                    f"{self.component_name}: {i.name!r} is an output artifact; do not pass it, "
+                    f"read it from the task: task.outputs[{i.name!r}]")
+            if i.artifact == "input" and i.name in kwargs and not _is_runtime(kwargs[i.name]):
+                raise StepArgumentError(
+                    f"{self.component_name}: {i.name!r} is an input artifact; wire an artifact "
+                    f"to it (an upstream task's output, or dsl.importer), not "
+                    f"{kwargs[i.name]!r}")
+        missing = [i.name for i in self.inputs
+                   if i.required and i.artifact != "output" and i.name not in kwargs]
         if missing:
             raise StepArgumentError(
                 f"{self.component_name} is missing required argument(s): {', '.join(missing)}"
@@ -326,6 +340,7 @@ class TetherStep:
         """
         self._check_args(kwargs)
         runtime = [n for n, v in kwargs.items() if _is_runtime(v)]
+        runtime += [i.name for i in self.inputs if i.artifact == "output"]
         value_problems: list[str] = []
         app: AppDef | None = None
         if not runtime:
@@ -395,6 +410,7 @@ class TetherStep:
             image=self.image,
             env=dict(self.env),
             outputs=list(self.outputs),
+            artifacts={i.name: i.artifact for i in self.inputs if i.artifact},
             wait_interval=self.launcher.wait_interval,
             cancel_grace=self.launcher.cancel_grace,
         )
@@ -529,6 +545,7 @@ def step(
     k8s: KubernetesOptions | None = None,
     launcher: LauncherOptions | None = None,
     cache: bool = False,
+    artifacts: Mapping[str, Any] | None = None,
 ) -> TetherStep:
     """Turns a tether component into a KFP v2 step.
 
@@ -560,6 +577,9 @@ def step(
         cache: Let KFP reuse the result of an earlier execution with the same inputs, in
             both modes. Off by default: a job usually has effects outside the step (a model
             written to storage) that a cached step would silently skip.
+        artifacts: ``str`` parameters that are KFP artifacts, as ``Input[X]`` / ``Output[X]``
+            (also declared in the component with ``Annotated[str, Input[Dataset]]``; see
+            :mod:`tether.adapters.kfp.artifacts`).
 
     Returns:
         The step; call it inside a ``@dsl.pipeline``.
@@ -570,4 +590,4 @@ def step(
     """
     return TetherStep(component, scheduler=scheduler, cfg=cfg, mode=mode, image=image, env=env,
                       outputs=outputs, name=name, k8s=k8s, launcher=launcher,
-                      cache=cache)
+                      cache=cache, artifacts=artifacts)
