@@ -11,6 +11,7 @@ import yaml
 
 pytest.importorskip("kfp")
 
+from tests.adapters.kfp import components as c
 from tests.adapters.kfp.test_golden import launch_spec_in
 from tether.adapters.common import materialize, render_dryrun
 from tether.adapters.kfp import LauncherOptions, step
@@ -120,3 +121,39 @@ def test_launcher_job_runs_with_the_steps_env_and_secret_refs(
     # outputs went under the pipeline root (they outlive the launcher's pod)
     published = list((kfp_subprocess / "tether-outputs" / "local_cwd").glob("*/seen.json"))
     assert len(published) == 1, list(kfp_subprocess.rglob("*"))
+
+
+def test_secrets_are_references_in_both_modes_never_values(tmp_path: Path) -> None:
+    from kfp import compiler, dsl, kubernetes
+
+    value = "s3cr3t-value-never-in-ir"
+
+    hello = step(c.hello, secrets={"HF_TOKEN": SecretRef("hf", "token")})
+    pair = step(f"{COMP}:pair", secrets={"HF_TOKEN": SecretRef("hf", "token")})
+
+    @dsl.pipeline(name="secrets")
+    def pipeline() -> None:
+        hello(msg="x")
+        t = pair(msg="y")
+        kubernetes.use_secret_as_env(t, secret_name="wandb",
+                                     secret_key_to_env={"api-key": "WANDB_API_KEY"})
+
+    out = tmp_path / "p.yaml"
+    compiler.Compiler().compile(pipeline, str(out))
+    text = out.read_text()
+    assert value not in text
+    spec, platform = list(yaml.safe_load_all(text))
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    # native: the pod mounts the Secret as env
+    assert executors["exec-hello"]["secretAsEnv"][0]["secretName"] == "hf"
+    assert executors["exec-hello"]["secretAsEnv"][0]["keyToEnv"] == [
+        {"envVar": "HF_TOKEN", "secretKey": "token"}]
+    # launcher: the job gets both references (the step's and the task's)
+    shipped = launch_spec_in(spec["deploymentSpec"]["executors"]["exec-pair"]["container"][
+        "command"][-1])
+    assert shipped.inherit["secrets"] == {"HF_TOKEN": ["hf", "token"],
+                                          "WANDB_API_KEY": ["wandb", "api-key"]}
+    with pytest.raises(ValueError, match=r"secrets\['HF_TOKEN'\] = str: give a "
+                                         r"tether.specs.SecretRef"):
+        step(c.hello, secrets={"HF_TOKEN": value})  # type: ignore[dict-item]
+

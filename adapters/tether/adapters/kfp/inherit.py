@@ -137,10 +137,10 @@ class LauncherTask(PipelineTask):
         stored: structures.ContainerSpecImplementation = self.__dict__["container_spec"]
         k8s = (self.platform_config or {}).get("kubernetes", {})
         spec = self._tether_spec
-        inherit: dict[str, Any] = {}
+        inherit: dict[str, Any] = dict(spec.inherit)
         if self._tether_resource:
             inherit["resource"] = dict(self._tether_resource)
-        secrets = _secrets(self, k8s)
+        secrets = {**inherit.get("secrets", {}), **_secrets(self, k8s)}
         if secrets:
             inherit["secrets"] = secrets
         selector = dict(k8s.get("nodeSelector", {}).get("labels", {}))

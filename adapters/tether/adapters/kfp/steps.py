@@ -66,7 +66,7 @@ from tether.adapters.kfp.signature import (
     step_inputs,
 )
 from tether.adapters.kfp.spec import ENV_NAMESPACE, LaunchSpec
-from tether.specs import AppDef, CfgVal, InvalidRunConfigException, Role
+from tether.specs import AppDef, CfgVal, InvalidRunConfigException, Role, SecretRef
 
 if TYPE_CHECKING:
     from kfp.dsl.base_component import BaseComponent
@@ -156,6 +156,17 @@ class StepPlan:
     warnings: list[str] = field(default_factory=list)
 
 
+def _check_secrets(secrets: Mapping[str, SecretRef] | None) -> dict[str, SecretRef]:
+    out: dict[str, SecretRef] = {}
+    for env_name, ref in (secrets or {}).items():
+        if not isinstance(ref, SecretRef):
+            raise StepArgumentError(
+                f"secrets[{env_name!r}] = {type(ref).__name__}: give a "
+                "tether.specs.SecretRef(name, key), never the secret's value")
+        out[str(env_name)] = ref
+    return out
+
+
 def _is_runtime(value: Any) -> bool:
     """Whether a value is (or holds) a pipeline value: a channel, or an f-string of one."""
     from kfp.dsl.pipeline_channel import PipelineChannel
@@ -209,6 +220,7 @@ class TetherStep:
         launcher: LauncherOptions | None = None,
         cache: bool = False,
         artifacts: Mapping[str, Any] | None = None,
+        secrets: Mapping[str, SecretRef] | None = None,
     ) -> None:
         if mode not in MODES:
             close = difflib.get_close_matches(str(mode), MODES, n=1, cutoff=0.5)
@@ -225,6 +237,7 @@ class TetherStep:
         self.mode = mode
         self.image = image
         self.env = dict(env or {})
+        self.secrets = _check_secrets(secrets)
         self.outputs = parse_outputs(outputs)
         self.name = step_identifier(name or self.component_name)
         self.k8s = k8s or KubernetesOptions()
@@ -316,7 +329,10 @@ class TetherStep:
 
     # ---- planning ----------------------------------------------------------------------
     def _build_app(self, kwargs: Mapping[str, Any]) -> AppDef:
-        return materialize(self.component, dict(kwargs), image=self.image, env=self.env)
+        app = materialize(self.component, dict(kwargs), image=self.image, env=self.env)
+        for role in app.roles:
+            role.secrets.update(self.secrets)
+        return app
 
     def plan(self, **kwargs: Any) -> StepPlan:
         """Decides how a call with these arguments runs (without adding a task).
@@ -411,6 +427,8 @@ class TetherStep:
             env=dict(self.env),
             outputs=list(self.outputs),
             artifacts={i.name: i.artifact for i in self.inputs if i.artifact},
+            inherit={"secrets": {k: [r.name, r.key] for k, r in self.secrets.items()}}
+            if self.secrets else {},
             wait_interval=self.launcher.wait_interval,
             cancel_grace=self.launcher.cancel_grace,
         )
@@ -546,6 +564,7 @@ def step(
     launcher: LauncherOptions | None = None,
     cache: bool = False,
     artifacts: Mapping[str, Any] | None = None,
+    secrets: Mapping[str, SecretRef] | None = None,
 ) -> TetherStep:
     """Turns a tether component into a KFP v2 step.
 
@@ -580,6 +599,10 @@ def step(
         artifacts: ``str`` parameters that are KFP artifacts, as ``Input[X]`` / ``Output[X]``
             (also declared in the component with ``Annotated[str, Input[Dataset]]``; see
             :mod:`tether.adapters.kfp.artifacts`).
+        secrets: Env variables of every role from secrets (name ->
+            :class:`~tether.specs.SecretRef`): a native step mounts them as secret env, a
+            launcher step hands the references to its job; the values are never in the
+            compiled pipeline. (``kfp.kubernetes.use_secret_as_env`` on a task does the same.)
 
     Returns:
         The step; call it inside a ``@dsl.pipeline``.
@@ -590,4 +613,4 @@ def step(
     """
     return TetherStep(component, scheduler=scheduler, cfg=cfg, mode=mode, image=image, env=env,
                       outputs=outputs, name=name, k8s=k8s, launcher=launcher,
-                      cache=cache, artifacts=artifacts)
+                      cache=cache, artifacts=artifacts, secrets=secrets)
