@@ -22,7 +22,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -32,7 +32,8 @@ from tether.adapters.kfp.compile import parse_value
 from tether.specs.secrets import redact, secret_values
 
 if TYPE_CHECKING:
-    from tether.adapters.kfp.steps import StepRecord, TetherStep
+    from tether.adapters.kfp.records import StepRecord
+    from tether.adapters.kfp.steps import TetherStep
 
 
 @dataclass
@@ -47,6 +48,7 @@ class StepDryRun:
         app: The AppDef summary (None when it can only be built at run time).
         scheduler_request: For launcher steps, the scheduler's native request (redacted).
         kfp_yaml: The compiled one-step pipeline (secrets masked).
+        warnings: Why pipeline values made it a launcher step.
     """
 
     step: str
@@ -56,11 +58,13 @@ class StepDryRun:
     app: dict[str, Any] | None
     scheduler_request: str | None
     kfp_yaml: str
+    warnings: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
         parts = [
             f"# KFP step {self.step!r} ({self.component}): {self.mode} mode",
             f"# why: {self.reason}",
+            *[f"# warning: {w}" for w in self.warnings],
             "## AppDef",
             yaml.safe_dump(self.app, sort_keys=False) if self.app else "(built at run time)\n",
         ]
@@ -116,6 +120,7 @@ def dryrun_step(step: TetherStep, **kwargs: Any) -> StepDryRun:
         app=describe_app(plan.app) if plan.app else None,
         scheduler_request=redact(request, secrets) if request else request,
         kfp_yaml=redact(_compile_one(step, kwargs), secrets),
+        warnings=list(plan.warnings),
     )
 
 
@@ -158,7 +163,8 @@ def dryrun_pipeline(target: str) -> PipelineDryRun:
     import warnings
 
     from tether.adapters.kfp.compile import load_pipeline
-    from tether.adapters.kfp.steps import LauncherFallbackWarning, recording
+    from tether.adapters.kfp.records import recording
+    from tether.adapters.kfp.steps import LauncherFallbackWarning
 
     module_ref = target.rpartition(":")[0]
     with recording() as records, warnings.catch_warnings():

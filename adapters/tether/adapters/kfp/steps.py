@@ -17,13 +17,11 @@ expressed fails when the pipeline is compiled, naming the role and the field.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import difflib
 import inspect
 import logging
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +52,7 @@ from tether.adapters.kfp.options import (
     LauncherOptions,
 )
 from tether.adapters.kfp.probe import probe
+from tether.adapters.kfp.records import record
 from tether.adapters.kfp.ship import ship
 from tether.adapters.kfp.signature import (
     PIPELINE_ROOT_INPUT,
@@ -87,50 +86,6 @@ class LauncherFallbackWarning(UserWarning):
 
     Issued when the pipeline is compiled; the message names the step and the parameter.
     """
-
-
-@dataclass(frozen=True)
-class StepRecord:
-    """One step call seen while a pipeline was defined (see :func:`recording`).
-
-    Attributes:
-        step: The step's name.
-        component: The component's name.
-        mode: ``native`` or ``launcher``.
-        reason: Why that mode.
-        warnings: Why pipeline values made it a launcher step.
-    """
-
-    step: str
-    component: str
-    mode: str
-    reason: str
-    warnings: tuple[str, ...] = ()
-
-
-_RECORDS: contextvars.ContextVar[list[StepRecord] | None] = contextvars.ContextVar(
-    "tether_kfp_step_records", default=None)
-
-
-@contextlib.contextmanager
-def recording() -> Iterator[list[StepRecord]]:
-    """Collects a record of every step call made inside the block (in call order).
-
-    Yields:
-        The list the records are appended to.
-    """
-    records: list[StepRecord] = []
-    token = _RECORDS.set(records)
-    try:
-        yield records
-    finally:
-        _RECORDS.reset(token)
-
-
-def _record(name: str, component: str, plan: StepPlan) -> None:
-    records = _RECORDS.get()
-    if records is not None:
-        records.append(StepRecord(name, component, plan.mode, plan.reason, tuple(plan.warnings)))
 
 
 @dataclass
@@ -464,7 +419,7 @@ class TetherStep:
                 + "; ".join(plan.warnings)
                 + ". Pass a constant for it to keep the step native, or mode='launcher' to "
                 "silence this."), stacklevel=2)
-        _record(self.name, self.component_name, plan)
+        record(self.name, self.component_name, plan.mode, plan.reason, plan.warnings)
         hidden = {
             RUN_ID_INPUT: dsl.PIPELINE_JOB_ID_PLACEHOLDER,
             TASK_NAME_INPUT: dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
