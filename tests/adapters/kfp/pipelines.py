@@ -82,8 +82,8 @@ def typed_pipeline() -> Any:
 
     @dsl.pipeline(name="tether-typed", description="typed pipeline parameters")
     def pipeline(lr: float = 0.01, epochs: int = 3, fp16: bool = True, tag: str = "exp",
-                 replicas: int = 2) -> None:
-        fit(lr=lr, epochs=epochs, fp16=fp16, tag=tag, gpu=2)
+                 replicas: int = 2, gpus: int = 2) -> None:
+        fit(lr=lr, epochs=epochs, fp16=fp16, tag=tag, gpu=gpus)
         workers(msg=tag, n=replicas)
 
     return pipeline

@@ -226,7 +226,9 @@ def test_typed_pipeline_golden(tmp_path: Path) -> None:
         "--tag", "{{$.inputs.parameters['tag']}}",
     ]
     assert fit["resources"]["accelerator"]["resourceType"] == "nvidia.com/a100"
-    assert fit["resources"]["accelerator"]["resourceCount"] == "2"
+    # the GPU count is the pipeline parameter gpus: KFP fills it in
+    assert fit["resources"]["accelerator"]["resourceCount"] == \
+        "{{$.inputs.parameters['pipelinechannel--gpus']}}"
     assert fit["resources"]["resourceCpuLimit"] == "4"
     assert fit["resources"]["resourceMemoryLimit"] == "16384Mi"
     tasks = spec["root"]["dag"]["tasks"]

@@ -17,7 +17,7 @@ from tether.adapters.kfp import (
     StepArgumentError,
     step,
 )
-from tether.specs import AppDef, InvalidRunConfigException, Role
+from tether.specs import AppDef, InvalidRunConfigException, Role, resource
 
 COMP = "tests.adapters.kfp.components"
 
@@ -113,6 +113,25 @@ def test_typed_pipeline_values_stay_native_as_placeholders() -> None:
     assert plan.role.resource.gpu == 2 and plan.role.max_retries == 3
 
 
+def per_gpu(gpu: int = 1) -> AppDef:
+    """8 CPUs per GPU: the CPUs are computed from the parameter.
+
+    Args:
+        gpu: GPUs.
+
+    Returns:
+        The AppDef.
+    """
+    return AppDef("x", [Role("r", image="img", entrypoint="true",
+                             resource=resource(cpu=8 * gpu, gpu=gpu, memMB=1024))])
+
+
+def test_gpu_count_from_a_pipeline_value_stays_native() -> None:
+    plan = step(c.fit).plan(lr=0.1, gpu=channel("gpu", "Integer"))
+    assert plan.mode == "native", plan.reason
+    assert plan.resources == {"gpu": "gpu"}  # KFP sets the accelerator limit from the value
+
+
 def test_int_spliced_into_shell_script_stays_native() -> None:
     # a number cannot inject shell syntax (KFP checks its type); a str would go to launcher
     plan = step(c.shout).plan(msg=channel("msg"), times=channel("times", "Integer"))
@@ -126,8 +145,8 @@ def test_int_spliced_into_shell_script_stays_native() -> None:
     [
         (c.workers, {"msg": "x", "n": channel("n", "Integer")},
          "parameter 'n' decides role 'worker' num_replicas (the job's shape)", True),
-        (c.fit, {"lr": 0.1, "gpu": channel("gpu", "Integer")},
-         "parameter 'gpu' decides role 'fit' resource.gpu", False),
+        (per_gpu, {"gpu": channel("gpu", "Integer")},
+         "parameter 'gpu' decides role 'r' resource.cpu", False),
         (c.scaled, {"epochs": channel("epochs", "Integer")},
          "parameter 'epochs': the component computes role 'scaled' args[0] from it", False),
         (c.bound, {"mounts": channel("mounts", "List")},

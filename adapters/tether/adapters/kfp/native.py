@@ -16,7 +16,7 @@ from __future__ import annotations
 import inspect
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tether.adapters.kfp.options import KubernetesOptions
@@ -236,14 +236,17 @@ def _cpu_text(cpu: float) -> str:
     return f"{max(1, round(cpu * 1000))}m"
 
 
-def apply_task_settings(task: PipelineTask, role: Role, options: KubernetesOptions) -> None:
+def apply_task_settings(task: PipelineTask, role: Role, options: KubernetesOptions,
+                        from_values: Mapping[str, Any] | None = None) -> None:
     """Applies the role's env, secrets, resources, retries and pod settings to a native task.
 
     Args:
         task: The task.
         role: The role, macros substituted.
         options: Pod settings.
+        from_values: ``gpu`` / ``cpu`` set from pipeline values (KFP fills them in).
     """
+    from_values = from_values or {}
     from kfp import kubernetes
 
     for k, v in sorted(role.env.items()):
@@ -252,12 +255,16 @@ def apply_task_settings(task: PipelineTask, role: Role, options: KubernetesOptio
         kubernetes.use_secret_as_env(task, secret_name=ref.name,
                                      secret_key_to_env={ref.key: env_name})
     res = role.resource
-    if res.cpu is not None and res.cpu > 0:
+    if "cpu" in from_values:
+        task.set_cpu_request(from_values["cpu"]).set_cpu_limit(from_values["cpu"])
+    elif res.cpu is not None and res.cpu > 0:
         task.set_cpu_request(_cpu_text(res.cpu)).set_cpu_limit(_cpu_text(res.cpu))
     if res.memMB is not None and res.memMB > 0:
         task.set_memory_request(f"{res.memMB}Mi").set_memory_limit(f"{res.memMB}Mi")
-    if res.gpu is not None and res.gpu > 0:
-        task.set_accelerator_type(options.accelerator_type).set_accelerator_limit(res.gpu)
+    gpus = "gpu" in from_values or (res.gpu is not None and res.gpu > 0)
+    if gpus:
+        task.set_accelerator_type(options.accelerator_type).set_accelerator_limit(
+            from_values.get("gpu", res.gpu))
     if role.max_retries > 0:
         task.set_retry(num_retries=role.max_retries)
     for i, m in enumerate(role.mounts):
@@ -269,7 +276,7 @@ def apply_task_settings(task: PipelineTask, role: Role, options: KubernetesOptio
     selectors.update(options.node_selector)
     for k, v in sorted(selectors.items()):
         kubernetes.add_node_selector(task, label_key=k, label_value=v)
-    if options.gpu_toleration and res.gpu is not None and res.gpu > 0:
+    if options.gpu_toleration and gpus:
         kubernetes.add_toleration(task, key=options.accelerator_type, operator="Exists",
                                   effect="NoSchedule")
     for tol in options.tolerations:

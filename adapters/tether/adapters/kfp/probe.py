@@ -36,6 +36,7 @@ Build = Callable[[Mapping[str, Any]], AppDef]
 """Builds the AppDef from the component's arguments."""
 
 _SHAPE_FIELDS = frozenset({"roles", "num_replicas", "min_replicas"})
+_RESOURCE_PATHS = frozenset({"roles[0].resource.gpu", "roles[0].resource.cpu"})
 _INT_BASE, _INT_ALT = 73_400_017, 91_800_029
 _FLOAT_BASE, _FLOAT_ALT = 7_340_017.25, 9_180_029.125
 _STR_ALT = "tether-kfp-probe-"
@@ -65,11 +66,15 @@ class Probe:
             cannot be mapped).
         problems: One per parameter that cannot be mapped.
         build_error: Set when the component cannot be built with stand-ins at all.
+        resources: Resource fields that are a parameter's value as it is (``gpu`` or ``cpu``
+            -> parameter): KFP takes them from the pipeline value (``set_accelerator_limit``,
+            ``set_cpu_limit``). In :attr:`app` they are 0.
     """
 
     app: AppDef | None
     problems: list[Problem] = field(default_factory=list)
     build_error: str = ""
+    resources: dict[str, str] = field(default_factory=dict)
 
 
 def stand_in(inp: StepInput, index: int, alt: bool = False) -> Any:
@@ -186,6 +191,7 @@ def probe(build: Build, inputs: Sequence[StepInput], constants: Mapping[str, Any
             "the component cannot build its job before the pipeline runs with the pipeline "
             f"values of {', '.join(runtime)}: {e}"))
     templates: dict[str, str] = {}
+    resources: dict[str, str] = {}
     for i, name in enumerate(runtime):
         inp = by_name[name]
         alt = stand_in(inp, i, alt=True)
@@ -197,10 +203,11 @@ def probe(build: Build, inputs: Sequence[StepInput], constants: Mapping[str, Any
             continue
         problem: Problem | None = None
         for base_text, alt_text in _texts(base[name], alt):
-            attempt = dict(templates)
-            problem = _map_param(app, other, inp, base_text, alt_text, attempt)
+            attempt, bound = dict(templates), dict(resources)
+            problem = _map_param(app, other, inp, (base[name], alt), base_text, alt_text,
+                                 attempt, bound)
             if problem is None:
-                templates = attempt
+                templates, resources = attempt, bound
                 break
         if problem is not None:
             problems.append(problem)
@@ -208,15 +215,21 @@ def probe(build: Build, inputs: Sequence[StepInput], constants: Mapping[str, Any
         return Probe(None, problems)
     for path, text in templates.items():
         _set(app, path, text)
-    return Probe(app)
+    if resources:
+        res = app.roles[0].resource
+        app.roles[0].resource = dataclasses.replace(
+            res, cpu=0 if "cpu" in resources else res.cpu, gpu=0 if "gpu" in resources else res.gpu)
+    return Probe(app, resources=resources)
 
 
-def _map_param(app: AppDef, other: AppDef, inp: StepInput, base_text: str, alt_text: str,
-               templates: dict[str, str]) -> Problem | None:
+def _map_param(app: AppDef, other: AppDef, inp: StepInput, values: tuple[Any, Any],
+               base_text: str, alt_text: str, templates: dict[str, str],
+               resources: dict[str, str]) -> Problem | None:
     """Maps one parameter's stand-in to its placeholder, recording it in ``templates``.
 
     ``other`` differs from ``app`` in this parameter only, so every difference must be the
-    stand-in's text in an entrypoint or argument, exactly where the other stand-in's is.
+    stand-in's text in an entrypoint or argument, exactly where the other stand-in's is, or
+    the parameter's value itself as the GPUs or CPUs of a single role (``resources``).
     """
     name, ph = inp.name, inp.placeholder
     found: list[str] = []
@@ -228,6 +241,10 @@ def _map_param(app: AppDef, other: AppDef, inp: StepInput, base_text: str, alt_t
             what = ("the number of roles" if field_name == "roles"
                     else f"{_where(app, path)} (the job's shape)")
             return Problem(name, f"parameter {name!r} decides {what}", shape=True)
+        if (path in _RESOURCE_PATHS and inp.scalar in ("int", "float") and len(app.roles) == 1
+                and (a, b) == values and field_name not in resources):
+            resources[field_name] = name  # the value itself: KFP sets it from the parameter
+            continue
         if not _templatable(path) or not isinstance(a, str) or not isinstance(b, str):
             return Problem(name, f"parameter {name!r} decides {_where(app, path)}, which a KFP "
                                  "step fixes when the pipeline is compiled")

@@ -101,6 +101,8 @@ class StepPlan:
         runtime: Names of the arguments wired to pipeline values.
         warnings: Why pipeline values made an automatic step a launcher step (empty when
             nothing else would keep it from being native).
+        resources: For native steps, resource fields set from a pipeline value (``gpu`` /
+            ``cpu`` -> parameter).
     """
 
     mode: str
@@ -109,6 +111,7 @@ class StepPlan:
     role: Role | None = None
     runtime: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    resources: dict[str, str] = field(default_factory=dict)
 
 
 def _check_secrets(secrets: Mapping[str, SecretRef] | None) -> dict[str, SecretRef]:
@@ -313,6 +316,7 @@ class TetherStep:
         runtime = [n for n, v in kwargs.items() if _is_runtime(v)]
         runtime += [i.name for i in self.inputs if i.artifact == "output"]
         value_problems: list[str] = []
+        resources: dict[str, str] = {}
         app: AppDef | None = None
         if not runtime:
             try:
@@ -323,7 +327,7 @@ class TetherStep:
             constants = {k: v for k, v in kwargs.items() if k not in runtime}
             found = probe(self._build_app, [self._by_name[n] for n in runtime], constants,
                           runtime)
-            app = found.app
+            app, resources = found.app, found.resources
             value_problems = [found.build_error] if found.build_error else [
                 p.message for p in found.problems]
         if self.mode == MODE_LAUNCHER:
@@ -366,7 +370,8 @@ class TetherStep:
             )
         reason = ("mode='native'" if self.mode == MODE_NATIVE else
                   f"one role of one replica on {self.scheduler}")
-        return StepPlan(MODE_NATIVE, reason, app, role=role, runtime=runtime)
+        return StepPlan(MODE_NATIVE, reason, app, role=role, runtime=runtime,
+                        resources=resources)
 
     # ---- tasks -------------------------------------------------------------------------
     def launch_spec(self) -> LaunchSpec:
@@ -448,7 +453,8 @@ class TetherStep:
         )
         task = component(**given, **{h: hidden[h] for h in used})
         task.set_caching_options(self.cache)
-        apply_task_settings(task, plan.role, self.k8s)
+        apply_task_settings(task, plan.role, self.k8s,
+                            {f: kwargs[p] for f, p in plan.resources.items()})
         return task
 
     # ---- as a KFP component ----------------------------------------------------------------
