@@ -224,6 +224,23 @@ def inherit_settings(app: AppDef, spec: LaunchSpec) -> dict[str, Any]:
     return cfg
 
 
+@contextlib.contextmanager
+def _env(name: str, value: str | None) -> Iterator[None]:
+    """Sets an environment variable for the block (nothing when ``value`` is None)."""
+    if value is None:
+        yield
+        return
+    previous = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = previous
+
+
 def _clean_args(args: Mapping[str, Any]) -> dict[str, Any]:
     # KFP hands over every input; None stands for "not given", so the component's default wins
     return {k: v for k, v in args.items() if v is not None}
@@ -257,14 +274,15 @@ def launch(
         component = load_shipped(ShippedSource.from_dict(spec.source))
     app = materialize(component, _clean_args(args), image=spec.image, env=spec.env)
     cfg = inherit_settings(app, spec)
+    key = ids.job_key()
+    outputs_root = None
     if ids.pipeline_root and not os.environ.get(ENV_OUTPUTS_ROOT):
         # outputs outlive the step's pod: under the pipeline root, as KFP's artifacts
-        os.environ[ENV_OUTPUTS_ROOT] = pipeline_outputs_root(ids.pipeline_root)
-    key = ids.job_key()
-    job = ComponentJob(
-        app, spec.scheduler, cfg, key=key, parent_run_id=ids.parent_run_id(), runner=runner
-    )
-    with _StopSignals() as signals:
+        outputs_root = pipeline_outputs_root(ids.pipeline_root)
+    with _env(ENV_OUTPUTS_ROOT, outputs_root), _StopSignals() as signals:
+        job = ComponentJob(
+            app, spec.scheduler, cfg, key=key, parent_run_id=ids.parent_run_id(), runner=runner
+        )
         try:
             with signals.held():
                 handle = job.submit()
