@@ -67,17 +67,20 @@ def test_steps_inside_a_sub_pipeline_and_a_loaded_component_run(
     def inner(msg: str = "x") -> str:
         return publish(msg=msg, times=1).outputs["message"]
 
-    # a step as a component, through YAML (as another team would share it)
+    # steps as components, through YAML (as another team would share them)
+    loaded_publish = components.load_component_from_text(publish.to_yaml(times=1))
+    assert set(loaded_publish.component_spec.outputs) == {"message", "length"}
     loaded_report = components.load_component_from_text(report.to_yaml())
 
     @dsl.pipeline(name="outer")
     def outer(msg: str = "nested") -> str:
         shouted = inner(msg=msg)
-        loaded_report(name="TEAM")
-        return shouted.output
+        again = loaded_publish(msg=shouted.output)  # a loaded component's outputs flow on
+        loaded_report(name="TEAM").after(again)
+        return again.outputs["message"]
 
     task = outer()
     assert task.output == "NESTED"
     log = capfd.readouterr().out
-    assert "publish/0 line 0: nested" in log
+    assert "publish/0 line 0: nested" in log and "publish/0 line 0: NESTED" in log
     assert "report/0 TEAM=<unset>" in log

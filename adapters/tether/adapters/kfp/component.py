@@ -1,7 +1,8 @@
 """A tether step as a KFP component object: ``component_spec``, YAML, sub-pipelines.
 
 :meth:`TetherStep.as_component` wraps one call of the step, with every parameter not fixed
-by the caller as an input, in a KFP graph component (a one-step pipeline). It is a real
+by the caller as an input and the step's declared outputs and output artifacts as outputs,
+in a KFP graph component (a one-step pipeline). It is a real
 KFP component: it has a ``component_spec``, compiles to YAML that
 ``kfp.components.load_component_from_text`` loads back, and can be called inside another
 pipeline like any component. Unlike a bare container or Python component it keeps what a
@@ -17,7 +18,7 @@ from __future__ import annotations
 import inspect
 import os
 import tempfile
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from kfp.dsl.graph_component import GraphComponent
@@ -55,17 +56,32 @@ def as_component(step: TetherStep, name: str | None = None, **fixed: Any) -> Gra
         for i in ordered
     ]
 
-    def body(*args: Any, **kwargs: Any) -> None:
+    outputs = _outputs(step)
+    returns: Any = NamedTuple("Outputs", outputs) if outputs else None
+
+    def body(*args: Any, **kwargs: Any) -> Any:
         bound = dict(zip([p.name for p in params], args, strict=False))
         bound.update(kwargs)
-        step(**fixed, **bound)
+        task = step(**fixed, **bound)
+        if returns is None:
+            return None
+        return returns(**{name: task.outputs[name] for name, _ in outputs})
 
-    body.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
-    body.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
+    body.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
+    body.__annotations__ = {p.name: p.annotation for p in params} | {"return": returns}
     body.__name__ = body.__qualname__ = step.name
     body.__doc__ = step.description or f"The tether component {step.component_name}."
     pipeline_name = name or f"tether-{step.name.replace('_', '-')}"
     return dsl.pipeline(name=pipeline_name, description=body.__doc__)(body)
+
+
+def _outputs(step: TetherStep) -> list[tuple[str, Any]]:
+    """The component's outputs: the step's declared outputs and output artifacts."""
+    from tether.adapters.kfp.signature import OUTPUT_TYPES
+
+    out: list[tuple[str, Any]] = [(n, OUTPUT_TYPES[t]) for n, t in step.outputs]
+    out += [(i.name, i.artifact_class) for i in step.inputs if i.artifact == "output"]
+    return out
 
 
 def component_yaml(component: GraphComponent) -> str:
