@@ -3,19 +3,19 @@
 The task's parameters are the component's own (same names, types and defaults, through
 ``inspect.Signature``), so it is called like the component, also with ``.submit()`` and
 ``.map()``. Running it materializes the AppDef, submits it through the Runner (or re-attaches
-to the job an earlier attempt of the same task run launched), streams every replica's log
-lines into the task run's logger, waits, publishes artifacts and returns a
-:class:`~tether.adapters.common.JobResult` (the job's outputs and final state). A job that
-does not succeed raises :class:`~tether.adapters.common.JobFailedError` with the job's own
-message.
+to the job an earlier run of the same call launched), ships every replica's log lines to
+the task run's logs (:mod:`tether.adapters.prefect.logship`), waits, publishes artifacts and
+returns a :class:`~tether.adapters.common.JobResult` (the job's outputs and final state). A
+job that does not succeed raises :class:`~tether.adapters.common.JobFailedError` with the
+job's own message.
 
-Job identity: ``job_key("prefect", flow_run.id, task_run.id)``. Prefect keeps the task run's
-id across retries of that task run, so a retry re-attaches to a job still running (nothing
-is submitted twice) and resubmits only after a failed or cancelled attempt. Each mapped
-child and each call of the task in a flow is its own task run, hence its own job.
+Job identity (:mod:`tether.adapters.prefect.identity`): flow run id + task key + dynamic key
++ parameters. A task retry, a flow retry and a rerun of a crashed flow run re-attach to the
+job (or take the result of one that succeeded); a failed or cancelled job is resubmitted.
 
 Stopping: a task timeout, the flow run's termination signal or its cancellation cancels the
-job and waits until it has stopped (see :mod:`tether.adapters.prefect.cancel`). Any other
+job and waits until it has stopped (see :mod:`tether.adapters.prefect.cancel`); a job
+cancelled because the flow run was cancelled ends the task run CANCELLED. Any other
 exception of the task itself (e.g. the Prefect API failing while logging) leaves the job
 running, so the retry can re-attach to it.
 """
@@ -35,10 +35,17 @@ from tether.adapters.common import (
     JobFailedError,
     JobResult,
     component_params,
-    job_key,
     materialize,
     resolve_component,
 )
+from tether.adapters.prefect.identity import (
+    ORCHESTRATOR,
+    call_numbers,
+    parameters_digest,
+    tag_with_flow_run,
+    task_job_key,
+)
+from tether.adapters.prefect.logship import LogShipper, read_cursor
 from tether.runner import Runner, get_runner
 from tether.specs import AppDef, AppStatus, CfgVal
 
@@ -47,7 +54,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ORCHESTRATOR = "prefect"
+__all__ = ["ORCHESTRATOR", "JobStoppedError", "TaskSpec", "component_task", "run_component"]
+
 SPEC_ATTR = "__tether_spec__"
 """Attribute of the task's function holding its :class:`TaskSpec`."""
 
@@ -285,22 +293,24 @@ def _task_function(spec: TaskSpec, task_name: str) -> Callable[..., JobResult]:
     return run
 
 
-def run_component(spec: TaskSpec, arguments: Mapping[str, Any]) -> JobResult:
-    """The body of a component task: run the job for one task run.
+def run_component(spec: TaskSpec, arguments: Mapping[str, Any]) -> Any:
+    """The body of a component task: run (or re-attach to) the job of one task call.
 
     Args:
         spec: What to run.
         arguments: The task's bound arguments.
 
     Returns:
-        The result of a job that SUCCEEDED.
+        The :class:`JobResult` of a job that SUCCEEDED, or a Prefect ``Cancelled`` state
+        (which Prefect makes the task run's final state) when the flow run was cancelled
+        and the job with it.
 
     Raises:
         JobFailedError: When the job did not succeed (its message is the job's own).
-        JobStoppedError: When the flow run was stopped and the job cancelled.
         RuntimeError: When called outside a Prefect task run.
     """
     from prefect import get_run_logger
+    from prefect.client.orchestration import get_client
     from prefect.context import TaskRunContext
 
     from tether.adapters.prefect.cancel import CancelWatch
@@ -315,14 +325,24 @@ def run_component(spec: TaskSpec, arguments: Mapping[str, Any]) -> JobResult:
     task_name = ctx.task.name
     logger = get_run_logger()
     flow_run_id = task_run.flow_run_id
-    key = job_key(ORCHESTRATOR, flow_run_id or "no-flow-run", task_run.id)
     runner = get_runner()
-    watch = CancelWatch(flow_run_id, task_run.id)
+    client: Any = get_client(sync_client=True)
+    client.__enter__()
+    watch = CancelWatch(flow_run_id, task_run.id, client=client)
     job: ComponentJob | None = None
     try:
         try:
             scheduler = spec.resolve_scheduler(runner)
             app = spec.materialize(runner, arguments)
+            component_args = spec.component_args(arguments)
+            same, nth = call_numbers(
+                _flow_counters(), task_run.task_key, parameters_digest(component_args),
+                task_run.id,
+            )
+            key = task_job_key(flow_run_id, task_run.task_key, same, component_args,
+                               task_run.id)
+            art_name = task_name if nth == 0 else f"{task_name}-{nth}"
+            tag_with_flow_run(app, flow_run_id)
             job = ComponentJob(
                 app, scheduler, spec.cfg, key=key,
                 parent_run_id=str(flow_run_id or task_run.id), runner=runner,
@@ -336,7 +356,8 @@ def run_component(spec: TaskSpec, arguments: Mapping[str, Any]) -> JobResult:
                 "re-attached to" if job.reattached else "submitted", handle, app.name,
                 scheduler, task_run.run_count,
             )
-            _publish_link(task_name, job, logger)
+            _publish_link(art_name, job, logger)
+            shipper = _shipper(client, job, flow_run_id, task_run.id, logger)
 
             def should_stop() -> str | None:
                 reason = watch.reason()
@@ -344,21 +365,48 @@ def run_component(spec: TaskSpec, arguments: Mapping[str, Any]) -> JobResult:
                     logger.warning("%s: cancelling tether job %s", reason, handle)
                 return reason
 
-            result = job.follow(logger.info, spec.poll_interval, should_stop=should_stop)
+            result = job.follow(shipper, spec.poll_interval, should_stop=should_stop,
+                                skip=dict(shipper.cursor))
+            shipper.close()
         except BaseException as e:
             if job is not None and not isinstance(e, Exception):
-                _stop(task_name, job, e, logger)
+                _stop(art_name, job, e, logger)
             raise
-        _publish_summary(task_name, job, result, logger)
+        _publish_summary(art_name, job, result, logger)
     finally:
         watch.close()
+        client.__exit__(None, None, None)
         runner.close()
     logger.info("tether job %s finished %s", result.app_handle, result.state.name)
     if job.stop_reason and not result.succeeded:
-        raise JobStoppedError(result, job.stop_reason)
+        from prefect.states import Cancelled
+
+        return Cancelled(message=str(JobStoppedError(result, job.stop_reason)))
     if not result.succeeded:
         raise JobFailedError(result)
     return result
+
+
+def _shipper(
+    client: Any, job: ComponentJob, flow_run_id: Any, task_run_id: Any, logger: Any
+) -> LogShipper:
+    """The log sink of a job: resumes from the cursor of an earlier attempt that re-attached."""
+    cursor: dict[str, int] = {}
+    exists = False
+    if job.reattached and job.key:
+        try:
+            cursor, exists = read_cursor(client, job.key, job.app_handle or "")
+        except Exception as e:
+            logger.warning("cannot read the log cursor of %s: %s", job.app_handle, e)
+        if cursor:
+            logger.info("resuming the logs of %s after %d line(s) already shown",
+                        job.app_handle, sum(cursor.values()))
+
+    def echo(text: str) -> None:
+        logger.info(text, extra={"send_to_api": False})
+
+    return LogShipper(client, flow_run_id, task_run_id, job.key, job.app_handle or "",
+                      cursor, exists, echo=echo)
 
 
 def _stop(task_name: str, job: ComponentJob, exc: BaseException, logger: Any) -> None:
@@ -386,11 +434,23 @@ def _final_status(job: ComponentJob) -> AppStatus | None:
         return None
 
 
+def _flow_counters() -> dict[str, Any] | None:
+    """The per-run-of-the-flow dict tether numbers task calls in (see ``call_numbers``)."""
+    from prefect.context import FlowRunContext
+
+    ctx = FlowRunContext.get()
+    counters = getattr(ctx, "task_run_dynamic_keys", None) if ctx is not None else None
+    return counters if isinstance(counters, dict) else None
+
+
 def _publish_link(task_name: str, job: ComponentJob, logger: Any) -> None:
     from tether.adapters.prefect.artifacts import create_link
 
     try:
-        create_link(task_name, job.result())
+        status = job.status()
+        if status is None or not status.ui_url:
+            return
+        create_link(task_name, job.result(status))
     except Exception as e:
         logger.warning("cannot create the link artifact of %s: %s", job.app_handle, e)
 
