@@ -131,7 +131,7 @@ class LogShipper:
         self._batch_bytes = 0
         self._batch_started = 0.0
         self._last_ts: datetime | None = None
-        self._next_cursor_save = time.monotonic() + CURSOR_SECONDS
+        self._next_cursor_save = 0.0  # the first batch saves it, then every CURSOR_SECONDS
         self._lock = threading.RLock()
 
     def _timestamp(self) -> datetime:
@@ -221,6 +221,14 @@ class LogShipper:
             self._cursor_saved = lines
         except Exception as e:  # a stale cursor only repeats lines on a later re-attach
             log.warning("cannot save the log cursor %s: %s", name, e)
+
+    def tick(self) -> None:
+        """Sends a partial batch that has waited long enough (call it every few tenths of a
+        second while the job runs: a quiet job's last lines must not wait for the next one).
+        """
+        with self._lock:
+            if self._batch and time.monotonic() - self._batch_started >= BATCH_SECONDS:
+                self._send()
 
     def flush(self) -> None:
         """Sends what is buffered and saves the cursor."""

@@ -360,6 +360,7 @@ def run_component(spec: TaskSpec, arguments: Mapping[str, Any]) -> Any:
             shipper = _shipper(client, job, flow_run_id, task_run.id, logger)
 
             def should_stop() -> str | None:
+                shipper.tick()
                 reason = watch.reason()
                 if reason:
                     logger.warning("%s: cancelling tether job %s", reason, handle)
