@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
+from uuid import UUID
 
 from prefect import flow
 
@@ -50,7 +52,7 @@ def chatty(lines: int, marker: str) -> str:
     return job(marker, c=CHATTY_CODE.format(lines=lines, marker=marker)).app_handle
 
 
-FLOWS = {"tether-crashy": crashy, "tether-chatty": chatty}
+FLOWS: dict[str, Any] = {"tether-crashy": crashy, "tether-chatty": chatty}
 
 
 def main(flow_run_id: str) -> None:
@@ -59,9 +61,9 @@ def main(flow_run_id: str) -> None:
     from prefect.flow_engine import run_flow
 
     with get_client(sync_client=True) as client:
-        flow_run = client.read_flow_run(flow_run_id)
+        flow_run = client.read_flow_run(UUID(flow_run_id))
         name = client.read_flow(flow_run.flow_id).name
-    result = run_flow(FLOWS[name], flow_run=flow_run, parameters=flow_run.parameters)
+    result: Any = run_flow(FLOWS[name], flow_run=flow_run, parameters=flow_run.parameters)
     print("RESULT " + json.dumps(result), flush=True)
 
 
