@@ -6,7 +6,7 @@ keeps across runs of one flow run is:
 
 * the **flow run id**;
 * the **task key** (the task function's identity);
-* the task's **parameters**;
+* the task's **parameters**, and what else it runs (component, scheduler, cfg, image, env);
 * the **call number**: how many calls of the same task with the same parameters this run of
   the flow made before (0 for the first). Prefect 3.7 gives locally run task runs random
   dynamic keys, so tether counts calls itself, per run of the flow (a flow retry counts from
@@ -14,7 +14,7 @@ keeps across runs of one flow run is:
   parameters are interchangeable, so the count is deterministic where it matters even when
   ``.submit()``/``.map()`` start them concurrently.
 
-The job key hashes these four: a rerun of the same flow run finds the job an earlier run
+The job key hashes these: a rerun of the same flow run finds the job an earlier run
 launched (re-attaching to it while it runs, or taking the result of one that succeeded), a
 task retry within a run does too, and a new flow run launches new jobs. Changed parameters
 make a new job. A job that failed or was cancelled is submitted again.
@@ -110,6 +110,7 @@ def task_job_key(
     call_number: int,
     arguments: Mapping[str, Any],
     task_run_id: UUID | str | None = None,
+    spec_digest: str = "",
 ) -> str:
     """The job key of one task call (see the module docs for the rule).
 
@@ -121,13 +122,16 @@ def task_job_key(
             (:func:`call_numbers`).
         arguments: The component's keyword arguments.
         task_run_id: The task run (used only without a flow run).
+        spec_digest: What the task runs besides its parameters (component, scheduler, cfg,
+            image, env: :meth:`~tether.adapters.prefect.task.TaskSpec.digest`), so that
+            two tasks of one name that differ only there never share a job.
 
     Returns:
         The key, e.g. ``prefect-3f2a...``.
     """
     if flow_run_id is None:
         return job_key(ORCHESTRATOR, "no-flow-run", task_run_id)
-    return job_key(ORCHESTRATOR, flow_run_id, task_key, call_number,
+    return job_key(ORCHESTRATOR, flow_run_id, task_key, spec_digest, call_number,
                    parameters_digest(arguments))
 
 

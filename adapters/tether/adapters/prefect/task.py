@@ -26,8 +26,9 @@ import inspect
 import keyword
 import logging
 import re
+import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from tether.adapters.common import (
@@ -93,6 +94,7 @@ class TaskSpec:
         image: Replaces every role's image, when set.
         env: Added to every role's env.
         poll_interval: Longest single wait while following the job, in seconds.
+        asynchronous: Whether the task is a coroutine function (for async flows).
     """
 
     component: str | Callable[..., AppDef]
@@ -104,6 +106,22 @@ class TaskSpec:
     image: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     poll_interval: float = 1.0
+    asynchronous: bool = False
+
+    def digest(self) -> str:
+        """A hash of what the task runs besides its parameters: component, scheduler, cfg,
+        image and env (env values enter only hashed). Part of the job key and cache key.
+
+        Returns:
+            Hex digest.
+        """
+        import hashlib
+
+        env = {k: hashlib.sha256(v.encode("utf-8")).hexdigest() for k, v in self.env.items()}
+        return parameters_digest({
+            "component": self.component_name, "scheduler": self.scheduler,
+            "cfg": dict(self.cfg), "image": self.image, "env": env,
+        })
 
     def component_args(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """The component's keyword arguments from the task's bound arguments.
@@ -216,8 +234,9 @@ def component_task(
     image: str | None = None,
     env: Mapping[str, str] | None = None,
     poll_interval: float = 1.0,
+    asynchronous: bool = False,
     **task_options: Any,
-) -> Task[..., JobResult]:
+) -> Task[..., Any]:
     """Turns a tether component into a Prefect task.
 
     Example::
@@ -238,20 +257,27 @@ def component_task(
         env: Added to every role's environment.
         poll_interval: Longest single wait while following a job, in seconds; bounds how
             quickly a timeout or cancellation reaches the job.
+        asynchronous: Make an ``async`` task (``await train(...)`` in an async flow; many
+            run concurrently with ``asyncio.gather``). The job is followed in a worker
+            thread; cancelling the coroutine cancels the job.
         **task_options: Prefect task options (``name``, ``retries``, ``retry_delay_seconds``,
-            ``timeout_seconds``, ``tags``, ``task_run_name``, ``cache_policy``...). Caching is
-            off (``NO_CACHE``) unless ``cache_policy`` or ``cache_key_fn`` is given.
+            ``timeout_seconds``, ``tags``, ``task_run_name``, ``cache_policy``,
+            ``persist_result``...). Caching is off (``NO_CACHE``) unless ``cache_policy`` or
+            ``cache_key_fn`` is given (:data:`tether.adapters.prefect.cache.JOB_INPUTS` keys
+            on everything the job runs); ``persist_result=True`` alone stores each result
+            under the job's identity (:mod:`tether.adapters.prefect.cache`).
 
     Returns:
         The task. Its parameters are the component's; it returns a :class:`JobResult`.
+        ``task.with_options(scheduler=, cfg=, image=, env=, poll_interval=, ...)`` makes a
+        variant (with Prefect's options too).
 
     Raises:
         TypeError: For an unknown task option.
         ValueError: For a non-positive ``poll_interval``, an unknown component name (the
             message lists close matches) or a function that is not a valid component.
     """
-    from prefect import Task
-    from prefect.cache_policies import NO_CACHE
+    from tether.adapters.prefect.cache import default_cache_policy
 
     _task_options(task_options)
     if poll_interval <= 0:
@@ -268,37 +294,156 @@ def component_task(
         image=image,
         env=dict(env or {}),
         poll_interval=poll_interval,
+        asynchronous=asynchronous,
     )
     options: dict[str, Any] = dict(task_options)
     options.setdefault(
         "name", component if isinstance(component, str) else getattr(fn, "__name__", "component")
     )
     if "cache_policy" not in options and "cache_key_fn" not in options:
-        options["cache_policy"] = NO_CACHE
+        options["cache_policy"] = default_cache_policy(options.get("persist_result"))
     doc = inspect.getdoc(fn) or ""
     if doc and "description" not in options:
         options["description"] = doc.split("\n\n", 1)[0]
-    return Task(fn=_task_function(spec, str(options["name"])), **options)
+    task: Task[..., Any] = _task_class()(fn=_task_function(spec, str(options["name"])), **options)
+    return task
 
 
-def _task_function(spec: TaskSpec, task_name: str) -> Callable[..., JobResult]:
-    def run(*args: Any, **kwargs: Any) -> JobResult:
-        bound = spec.signature.bind(*args, **kwargs)
-        return run_component(spec, bound.arguments)
+_KEEP: Any = object()
+_TASK_CLASS: list[type[Any]] = []
 
+
+def _task_class() -> type[Task[..., Any]]:
+    """``ComponentTask``, a ``prefect.Task`` whose ``with_options`` also takes tether's
+    options (built on first use: ``prefect`` is imported lazily)."""
+    if _TASK_CLASS:
+        return _TASK_CLASS[0]
+    from prefect import Task
+
+    class ComponentTask(Task):
+        """A tether component as a Prefect task (see :func:`component_task`)."""
+
+        def with_options(
+            self,
+            *,
+            scheduler: str | None = _KEEP,
+            cfg: Mapping[str, CfgVal] | None = _KEEP,
+            image: str | None = _KEEP,
+            env: Mapping[str, str] | None = _KEEP,
+            poll_interval: float = _KEEP,
+            **options: Any,
+        ) -> Any:
+            """A copy with other options: tether's (``scheduler``, ``cfg``, ``image``,
+            ``env``, ``poll_interval``) and Prefect's (``retries``, ``name``...)."""
+            spec: TaskSpec = getattr(self.fn, SPEC_ATTR)
+            changes: dict[str, Any] = {}
+            for name, value in (("scheduler", scheduler), ("image", image)):
+                if value is not _KEEP:
+                    changes[name] = value
+            for name, mapping in (("cfg", cfg), ("env", env)):
+                if mapping is not _KEEP:
+                    changes[name] = dict(mapping or {})
+            if poll_interval is not _KEEP:
+                if poll_interval <= 0:
+                    raise ValueError(f"poll_interval must be positive, got {poll_interval!r}")
+                changes["poll_interval"] = poll_interval
+            new = super().with_options(**options)
+            new.__class__ = type(self)
+            if changes:
+                new.fn = _task_function(replace(spec, **changes), new.name)
+            return new
+
+    _TASK_CLASS.append(ComponentTask)
+    return ComponentTask
+
+
+def _task_function(spec: TaskSpec, task_name: str) -> Callable[..., Any]:
+    run: Callable[..., Any]
+    if spec.asynchronous:
+
+        async def arun(*args: Any, **kwargs: Any) -> Any:
+            bound = spec.signature.bind(*args, **kwargs)
+            return await run_component_async(spec, bound.arguments)
+
+        run = arun
+    else:
+
+        def srun(*args: Any, **kwargs: Any) -> Any:
+            bound = spec.signature.bind(*args, **kwargs)
+            return run_component(spec, bound.arguments)
+
+        run = srun
     run.__name__ = run.__qualname__ = _identifier(task_name)
     run.__doc__ = spec.fn.__doc__
-    run.__signature__ = spec.signature  # type: ignore[attr-defined]
+    setattr(run, "__signature__", spec.signature)  # noqa: B010
     setattr(run, SPEC_ATTR, spec)
     return run
 
 
-def run_component(spec: TaskSpec, arguments: Mapping[str, Any]) -> Any:
+async def run_component_async(spec: TaskSpec, arguments: Mapping[str, Any]) -> Any:
+    """The body of an async component task: :func:`run_component` in a worker thread.
+
+    Cancelling the coroutine (a timeout, the flow's cancellation) tells the thread to cancel
+    the job, and waits (up to ``STOP_TIMEOUT_SECONDS``) until it has stopped.
+
+    Args:
+        spec: What to run.
+        arguments: The task's bound arguments.
+
+    Returns:
+        What :func:`run_component` returns.
+    """
+    import asyncio
+    import contextvars
+
+    import anyio
+
+    stop = threading.Event()
+    ctx = contextvars.copy_context()
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[Any] = loop.create_future()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if fut.done():
+            return
+        if error is not None:
+            fut.set_exception(error)
+        else:
+            fut.set_result(value)
+
+    def work() -> None:
+        # one thread per task (not the loop's small default pool): any number of
+        # component tasks follow their jobs concurrently
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            value = ctx.run(run_component, spec, arguments, stop)
+        except BaseException as e:
+            error = e
+        try:
+            loop.call_soon_threadsafe(settle, value, error)
+        except RuntimeError:  # the event loop has closed: nobody waits for the result
+            log.debug("result of %s dropped: the event loop closed", spec.component_name)
+
+    threading.Thread(target=work, name=f"tether-{spec.component_name}").start()
+    try:
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        stop.set()
+        with anyio.CancelScope(shield=True):  # cancelled scopes re-cancel every await
+            await asyncio.wait([fut], timeout=STOP_TIMEOUT_SECONDS + 10)
+        raise
+
+
+def run_component(
+    spec: TaskSpec, arguments: Mapping[str, Any], stop: threading.Event | None = None
+) -> Any:
     """The body of a component task: run (or re-attach to) the job of one task call.
 
     Args:
         spec: What to run.
         arguments: The task's bound arguments.
+        stop: Set by another thread to cancel the job (the async variant's cancellation).
 
     Returns:
         The :class:`JobResult` of a job that SUCCEEDED, or a Prefect ``Cancelled`` state
@@ -340,7 +485,7 @@ def run_component(spec: TaskSpec, arguments: Mapping[str, Any]) -> Any:
                 task_run.id,
             )
             key = task_job_key(flow_run_id, task_run.task_key, same, component_args,
-                               task_run.id)
+                               task_run.id, spec.digest())
             art_name = task_name if nth == 0 else f"{task_name}-{nth}"
             tag_with_flow_run(app, flow_run_id)
             job = ComponentJob(
@@ -362,6 +507,8 @@ def run_component(spec: TaskSpec, arguments: Mapping[str, Any]) -> Any:
             def should_stop() -> str | None:
                 shipper.tick()
                 reason = watch.reason()
+                if reason is None and stop is not None and stop.is_set():
+                    reason = "the task was cancelled"
                 if reason:
                     logger.warning("%s: cancelling tether job %s", reason, handle)
                 return reason
