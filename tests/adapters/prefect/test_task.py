@@ -19,6 +19,7 @@ import pytest
 from tests.adapters.prefect.conftest import wait_for_logs, wait_until
 from tether.adapters.common import JobFailedError, JobResult
 from tether.adapters.prefect.identity import task_job_key
+from tether.adapters.prefect.task import SPEC_ATTR
 from tether.runner import get_runner
 from tether.specs import AppDef, AppState, Role
 
@@ -99,8 +100,8 @@ def test_success_returns_outputs_and_streams_every_replica_into_the_run_logs() -
     # identity: parent run = the flow run; key from flow run + task key + call + parameters
     assert result.outputs["parent"] == str(flow_run_id)
     assert result.outputs["key"] == task_job_key(
-        flow_run_id, task_run.task_key, 0,
-        {"c": OUTPUTS_CODE, "num_replicas": 2},
+        flow_run_id, task_run.task_key, 0, {"c": OUTPUTS_CODE, "num_replicas": 2},
+        spec_digest=getattr(py.fn, SPEC_ATTR).digest(),
     )
 
     msgs = wait_for_logs(
@@ -266,7 +267,8 @@ def test_retry_reattaches_to_the_running_job_without_a_duplicate() -> None:
     apps = _local_apps()
     assert len(apps) == 1, apps  # one job: the retry re-attached instead of submitting
     assert apps[0].job_key == task_job_key(
-        state.state_details.flow_run_id, task_run.task_key, 0, {"c": code}
+        state.state_details.flow_run_id, task_run.task_key, 0, {"c": code},
+        spec_digest=getattr(py.fn, SPEC_ATTR).digest(),
     )
     assert result.app_handle.endswith(apps[0].app_id)
     wait_for_logs(
