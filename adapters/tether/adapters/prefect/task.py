@@ -22,6 +22,7 @@ running, so the retry can re-attach to it.
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import keyword
 import logging
@@ -47,7 +48,7 @@ from tether.adapters.prefect.identity import (
     task_job_key,
 )
 from tether.adapters.prefect.logship import LogShipper, read_cursor
-from tether.runner import Runner, get_runner
+from tether.runner import Runner
 from tether.specs import AppDef, AppStatus, CfgVal
 
 if TYPE_CHECKING:
@@ -394,7 +395,6 @@ async def run_component_async(spec: TaskSpec, arguments: Mapping[str, Any]) -> A
         What :func:`run_component` returns.
     """
     import asyncio
-    import contextvars
 
     import anyio
 
@@ -470,7 +470,7 @@ def run_component(
     task_name = ctx.task.name
     logger = get_run_logger()
     flow_run_id = task_run.flow_run_id
-    runner = get_runner()
+    runner = _new_runner()
     client: Any = get_client(sync_client=True)
     client.__enter__()
     watch = CancelWatch(flow_run_id, task_run.id, client=client)
@@ -515,12 +515,21 @@ def run_component(
 
             result = job.follow(shipper, spec.poll_interval, should_stop=should_stop,
                                 skip=dict(shipper.cursor))
-            shipper.close()
+            # the summary goes out while the last log lines and the cursor are sent
+            summary = threading.Thread(
+                target=contextvars.copy_context().run,
+                args=(_publish_summary, art_name, job, result, logger, client, task_run),
+                name="tether-summary",
+            )
+            summary.start()
+            try:
+                shipper.close()
+            finally:
+                summary.join()
         except BaseException as e:
             if job is not None and not isinstance(e, Exception):
                 _stop(art_name, job, e, logger)
             raise
-        _publish_summary(art_name, job, result, logger)
     finally:
         watch.close()
         client.__exit__(None, None, None)
@@ -582,6 +591,19 @@ def _final_status(job: ComponentJob) -> AppStatus | None:
         return None
 
 
+_FACTORIES: list[Any] = []
+
+
+def _new_runner() -> Runner:
+    """A runner for one task; the scheduler registry (entry points) is read once per process."""
+    if not _FACTORIES:
+        from tether.schedulers import get_scheduler_factories
+
+        _FACTORIES.append(get_scheduler_factories())
+    factories = _FACTORIES[0]
+    return Runner(scheduler_factories=factories, scheduler_params={n: {} for n in factories})
+
+
 def _flow_counters() -> dict[str, Any] | None:
     """The per-run-of-the-flow dict tether numbers task calls in (see ``call_numbers``)."""
     from prefect.context import FlowRunContext
@@ -603,10 +625,21 @@ def _publish_link(task_name: str, job: ComponentJob, logger: Any) -> None:
         logger.warning("cannot create the link artifact of %s: %s", job.app_handle, e)
 
 
-def _publish_summary(task_name: str, job: ComponentJob, result: JobResult, logger: Any) -> None:
+def _publish_summary(
+    task_name: str,
+    job: ComponentJob,
+    result: JobResult,
+    logger: Any,
+    client: Any = None,
+    task_run: Any = None,
+) -> None:
     from tether.adapters.prefect.artifacts import create_summary
 
     try:
-        create_summary(task_name, job.scheduler, job.app, result, _final_status(job), job.key)
+        create_summary(
+            task_name, job.scheduler, job.app, result, _final_status(job), job.key,
+            client=client, flow_run_id=getattr(task_run, "flow_run_id", None),
+            task_run_id=getattr(task_run, "id", None),
+        )
     except Exception as e:
         logger.warning("cannot create the summary artifact of %s: %s", result.app_handle, e)
