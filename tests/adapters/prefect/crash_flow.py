@@ -40,8 +40,16 @@ job = component_task("utils.python", scheduler="local_cwd")
 
 
 @flow(name="tether-crashy")
-def crashy(pidfile: str, release: str, marker: str) -> int:
-    """Runs one job that waits for ``release`` to exist; returns the job's pid output."""
+def crashy(pidfile: str, release: str, marker: str, flow_pidfile: str = "") -> int:
+    """Runs one job that waits for ``release`` to exist; returns the job's pid output.
+
+    With ``flow_pidfile``, the flow-run process writes its own pid there first.
+    """
+    if flow_pidfile:
+        import os
+
+        with open(flow_pidfile, "w") as f:
+            f.write(str(os.getpid()))
     code = WAIT_CODE.format(pidfile=pidfile, release=release, marker=marker)
     return int(job(marker, c=code).outputs["pid"])
 
