@@ -102,6 +102,7 @@ def test_persist_result_stores_the_result_where_prefect_keeps_results() -> None:
     state = persisted_flow(return_state=True)
     assert state.is_completed(), state.message
     flow_run_id = state.state_details.flow_run_id
+    assert flow_run_id is not None
 
     def task_state() -> Any:
         with get_client(sync_client=True) as client:
@@ -177,10 +178,12 @@ def test_mapped_children_publish_their_own_artifacts() -> None:
 
     state = mapped(return_state=True)
     assert state.is_completed(), state.message
+    flow_run_id = state.state_details.flow_run_id
+    assert flow_run_id is not None
     with get_client(sync_client=True) as client:
         arts = client.read_artifacts(artifact_filter=ArtifactFilter(
-            flow_run_id=ArtifactFilterFlowRunId(any_=[state.state_details.flow_run_id])))
-    keys = sorted(a.key for a in arts if a.type == "markdown")
+            flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id])))
+    keys = sorted(str(a.key) for a in arts if a.type == "markdown")
     assert keys == ["tether-child", "tether-child-1", "tether-child-2"], keys
     handles = {r.app_handle for r in state.result()}
     assert len(handles) == 3

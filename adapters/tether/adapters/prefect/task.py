@@ -30,7 +30,7 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
 
 from tether.adapters.common import (
     ComponentJob,
@@ -52,7 +52,25 @@ from tether.runner import Runner
 from tether.specs import AppDef, AppStatus, CfgVal
 
 if TYPE_CHECKING:
+    from collections.abc import Coroutine
+
     from prefect import Task
+
+    R = TypeVar("R")
+
+    class ComponentTask(Task[..., R]):
+        """How type checkers see a component task (the runtime class is built lazily)."""
+
+        def with_options(
+            self,
+            *,
+            scheduler: str | None = ...,
+            cfg: Mapping[str, CfgVal] | None = ...,
+            image: str | None = ...,
+            env: Mapping[str, str] | None = ...,
+            poll_interval: float = ...,
+            **options: Any,
+        ) -> ComponentTask[R]: ...
 
 log = logging.getLogger(__name__)
 
@@ -227,6 +245,34 @@ def _identifier(name: str) -> str:
     return f"tether_{ident}"
 
 
+@overload
+def component_task(
+    component: str | Callable[..., AppDef],
+    scheduler: str | None = None,
+    cfg: Mapping[str, CfgVal] | None = None,
+    *,
+    image: str | None = None,
+    env: Mapping[str, str] | None = None,
+    poll_interval: float = 1.0,
+    asynchronous: Literal[False] = False,
+    **task_options: Any,
+) -> ComponentTask[JobResult]: ...
+
+
+@overload
+def component_task(
+    component: str | Callable[..., AppDef],
+    scheduler: str | None = None,
+    cfg: Mapping[str, CfgVal] | None = None,
+    *,
+    image: str | None = None,
+    env: Mapping[str, str] | None = None,
+    poll_interval: float = 1.0,
+    asynchronous: Literal[True],
+    **task_options: Any,
+) -> ComponentTask[Coroutine[Any, Any, JobResult]]: ...
+
+
 def component_task(
     component: str | Callable[..., AppDef],
     scheduler: str | None = None,
@@ -237,7 +283,7 @@ def component_task(
     poll_interval: float = 1.0,
     asynchronous: bool = False,
     **task_options: Any,
-) -> Task[..., Any]:
+) -> ComponentTask[Any]:
     """Turns a tether component into a Prefect task.
 
     Example::
@@ -306,8 +352,8 @@ def component_task(
     doc = inspect.getdoc(fn) or ""
     if doc and "description" not in options:
         options["description"] = doc.split("\n\n", 1)[0]
-    task: Task[..., Any] = _task_class()(fn=_task_function(spec, str(options["name"])), **options)
-    return task
+    return cast("ComponentTask[Any]",
+                _task_class()(fn=_task_function(spec, str(options["name"])), **options))
 
 
 _KEEP: Any = object()
