@@ -243,6 +243,10 @@ def _shipper(
     def echo(text: str) -> None:
         logger.info(text, extra={"send_to_api": False})
 
+    from prefect.settings import PREFECT_LOGGING_TO_API_ENABLED
+
+    if not PREFECT_LOGGING_TO_API_ENABLED.value():  # logs to the API are switched off
+        flow_run_id = None
     return LogShipper(client, flow_run_id, task_run_id, job.key, job.app_handle or "",
                       cursor, exists, echo=echo)
 
