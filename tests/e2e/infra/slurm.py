@@ -15,7 +15,7 @@ accounting (slurmdbd), ``sacct`` is disabled: finished jobs stay visible to ``sq
 ``MinJobAge`` seconds (set to 600 here).
 
 Run ``python -m tests.e2e.infra.slurm`` to start a cluster by hand; it prints the
-``SLURM_CONF`` to export and waits for Ctrl-C.
+``SLURM_CONF`` to export and waits for Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
@@ -315,8 +315,13 @@ class SlurmCluster:
         self.stop()
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> None:
-    """Starts a cluster and waits for Ctrl-C."""
+    """Starts a cluster and waits for Ctrl-C or SIGTERM (then stops every daemon)."""
+    signal.signal(signal.SIGTERM, _interrupt)
     with SlurmCluster() as cluster:
         print(f"export SLURM_CONF={cluster.conf}", flush=True)
         with contextlib.suppress(KeyboardInterrupt):

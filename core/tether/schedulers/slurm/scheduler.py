@@ -134,21 +134,18 @@ class SlurmScheduler(Scheduler[SlurmRequest]):
     def _explain(info: AppDryRunInfo[SlurmRequest], e: SlurmCommandError) -> str:
         req = info.request
         text = e.stderr or str(e)
-        app = info._app
-        hint = ""
-        if app is not None and "node configuration is not available" in text:
-            gpu_roles = [r.name for r in app.roles if r.resource.gpu > 0]
-            asks = [
-                f"role {r.name!r} asks for {r.num_replicas} replica(s) of "
-                f"cpu={r.resource.cpu:g} gpu={r.resource.gpu} memMB={r.resource.memMB}"
+        app = info._app  # set by submit_dryrun
+        asks = ""
+        if app is not None:
+            asks = "; ".join(
+                f"role {r.name!r}: {r.num_replicas} replica(s) of cpu={r.resource.cpu:g} "
+                f"gpu={r.resource.gpu} memMB={r.resource.memMB}"
                 for r in app.roles
-            ]
-            hint = (
-                f" ({'; '.join(asks)}"
-                + (f"; GPUs requested by {gpu_roles}" if gpu_roles else "")
-                + ")"
             )
-        return f"slurm rejected job {req.job_name!r} (roles {req.roles}): {text}{hint}"
+            gpu_roles = [r.name for r in app.roles if r.resource.gpu > 0]
+            if gpu_roles and ("gres" in text.lower() or "node configuration" in text):
+                asks += f" (GPUs asked for by {gpu_roles}: does the partition have GPUs?)"
+        return f"slurm rejected job {req.job_name!r}: {text}" + (f" [{asks}]" if asks else "")
 
     # ---- query ---------------------------------------------------------------------------
     def _fetch(self, app_id: str) -> SlurmApp | None:
