@@ -252,3 +252,54 @@ def test_job_key_recorded_in_the_comment(sched: SlurmScheduler, cfg: dict[str, A
     app_id = sched.submit(app, {**cfg, "comment": "mine"})
     assert [a.app_id for a in sched.find_jobs(key)] == [app_id]
     assert done(sched, app_id).job_key == key
+
+
+TRAIN = """\
+import os
+
+import torch
+import torch.distributed as dist
+
+from tether.runtime import process_group
+
+with process_group():
+    t = torch.tensor([dist.get_rank() + 1.0])
+    dist.all_reduce(t)
+    print(f"RESULT rank={dist.get_rank()} world={dist.get_world_size()} sum={t.item():g} "
+          f"node={os.environ['SLURMD_NODENAME']}", flush=True)
+"""
+
+
+def test_cli_ddp_two_nodes_gloo(
+    slurm_cluster: SlurmCluster, sched: SlurmScheduler, cfg: dict[str, Any], tmp_path: Path
+) -> None:
+    """`tether run -s slurm dist.ddp -j 2x1`: a real torch.distributed job across both nodes."""
+    pytest.importorskip("torch")
+    import subprocess
+    import sys
+
+    from tests.e2e.infra.slurm import free_ports
+
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    key = f"ddp-{random.randint(0, 10**9)}"
+    env = {**slurm_cluster.env(), "PYTHONPATH": os.pathsep.join(sys.path)}
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    argv = [
+        sys.executable, "-c", "import sys; from tether.cli.main import main; main(sys.argv[1:])",
+        "run", "-s", "slurm", "-cfg", f"job_dir={cfg['job_dir']}", "--wait", "--job_key", key,
+        "dist.ddp", "-j", "2x1", "--cpu", "1", "--memMB", "512",
+        "--rdzv_port", str(free_ports(1)[0]), "--env", f"PATH={path}", "--script", str(script),
+    ]  # fmt: skip
+    res = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=240)
+    [job] = sched.find_jobs(key)
+    replicas = [logs(sched, job.app_id, "train", k) for k in (0, 1)]
+    assert res.returncode == 0, f"{res.stdout}\n{res.stderr}\n{replicas}"
+    results = sorted(
+        line.split("RESULT ", 1)[1].strip() for rep in replicas for line in rep if "RESULT " in line
+    )
+    # c10d rendezvous assigns ranks in arrival order: any rank may land on either node
+    assert [r.split(" node=")[0] for r in results] == [
+        "rank=0 world=2 sum=3", "rank=1 world=2 sum=3",
+    ]  # fmt: skip
+    assert sorted(r.split(" node=")[1] for r in results) == ["n1", "n2"]
