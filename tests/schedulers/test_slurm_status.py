@@ -110,11 +110,12 @@ def test_timeout_and_oom_are_failed_with_why() -> None:
 
 def test_sacct_rows() -> None:
     text = "\n".join([
-        f"12+0|app|FAILED|NonZeroExitCode|2:0|n1|1|{COMMENT}|/jobs|2026-01-01T10:00:00",
-        f"12+1|app|CANCELLED by 0|None|0:15|n2|1|{COMMENT}|/jobs|2026-01-01T10:00:00",
-        "12+0.batch|batch|FAILED||2:0|n1|||||",
-        "13|other|COMPLETED|None|0:0|n1|0|no marker|/x|2026-01-01T10:00:00",
+        f"12+0|app|FAILED|NonZeroExitCode|2:0|n1|{COMMENT}|/jobs|2026-01-01T10:00:00",
+        f"12+1|app|CANCELLED by 0|None|0:15|n2|{COMMENT}|/jobs|2026-01-01T10:00:00",
+        "12+0.batch|batch|FAILED||2:0|n1||||",
+        "13|other|COMPLETED|None|0:0|n1|no marker|/x|2026-01-01T10:00:00",
     ])  # fmt: skip
     [app] = from_sacct(text)
-    assert app.app_id == "12" and app.state == AppState.FAILED and app.num_restarts == 1
+    assert app.app_id == "12" and app.state == AppState.FAILED
     assert "exit code 2" in app.msg and app.job_dir == "/jobs" and app.marker.job_key == "k1"
+    assert "ps: CANCELLED (cancelled by uid 0 (root)" in app.msg

@@ -14,7 +14,7 @@ Every daemon is stopped by its PID on exit. Install the packages with
 accounting (slurmdbd), ``sacct`` is disabled: finished jobs stay visible to ``squeue`` for
 ``MinJobAge`` seconds (set to 600 here).
 
-Run ``python -m tests.e2e.infra.slurm`` to start a cluster by hand; it prints the
+Run ``python -m tests.e2e.infra.slurm [--accounting]`` to start a cluster by hand; it prints the
 ``SLURM_CONF`` to export and waits for Ctrl-C or SIGTERM.
 """
 
@@ -28,9 +28,11 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
+CLUSTER = "tether-test"
 NODES = ("n1", "n2")
 CPUS_PER_NODE = 2
 MEMORY_MB_PER_NODE = 2048
@@ -79,24 +81,35 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
-def slurm_conf(d: Path, ctld_port: int, node_ports: dict[str, int]) -> str:
+def slurm_conf(
+    d: Path, ctld_port: int, node_ports: dict[str, int], dbd_port: int | None = None
+) -> str:
     """The ``slurm.conf`` of a test cluster rooted at ``d``.
 
     Args:
         d: The cluster's directory.
         ctld_port: slurmctld's port.
         node_ports: Each node's slurmd port.
+        dbd_port: slurmdbd's port, for a cluster with accounting.
 
     Returns:
         The file's text.
     """
+    accounting = (
+        "AccountingStorageType=accounting_storage/none"
+        if dbd_port is None
+        else "AccountingStorageType=accounting_storage/slurmdbd\n"
+        f"AccountingStorageHost=127.0.0.1\nAccountingStoragePort={dbd_port}\n"
+        f"AccountingStoragePass={d}/munge/munge.sock\n"  # the munge socket for slurmdbd messages
+        "AccountingStoreFlags=job_comment"  # sacct then shows tether's marker
+    )
     nodes = "\n".join(
         f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={p} "
         f"CPUs={CPUS_PER_NODE} RealMemory={MEMORY_MB_PER_NODE} State=UNKNOWN"
         for n, p in node_ports.items()
     )
     return f"""\
-ClusterName=tether-test
+ClusterName={CLUSTER}
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort={ctld_port}
 SlurmdPort={next(iter(node_ports.values()))}
@@ -122,7 +135,7 @@ MpiDefault=none
 ReturnToService=2
 JobCompType=jobcomp/none
 JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
+{accounting}
 MinJobAge=600
 KillWait=5
 MailProg=/bin/true
@@ -131,15 +144,56 @@ PartitionName={PARTITION} Nodes={",".join(node_ports)} Default=YES MaxTime=INFIN
 """
 
 
+def slurmdbd_conf(d: Path, dbd_port: int, db_port: int) -> str:
+    """The ``slurmdbd.conf`` of a test cluster: MariaDB on ``db_port``, no password."""
+    return f"""\
+AuthType=auth/munge
+AuthInfo=socket={d}/munge/munge.sock
+DbdHost=localhost
+DbdAddr=127.0.0.1
+DbdPort={dbd_port}
+SlurmUser=root
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort={db_port}
+StorageUser=root
+StorageLoc=slurm_acct_db
+PidFile={d}/slurmdbd.pid
+LogFile={d}/slurmdbd.log
+"""
+
+
+def missing_accounting_tools() -> list[str]:
+    """What accounting (slurmdbd + MariaDB) needs that this host lacks."""
+    return [
+        b for b in ("slurmdbd", "mariadbd", "mariadb-install-db", "sacct", "sacctmgr")
+        if shutil.which(b) is None and not os.access(f"/usr/sbin/{b}", os.X_OK)
+    ]  # fmt: skip
+
+
+def _wait_port(port: int, what: str, timeout: float, alive: Callable[[], None]) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        alive()
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+            return
+        if time.monotonic() > deadline:
+            raise SlurmUnavailable(f"{what} does not listen on 127.0.0.1:{port}")
+        time.sleep(0.1)
+
+
 class SlurmCluster:
     """munged + slurmctld + two slurmd in a temporary directory (see the module docs).
 
     Args:
         start_timeout: Seconds to wait for both nodes to be idle.
+        accounting: Also start MariaDB and slurmdbd (``sacct`` then works); install them
+            with ``tests/e2e/infra/setup.d/31-slurmdbd.sh``.
     """
 
-    def __init__(self, start_timeout: float = 60.0) -> None:
+    def __init__(self, start_timeout: float = 60.0, accounting: bool = False) -> None:
         self.start_timeout = start_timeout
+        self.accounting = accounting
         self.dir: Path | None = None
         self._procs: list[tuple[str, int]] = []
         self._popen: dict[int, subprocess.Popen[bytes]] = {}
@@ -195,14 +249,23 @@ class SlurmCluster:
         missing = missing_tools()
         if missing:
             raise SlurmUnavailable(f"missing {', '.join(missing)}; {INSTALL_HINT}")
+        missing = missing_accounting_tools() if self.accounting else []
+        if missing:
+            raise SlurmUnavailable(
+                f"missing {', '.join(missing)}; install them with "
+                "tests/e2e/infra/setup.d/31-slurmdbd.sh"
+            )
         # short path: the munge socket path is limited to ~108 bytes
         self.dir = Path(tempfile.mkdtemp(prefix="tether-slurm-", dir="/tmp"))
         try:
             self._start_munge()
-            ports = free_ports(1 + len(NODES))
-            node_ports = dict(zip(NODES, ports[1:]))
+            ports = free_ports(3 + len(NODES))
+            node_ports = dict(zip(NODES, ports[3:]))
             (self.dir / "state").mkdir()
-            self.conf.write_text(slurm_conf(self.dir, ports[0], node_ports))
+            dbd_port = ports[1] if self.accounting else None
+            self.conf.write_text(slurm_conf(self.dir, ports[0], node_ports, dbd_port))
+            if self.accounting:
+                self._start_accounting(ports[1], ports[2])
             self._spawn("slurmctld", ["slurmctld", "-D", "-i", "-f", str(self.conf)])
             for node in NODES:
                 (self.dir / f"spool-{node}").mkdir()
@@ -237,6 +300,32 @@ class SlurmCluster:
                     f"munged did not create its socket: {self._tail('munge/munged.log')}"
                 )
             time.sleep(0.05)
+
+    def _start_accounting(self, dbd_port: int, db_port: int) -> None:
+        assert self.dir is not None
+        d = self.dir
+        res = subprocess.run(
+            ["mariadb-install-db", "--no-defaults", f"--datadir={d}/mysql", "--user=root",
+             "--auth-root-authentication-method=normal", "--skip-test-db"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        if res.returncode != 0:
+            raise SlurmUnavailable(f"mariadb-install-db failed: {res.stderr[-2000:]}")
+        self._spawn(
+            "mariadbd",
+            ["mariadbd", "--no-defaults", "--user=root", f"--datadir={d}/mysql",
+             f"--port={db_port}", "--bind-address=127.0.0.1", f"--socket={d}/mysql.sock",
+             f"--pid-file={d}/mysql.pid", "--skip-grant-tables", "--skip-name-resolve",
+             "--innodb-buffer-pool-size=16M"],
+        )  # fmt: skip
+        _wait_port(db_port, "mariadbd", 60, self._check_alive)
+        dbd_conf = d / "slurmdbd.conf"  # found next to slurm.conf
+        fd = os.open(dbd_conf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(slurmdbd_conf(d, dbd_port, db_port))
+        self._spawn("slurmdbd", ["slurmdbd", "-D"])
+        _wait_port(dbd_port, "slurmdbd", 60, self._check_alive)
+        self.run("sacctmgr", "-i", "add", "cluster", CLUSTER)
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         assert self.dir is not None
@@ -321,8 +410,10 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def main() -> None:
     """Starts a cluster and waits for Ctrl-C or SIGTERM (then stops every daemon)."""
+    import sys
+
     signal.signal(signal.SIGTERM, _interrupt)
-    with SlurmCluster() as cluster:
+    with SlurmCluster(accounting="--accounting" in sys.argv[1:]) as cluster:
         print(f"export SLURM_CONF={cluster.conf}", flush=True)
         with contextlib.suppress(KeyboardInterrupt):
             signal.pause()

@@ -85,6 +85,7 @@ class Component:
         signal: The signal that ended it, when known.
         nodes: Its node list.
         restarts: Slurm's restart count.
+        by: Who cancelled it (sacct's ``CANCELLED by UID``), when known.
     """
 
     job_id: str
@@ -95,6 +96,20 @@ class Component:
     signal: int | None = None
     nodes: str = ""
     restarts: int = 0
+    by: str = ""
+
+
+def _cancelled_by(raw: str) -> str:
+    """``uid 1000 (alice)`` from ``CANCELLED by 1000``; empty when Slurm does not say."""
+    _, sep, uid = raw.partition(" by ")
+    if not sep or not uid.strip().isdigit():
+        return ""
+    import pwd
+
+    try:
+        return f"uid {uid.strip()} ({pwd.getpwuid(int(uid)).pw_name})"
+    except KeyError:
+        return f"uid {uid.strip()}"
 
 
 @dataclass
@@ -199,6 +214,8 @@ def _aggregate(comps: Sequence[Component]) -> AppState:
 def describe_component(c: Component) -> str:
     """A short text of a component's state: ``FAILED (NonZeroExitCode, exit code 3)``."""
     bits = []
+    if c.by:
+        bits.append(f"cancelled by {c.by}")
     if c.reason:
         bits.append(c.reason)
     if c.state in _WHY_FAILED:
@@ -292,8 +309,8 @@ def from_squeue(jobs: Sequence[Mapping[str, Any]]) -> list[SlurmApp]:
 
 
 SACCT_FIELDS = (
-    "JobID", "JobName", "State", "Reason", "ExitCode", "NodeList", "Restarts", "Comment",
-    "WorkDir", "Submit",
+    "JobID", "JobName", "State", "Reason", "ExitCode", "NodeList", "Comment", "WorkDir",
+    "Submit",
 )  # fmt: skip
 """Columns tether asks ``sacct --parsable2 --format`` for, in this order."""
 
@@ -338,8 +355,7 @@ def from_sacct(text: str) -> list[SlurmApp]:
                 Component(
                     job_id=r["JobID"], offset=_int(r["_offset"]) or 0,
                     state=base_state(r["State"]), reason="" if reason == "None" else reason,
-                    exit_code=rc, signal=sig, nodes=r["NodeList"],
-                    restarts=_int(r["Restarts"]) or 0,
+                    exit_code=rc, signal=sig, nodes=r["NodeList"], by=_cancelled_by(r["State"]),
                 )
             )  # fmt: skip
         try:
