@@ -228,6 +228,26 @@ def test_application_retries_requeue_the_job(sched: SlurmScheduler, cfg: dict[st
     assert logs(sched, app_id, "w") == ["attempt 0\n", "attempt 1\n"]
 
 
+def test_out_of_memory_is_failed_with_the_reason(
+    sched: SlurmScheduler, cfg: dict[str, Any]
+) -> None:
+    """The test cluster kills steps over their memory (JobAcctGatherParams=OverMemoryKill)."""
+    grow = "python3 -c 'import time; a = bytearray(400 << 20); time.sleep(30)'"
+    role = sh("hog", grow, resource=Resource(cpu=1, gpu=0, memMB=100))
+    app_id = sched.submit(AppDef("oom", roles=[role]), cfg)
+    desc = done(sched, app_id)
+    assert desc.state == AppState.FAILED
+    assert "out of memory" in desc.msg and "exceeded job memory limit" in desc.msg.lower()
+
+
+@pytest.mark.slow
+def test_time_limit_is_failed_with_the_reason(sched: SlurmScheduler, cfg: dict[str, Any]) -> None:
+    """Slurm's smallest time limit is a minute; it enforces it within about 30 s more."""
+    app_id = sched.submit(AppDef("slow", roles=[sh("w", "exec sleep 600")]), {**cfg, "time": "1"})
+    desc = wait_for(sched, app_id, {AppState.FAILED, AppState.SUCCEEDED}, timeout=200)
+    assert desc.state == AppState.FAILED and "TIMEOUT" in desc.msg and "time limit" in desc.msg
+
+
 def test_bad_partition_is_slurms_reason_and_leaves_no_job(
     sched: SlurmScheduler, cfg: dict[str, Any]
 ) -> None:
@@ -288,7 +308,7 @@ def test_cli_ddp_two_nodes_gloo(
     argv = [
         sys.executable, "-c", "import sys; from tether.cli.main import main; main(sys.argv[1:])",
         "run", "-s", "slurm", "-cfg", f"job_dir={cfg['job_dir']}", "--wait", "--job_key", key,
-        "dist.ddp", "-j", "2x1", "--cpu", "1", "--memMB", "512",
+        "dist.ddp", "-j", "2x1", "--cpu", "1", "--memMB", "1536",
         "--rdzv_port", str(free_ports(1)[0]), "--env", f"PATH={path}", "--script", str(script),
     ]  # fmt: skip
     res = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=240)

@@ -129,12 +129,15 @@ TaskPlugin=task/none
 SchedulerType=sched/backfill
 SchedulerParameters=bf_interval=1,sched_min_interval=100000
 SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=128
+JobAcctGatherFrequency=task=1
+JobAcctGatherParams=OverMemoryKill
 SlurmdParameters=config_overrides
 MpiDefault=none
 ReturnToService=2
 JobCompType=jobcomp/none
-JobAcctGatherType=jobacct_gather/none
+JobAcctGatherType=jobacct_gather/linux
 {accounting}
 MinJobAge=600
 KillWait=5

@@ -7,6 +7,7 @@ import contextlib
 import getpass
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -39,13 +40,15 @@ from tether.schedulers.slurm.status import (
     role_statuses,
     roles,
 )
-from tether.specs import AppDef, AppDryRunInfo, CfgVal, RetryPolicy, StructuredOpts
+from tether.specs import AppDef, AppDryRunInfo, AppState, CfgVal, RetryPolicy, StructuredOpts
 from tether.specs.status import is_terminal
 
 log: logging.Logger = logging.getLogger(__name__)
 
 BACKEND = "slurm"
 LOG_POLL_S = 0.5
+OOM_SCAN_BYTES = 8192
+_OOM = re.compile(r"exceeded (job )?memory limit|oom[-_ ]kill|out of memory", re.IGNORECASE)
 
 
 class SlurmSubmitError(ValueError):
@@ -171,15 +174,42 @@ class SlurmScheduler(Scheduler[SlurmRequest]):
         app = self._fetch(app_id)
         if app is None:
             return None
+        msg = app.msg
+        if app.state == AppState.FAILED:
+            msg += self._oom_note(app)
         return DescribeAppResponse(
             app_id=app_id,
             state=app.state,
             num_restarts=app.num_restarts,
-            msg=app.msg,
+            msg=msg,
             roles_statuses=role_statuses(app),
             roles=roles(app),
             job_key=app.marker.job_key,
         )
+
+    @staticmethod
+    def _oom_note(app: SlurmApp) -> str:
+        """``; out of memory: <Slurm's line>`` when a log of the job says a step was killed
+        for exceeding its memory (Slurm reports such a job as FAILED unless it enforces memory
+        with cgroups, where the state is OUT_OF_MEMORY)."""
+        if not app.job_dir:
+            return ""
+        base = Path(app.job_dir)
+        files = [base / f"{app.name}-{app.app_id}.out"]
+        logs = base / f"{app.name}-{app.app_id}"
+        with contextlib.suppress(OSError):
+            files += sorted(logs.iterdir())
+        for path in files:
+            try:
+                with open(path, "rb") as f:
+                    f.seek(max(0, path.stat().st_size - OOM_SCAN_BYTES))
+                    tail = f.read().decode("utf-8", errors="replace")
+            except OSError:
+                continue
+            for line in tail.splitlines():
+                if _OOM.search(line):
+                    return f"; out of memory ({path.name}): {line.strip()}"
+        return ""
 
     @staticmethod
     def _listing(app: SlurmApp) -> ListAppResponse:
