@@ -323,3 +323,25 @@ def test_cli_ddp_two_nodes_gloo(
         "rank=0 world=2 sum=3", "rank=1 world=2 sum=3",
     ]  # fmt: skip
     assert sorted(r.split(" node=")[1] for r in results) == ["n1", "n2"]
+
+
+def test_dir_workspace_is_copied_and_the_job_runs_in_it(
+    slurm_cluster: SlurmCluster, cfg: dict[str, Any], tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "main.sh").write_text(
+        'echo "from the workspace in $(basename "$PWD")"; cat data.txt\n'
+    )
+    (project / "data.txt").write_text("payload\n")
+    (project / "secret.key").write_text("not shipped\n")
+    (project / ".tetherignore").write_text("*.key\n")
+    app = AppDef("ws", roles=[Role("w", entrypoint="bash", args=["main.sh"])])
+    with Runner("e2e", scheduler_params={"slurm": {"slurm_conf": str(slurm_cluster.conf)}}) as r:
+        handle = r.run(app, "slurm", cfg, workspace=str(project))
+        status = r.wait(handle, wait_interval=0.5, timeout=DEADLINE_S)
+        assert status is not None and status.state == AppState.SUCCEEDED, status
+        lines = list(r.log_lines(handle, "w", 0))
+    [copy] = list((Path(cfg["job_dir"]) / "workspaces").iterdir())
+    assert lines == [f"from the workspace in {copy.name}\n", "payload\n"]
+    assert not (copy / "secret.key").exists()  # .tetherignore honoured

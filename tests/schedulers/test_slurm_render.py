@@ -216,3 +216,33 @@ def test_dryrun_offline_masks_secret_env_and_registered() -> None:
     assert "hunter2-secret" not in str(info)
     assert "hunter2-secret" in info.request.script  # the job itself gets the value
     assert "job_dir" in sched.run_opts()
+
+
+def test_workspace_copy_is_cached_by_content(tmp_path: Path) -> None:
+    from tether.schedulers.slurm.workspace import META_WORKSPACE_DIR, build_role_workspace
+    from tether.workspace import Workspace
+
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "a.py").write_text("print(1)\n")
+    role = Role("r", entrypoint="python", args=["a.py"], workspace=Workspace({str(proj): ""}))
+    build_role_workspace(role, str(tmp_path / "ws"), {})
+    first = role.metadata[META_WORKSPACE_DIR]
+    assert (Path(first) / "a.py").read_text() == "print(1)\n"
+    build_role_workspace(role, str(tmp_path / "ws"), {})
+    assert role.metadata[META_WORKSPACE_DIR] == first  # unchanged content: the same copy
+    (proj / "a.py").write_text("print(2)\n")
+    os.utime(proj / "a.py", ns=(1, 1))
+    build_role_workspace(role, str(tmp_path / "ws"), {})
+    assert role.metadata[META_WORKSPACE_DIR] != first
+    text = format_request(render(AppDef("x", roles=[role]), SlurmOpts(job_dir=JOB_DIR)))
+    assert f"--chdir={role.metadata[META_WORKSPACE_DIR]}" in text
+
+
+def test_unbuilt_workspace_is_rejected() -> None:
+    from tether.workspace import Workspace
+
+    role = trainer(1)
+    role.workspace = Workspace({"/tmp": ""})
+    with pytest.raises(SlurmConfigError, match="was not copied"):
+        create_scheduler("t").submit_dryrun(AppDef("x", roles=[role]), {})

@@ -27,6 +27,9 @@ without accounting an old job is unknown (``describe`` returns None).
 is submitted with ``--requeue``) while Slurm's restart count is below ``max_retries``. ``ROLE``
 is rejected at dryrun (the components of a heterogeneous job cannot restart alone).
 
+**Workspaces** (``dir``): the project is copied to ``workspace_dir`` and the role runs there
+(:mod:`.workspace`).
+
 **Job identity**: the job's comment ends with a marker ``[tether:roles=...;key=...]`` holding
 the role layout and the caller's job key; :meth:`find_jobs` and :meth:`list` read it back.
 

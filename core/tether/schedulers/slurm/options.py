@@ -56,6 +56,9 @@ class SlurmOpts(StructuredOpts):
     """Directory the job runs in and writes its logs to; must be visible from the nodes
     (default: $TETHER_STATE_DIR/slurm, else ~/.local/state/tether/slurm)."""
 
+    workspace_dir: str | None = None
+    """Where a --workspace is copied for the nodes (default: <job_dir>/workspaces)."""
+
     requeue: bool = False
     """Let Slurm requeue the job after a node failure or preemption (--requeue)."""
 

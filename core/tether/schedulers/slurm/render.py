@@ -46,6 +46,7 @@ from tether.schedulers.slurm.options import (
     MAIL_TYPES,
     SlurmOpts,
 )
+from tether.schedulers.slurm.workspace import META_WORKSPACE_DIR
 from tether.specs import AppDef, BindMount, RetryPolicy, Role
 
 MARKER = "tether"
@@ -231,6 +232,8 @@ def check_opts(opts: SlurmOpts, app: AppDef) -> None:
             "component of a heterogeneous job would need all the nodes); use constraint or "
             "exclude"
         )
+    if opts.workspace_dir is not None and not os.path.isabs(opts.workspace_dir):
+        errs.append(f"workspace_dir={opts.workspace_dir!r} must be an absolute path")
     if opts.job_dir is not None and (
         not opts.job_dir or re.search(r"[\s%]", opts.job_dir) or not os.path.isabs(opts.job_dir)
     ):
@@ -267,10 +270,10 @@ def check_app(app: AppDef, opts: SlurmOpts) -> None:
             )
         if opts.container_runtime == CONTAINER_PYXIS and not role.image:
             errs.append(f"{where}: image is empty; container_runtime=pyxis runs Role.image")
-        if role.workspace is not None:
+        if role.workspace is not None and META_WORKSPACE_DIR not in role.metadata:
             errs.append(
-                f"{where}: has a workspace ({role.workspace}), which the slurm scheduler does "
-                "not ship; put the code on a filesystem the nodes see and drop --workspace"
+                f"{where}: has a workspace ({role.workspace}) that was not copied; submit "
+                "through the Runner (tether run --workspace), which copies it to workspace_dir"
             )
         if role.max_retries > 0 and role.retry_policy == RetryPolicy.APPLICATION:
             others = {r.max_retries for r in app.roles if r.retry_policy == RetryPolicy.APPLICATION}
@@ -394,6 +397,8 @@ def _srun(role: Role, index: int, stem: str, opts: SlurmOpts, het: bool) -> str:
         f"--ntasks={role.num_replicas}", "--kill-on-bad-exit=1", "--open-mode=append",
         "--unbuffered",
     ]  # fmt: skip
+    if role.metadata.get(META_WORKSPACE_DIR):
+        argv.append(f"--chdir={role.metadata[META_WORKSPACE_DIR]}")
     words = [shlex.quote(a) for a in argv]
     words.append(f'--output="$tether_logs"/{shlex.quote(stem + "-%t.out")}')
     if opts.container_runtime == CONTAINER_PYXIS:

@@ -30,6 +30,7 @@ from tether.schedulers.slurm.render import (
     SlurmRequest,
     check_app,
     check_opts,
+    default_job_dir,
     format_request,
     render,
 )
@@ -40,8 +41,18 @@ from tether.schedulers.slurm.status import (
     role_statuses,
     roles,
 )
-from tether.specs import AppDef, AppDryRunInfo, AppState, CfgVal, RetryPolicy, StructuredOpts
+from tether.schedulers.slurm.workspace import build_role_workspace
+from tether.specs import (
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    CfgVal,
+    RetryPolicy,
+    Role,
+    StructuredOpts,
+)
 from tether.specs.status import is_terminal
+from tether.workspace.api import WorkspaceMixin
 
 log: logging.Logger = logging.getLogger(__name__)
 
@@ -55,7 +66,7 @@ class SlurmSubmitError(ValueError):
     """Slurm refused the job (sbatch failed); nothing was submitted. Carries Slurm's text."""
 
 
-class SlurmScheduler(Scheduler[SlurmRequest]):
+class SlurmScheduler(Scheduler[SlurmRequest], WorkspaceMixin[None]):
     """Runs apps as Slurm batch jobs (see the package docs).
 
     Args:
@@ -67,7 +78,7 @@ class SlurmScheduler(Scheduler[SlurmRequest]):
     capabilities: ClassVar[Capabilities] = Capabilities(
         runs_on_this_host=False,
         durable=True,
-        workspaces=frozenset(),
+        workspaces=frozenset({"dir"}),
         streams=frozenset({Stream.COMBINED}),
         log_time_filter=False,
         log_tail=True,
@@ -103,6 +114,21 @@ class SlurmScheduler(Scheduler[SlurmRequest]):
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[SlurmRequest]:
         opts = SlurmOpts(**cfg)  # type: ignore[arg-type]
         return AppDryRunInfo(render(app, opts), format_request)
+
+    def caching_build_workspace_and_update_role(
+        self, role: Role, cfg: Mapping[str, CfgVal], build_cache: dict[object, object]
+    ) -> None:
+        """Copies the role's workspace to ``workspace_dir`` (default ``<job_dir>/workspaces``);
+        the role's tasks then run in the copy.
+
+        Args:
+            role: The role (its metadata records the copy).
+            cfg: Resolved run options.
+            build_cache: Shared between the roles of one submission.
+        """
+        opts = SlurmOpts(**cfg)  # type: ignore[arg-type]
+        base = opts.workspace_dir or os.path.join(opts.job_dir or default_job_dir(), "workspaces")
+        build_role_workspace(role, base, build_cache)
 
     # ---- submit --------------------------------------------------------------------------
     def schedule(self, dryrun_info: AppDryRunInfo[SlurmRequest]) -> str:
