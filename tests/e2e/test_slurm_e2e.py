@@ -345,3 +345,18 @@ def test_dir_workspace_is_copied_and_the_job_runs_in_it(
     [copy] = list((Path(cfg["job_dir"]) / "workspaces").iterdir())
     assert lines == [f"from the workspace in {copy.name}\n", "payload\n"]
     assert not (copy / "secret.key").exists()  # .tetherignore honoured
+
+
+def test_stdout_and_stderr_streams(sched: SlurmScheduler, cfg: dict[str, Any]) -> None:
+    from tether.schedulers.api import Stream
+
+    app = AppDef("streams", roles=[sh("w", "echo out1; echo err1 >&2")])
+    plain = sched.submit(app, cfg)
+    app_id = sched.submit(app, {**cfg, "split_streams": True})
+    assert done(sched, app_id).state == AppState.SUCCEEDED
+    assert done(sched, plain).state == AppState.SUCCEEDED
+    with pytest.raises(ValueError, match="split_streams=True"):
+        sched.log_iter(plain, "w", 0, streams=Stream.STDERR)
+    assert list(sched.log_iter(app_id, "w", 0, streams=Stream.STDOUT)) == ["out1\n"]
+    assert list(sched.log_iter(app_id, "w", 0, streams=Stream.STDERR)) == ["err1\n"]
+    assert sorted(sched.log_iter(app_id, "w", 0)) == ["err1\n", "out1\n"]  # combined

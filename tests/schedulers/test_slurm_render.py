@@ -128,6 +128,13 @@ def test_pyxis_container_golden() -> None:
     check_golden("pyxis", rendered(AppDef("pyx", roles=[role]), container_runtime="pyxis"))
 
 
+def test_split_streams_tee_each_stream() -> None:
+    text = rendered(AppDef("s", roles=[trainer(1)]), split_streams=True)
+    assert 'tee -a "$TETHER_SLURM_LOGS"/trainer-"$SLURM_PROCID".stderr >&2' in text
+    assert "streams=split" in text
+    assert "tee -a" not in rendered(AppDef("s", roles=[trainer(1)]))
+
+
 def test_replica_retries_loop_in_the_task() -> None:
     script = task_script(trainer(1, max_retries=3, retry_policy=RetryPolicy.REPLICA))
     assert "restart $n of 3" in script and "exec " not in script
@@ -152,7 +159,12 @@ def test_shell_word_quotes_everything_but_placeholders() -> None:
 
 
 def test_comment_marker_round_trip() -> None:
-    m = Marker(roles=[("a b", 2), ("ps", 1)], job_key="k;[x]=1", user_comment="mine [x]")
+    m = Marker(
+        roles=[("a b", 2), ("ps", 1)],
+        job_key="k;[x]=1",
+        user_comment="mine [x]",
+        split_streams=True,
+    )
     back = parse_comment(make_comment(m))
     assert back == m
     assert parse_comment("just a comment") is None

@@ -69,6 +69,10 @@ class SlurmOpts(StructuredOpts):
     """Replicas of a role per node: 1 gives each its own node (--nodes=N
     --ntasks-per-node=1); K>1 packs K per node; 0 lets Slurm place them (--ntasks=N)."""
 
+    split_streams: bool = False
+    """Also keep each replica's stdout and stderr in separate files, so logs can be read by
+    stream; the combined log then interleaves the two streams only approximately."""
+
     gpu_request: str = GPUS_FLAGS
     """How Resource.gpu is asked for: gpus (--gpus-per-node/--gpus-per-task) or gres
     (--gres=gpu:N, for clusters without GPU TRES)."""

@@ -14,7 +14,8 @@ Shape of the script:
 * ``$TETHER_RANK0_HOST`` is the address of the first node of the first role
   (``scontrol show hostnames``, then that node's ``NodeAddr``), exported before any ``srun``;
 * every task writes ``<job_dir>/<job name>-<job id>/<role>-<replica>.out`` (stdout and
-  stderr), the batch script itself ``<job_dir>/<job name>-<job id>.out``;
+  stderr, through srun) and, with ``split_streams``, copies its streams to ``.stdout`` and
+  ``.stderr`` next to it (``tee``); the batch script writes ``<job_dir>/<job name>-<job id>.out``;
 * the roles' steps run side by side; when one fails the others are stopped and the script
   exits with its code. With ``RetryPolicy.REPLICA`` a task reruns its command up to
   ``max_retries`` times; with ``APPLICATION`` the script requeues the whole job (``scontrol
@@ -131,11 +132,13 @@ class Marker:
         roles: Role names and replica counts, in het-group order.
         job_key: The job identity, if any.
         user_comment: The user's own comment.
+        split_streams: The replicas keep stdout and stderr in separate files too.
     """
 
     roles: list[tuple[str, int]]
     job_key: str | None = None
     user_comment: str = ""
+    split_streams: bool = False
 
 
 def _q(text: str) -> str:
@@ -154,6 +157,8 @@ def make_comment(marker: Marker) -> str:
     parts = ["roles=" + ",".join(f"{_q(n)}.{k}" for n, k in marker.roles)]
     if marker.job_key is not None:
         parts.append("key=" + _q(marker.job_key))
+    if marker.split_streams:
+        parts.append("streams=split")
     tag = f"[{MARKER}:{';'.join(parts)}]"
     return f"{marker.user_comment} {tag}" if marker.user_comment else tag
 
@@ -180,6 +185,7 @@ def parse_comment(comment: str | None) -> Marker | None:
         roles=roles,
         job_key=urllib.parse.unquote(key) if key is not None else None,
         user_comment=(comment or "")[: m.start()].rstrip(),
+        split_streams=fields.get("streams") == "split",
     )
 
 
@@ -231,6 +237,11 @@ def check_opts(opts: SlurmOpts, app: AppDef) -> None:
             f"nodelist={opts.nodelist!r} cannot be used with {len(app.roles)} roles (every "
             "component of a heterogeneous job would need all the nodes); use constraint or "
             "exclude"
+        )
+    if opts.split_streams and opts.container_runtime == CONTAINER_PYXIS:
+        errs.append(
+            "split_streams=True cannot be used with container_runtime=pyxis (the log "
+            "directory is not mounted in the container)"
         )
     if opts.workspace_dir is not None and not os.path.isabs(opts.workspace_dir):
         errs.append(f"workspace_dir={opts.workspace_dir!r} must be an absolute path")
@@ -371,16 +382,23 @@ def _replica_command(rep: Role, role: Role) -> str:
     return f"exec {cmd}"
 
 
-def task_script(role: Role) -> str:
+def task_script(role: Role, stem: str | None = None) -> str:
     """The shell program each task of ``role`` runs: its replica chosen by ``$SLURM_PROCID``.
 
     Args:
         role: The role.
+        stem: The role's log-file stem: the task also copies its stdout and stderr to
+            ``$TETHER_SLURM_LOGS/<stem>-<replica>.stdout`` / ``.stderr`` (srun's ``--output``
+            file keeps both, interleaved).
 
     Returns:
         The program (for ``bash -c``).
     """
-    lines = ['case "$SLURM_PROCID" in']
+    lines = []
+    if stem is not None:
+        base = '"$TETHER_SLURM_LOGS"/' + shlex.quote(stem) + '-"$SLURM_PROCID"'
+        lines.append(f"exec > >(tee -a {base}.stdout) 2> >(tee -a {base}.stderr >&2)")
+    lines.append('case "$SLURM_PROCID" in')
     for k in range(role.num_replicas):
         rep = materialize(role, app_id=_APP_ID, replica_id=k, rank0_host=_RANK0)
         lines.append(f"  {k}) {_replica_command(rep, role)} ;;")
@@ -409,7 +427,8 @@ def _srun(role: Role, index: int, stem: str, opts: SlurmOpts, het: bool) -> str:
                 f"{m.src_path}:{m.dst_path}" + (":ro" if m.read_only else "") for m in binds
             )
             words.append(shlex.quote(f"--container-mounts={spec}"))
-    words += ["bash", "-c", shlex.quote(task_script(role))]
+    tee_stem = stem if opts.split_streams else None
+    words += ["bash", "-c", shlex.quote(task_script(role, tee_stem))]
     return " ".join(words)
 
 
@@ -422,6 +441,7 @@ tether_rank0_addr=$(scontrol show node "$tether_rank0_node" -o 2>/dev/null \\
 export TETHER_RANK0_HOST="${tether_rank0_addr:-$tether_rank0_node}"
 tether_logs=JOB_DIR/"${SLURM_JOB_NAME}-${SLURM_JOB_ID}"
 mkdir -p -m 700 "$tether_logs"
+export TETHER_SLURM_LOGS="$tether_logs"
 tether_pids=()
 """
 
@@ -496,6 +516,7 @@ def render(app: AppDef, opts: SlurmOpts) -> SlurmRequest:
         roles=[(r.name, r.num_replicas) for r in app.roles],
         job_key=app.metadata.get(JOB_KEY),
         user_comment=opts.comment or "",
+        split_streams=opts.split_streams,
     )
     args = ["--parsable", f"--comment={make_comment(marker)}"]
     return SlurmRequest(

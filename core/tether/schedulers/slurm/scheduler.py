@@ -79,7 +79,7 @@ class SlurmScheduler(Scheduler[SlurmRequest], WorkspaceMixin[None]):
         runs_on_this_host=False,
         durable=True,
         workspaces=frozenset({"dir"}),
-        streams=frozenset({Stream.COMBINED}),
+        streams=frozenset(Stream),
         log_time_filter=False,
         log_tail=True,
         native_retries=frozenset({RetryPolicy.REPLICA, RetryPolicy.APPLICATION}),
@@ -300,23 +300,30 @@ class SlurmScheduler(Scheduler[SlurmRequest], WorkspaceMixin[None]):
         n = app.marker.roles[idx][1]
         if not 0 <= k < n:
             raise ValueError(f"role {role_name!r} of job {app_id} has replicas 0..{n - 1}, not {k}")
-        path = self.log_path(app, role_name, k)
+        if streams != Stream.COMBINED and not app.marker.split_streams:
+            raise ValueError(
+                f"job {app_id} keeps one combined log per replica; submit with the run option "
+                f"split_streams=True to read the {streams.value} stream alone"
+            )
+        path = self.log_path(app, role_name, k, streams)
         return filter_regex(regex, self._lines(app_id, path, should_tail))
 
     @staticmethod
-    def log_path(app: SlurmApp, role_name: str, k: int) -> Path:
+    def log_path(app: SlurmApp, role_name: str, k: int, stream: Stream = Stream.COMBINED) -> Path:
         """Where replica ``k`` of a role writes its output.
 
         Args:
             app: The job.
             role_name: The role.
             k: The replica.
+            stream: Which stream.
 
         Returns:
-            ``<job_dir>/<job name>-<job id>/<role>-<k>.out``.
+            ``<job_dir>/<job name>-<job id>/<role>-<k>.out`` (``.stdout``, ``.stderr``).
         """
         idx = [n for n, _ in app.marker.roles].index(role_name)
-        return Path(app.job_dir) / f"{app.name}-{app.app_id}" / f"{app.log_stems[idx]}-{k}.out"
+        ext = {Stream.COMBINED: "out", Stream.STDOUT: "stdout", Stream.STDERR: "stderr"}[stream]
+        return Path(app.job_dir) / f"{app.name}-{app.app_id}" / f"{app.log_stems[idx]}-{k}.{ext}"
 
     def _lines(self, app_id: str, path: Path, follow: bool) -> Iterator[str]:
         pos = 0
