@@ -77,6 +77,7 @@ class SlurmScheduler(Scheduler[SlurmRequest], WorkspaceMixin[None]):
 
     capabilities: ClassVar[Capabilities] = Capabilities(
         runs_on_this_host=False,
+        needs_image=False,  # without a container runtime Role.image is not used
         durable=True,
         workspaces=frozenset({"dir"}),
         streams=frozenset(Stream),
