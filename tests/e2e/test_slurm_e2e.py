@@ -113,6 +113,7 @@ def test_heterogeneous_failure_stops_the_other_role(
     app_id = sched.submit(app, cfg)
     desc = done(sched, app_id)
     assert desc.state == AppState.FAILED and "exit code 5" in desc.msg
+    assert "exit codes by role: server=143 (stopped), client=5" in desc.msg, desc.msg
 
 
 def _procs_with(cmdline: bytes) -> list[int]:

@@ -51,6 +51,8 @@ from tether.schedulers.slurm.workspace import META_WORKSPACE_DIR
 from tether.specs import AppDef, BindMount, RetryPolicy, Role
 
 MARKER = "tether"
+EXIT_FILE_PREFIX = ".exit-"
+"""Heterogeneous jobs: ``<log dir>/.exit-<role stem>`` holds each role's step exit code."""
 _APP_ID = "\x00tether-app-id\x00"
 _RANK0 = "\x00tether-rank0-host\x00"
 _SHELL_VARS = {_APP_ID: "${SLURM_JOB_ID}", _RANK0: "${TETHER_RANK0_HOST}"}
@@ -499,7 +501,18 @@ def render(app: AppDef, opts: SlurmOpts) -> SlurmRequest:
     stems = log_stems([r.name for r in app.roles])
     for i, role in enumerate(app.roles):
         lines.append(f"# role {i}: {role.name} ({role.num_replicas} replica(s))")
-        lines.append(_srun(role, i, stems[i], opts, het) + " &")
+        if het:  # record each role's exit code; the epilogue's kill stops the step too
+            lines += [
+                "(",
+                "  trap 'kill \"${tether_step:-}\" 2>/dev/null' TERM",
+                "  " + _srun(role, i, stems[i], opts, het) + " &",
+                '  tether_step=$!; wait "$tether_step"; tether_st=$?',
+                f'  echo "$tether_st" > "$tether_logs"/{shlex.quote(EXIT_FILE_PREFIX + stems[i])}',
+                '  exit "$tether_st"',
+                ") &",
+            ]
+        else:
+            lines.append(_srun(role, i, stems[i], opts, het) + " &")
         lines.append("tether_pids+=($!)")
     lines.append(_EPILOGUE.rstrip("\n"))
     if app_retries:

@@ -27,6 +27,7 @@ from tether.schedulers.capabilities import Capabilities, MountKind
 from tether.schedulers.slurm.client import SlurmClient, SlurmCommandError
 from tether.schedulers.slurm.options import SlurmOpts
 from tether.schedulers.slurm.render import (
+    EXIT_FILE_PREFIX,
     SlurmRequest,
     check_app,
     check_opts,
@@ -203,7 +204,7 @@ class SlurmScheduler(Scheduler[SlurmRequest], WorkspaceMixin[None]):
             return None
         msg = app.msg
         if app.state == AppState.FAILED:
-            msg += self._oom_note(app)
+            msg += self._role_exit_note(app) + self._oom_note(app)
         return DescribeAppResponse(
             app_id=app_id,
             state=app.state,
@@ -213,6 +214,21 @@ class SlurmScheduler(Scheduler[SlurmRequest], WorkspaceMixin[None]):
             roles=roles(app),
             job_key=app.marker.job_key,
         )
+
+    @staticmethod
+    def _role_exit_note(app: SlurmApp) -> str:
+        """``; exit codes by role: a=143 (stopped), b=5`` for a heterogeneous job."""
+        if len(app.marker.roles) < 2 or not app.job_dir:
+            return ""
+        logs = Path(app.job_dir) / f"{app.name}-{app.app_id}"
+        codes = []
+        for (name, _), stem in zip(app.marker.roles, app.log_stems):
+            try:
+                rc = (logs / f"{EXIT_FILE_PREFIX}{stem}").read_text().strip()
+            except OSError:
+                continue
+            codes.append(f"{name}={rc}" + (" (stopped)" if rc == "143" else ""))
+        return f"; exit codes by role: {', '.join(codes)}" if codes else ""
 
     @staticmethod
     def _oom_note(app: SlurmApp) -> str:
