@@ -1,5 +1,9 @@
 """Session-scoped real backends for the end-to-end tests.
 
+Slurm: munged + slurmctld + two slurmd "nodes" (``tests/e2e/infra/slurm.py``) for the whole
+session; the tests skip, with the reason, when Debian's slurm-wlm/munge are not installed
+(``tests/e2e/infra/setup.d/30-slurm.sh`` installs them).
+
 Kubernetes: one etcd + kube-apiserver + kube-controller-manager (``tests/e2e/infra/kube.py``)
 for the whole session. The tests skip, with the reason, only when the binaries are missing
 and ``TETHER_BUILD_KUBE`` is not set; with ``TETHER_BUILD_KUBE=1`` (CI) they are built first
@@ -15,6 +19,22 @@ import pytest
 
 if TYPE_CHECKING:
     from tests.e2e.infra.kube import KubeBinaries, KubeCluster
+    from tests.e2e.infra.slurm import SlurmCluster
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[SlurmCluster]:
+    """A running two-node Slurm cluster shared by the session (stopped by PID at the end)."""
+    from tests.e2e.infra.slurm import SlurmCluster, missing_tools
+
+    missing = missing_tools()
+    if missing:
+        pytest.skip(
+            f"Slurm is not installed (missing {', '.join(missing)}); run "
+            "tests/e2e/infra/setup.d/30-slurm.sh"
+        )
+    with SlurmCluster() as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session")
