@@ -1,0 +1,166 @@
+"""The ``ray`` scheduler against a real local Ray head (``tests/e2e/infra/ray.py``).
+
+Every test submits real Ray jobs through the Jobs API; the replicas are real processes that
+tether's driver starts as Ray tasks in a placement group.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether.schedulers.api import JOB_KEY
+from tether.schedulers.ray.scheduler import RayConnectionError, RayScheduler
+from tether.specs import AppDef, AppState, Resource, Role
+from tether.specs.status import is_terminal
+from tether.workspace.api import Workspace
+
+pytestmark = pytest.mark.e2e
+
+PY = sys.executable
+DEADLINE_S = 240.0
+
+
+def wait_state(sched: RayScheduler, app_id: str, want: set[AppState]) -> Any:
+    deadline = time.monotonic() + DEADLINE_S
+    desc = None
+    while time.monotonic() < deadline:
+        desc = sched.describe(app_id)
+        assert desc is not None
+        if desc.state in want or (is_terminal(desc.state) and not want & {desc.state}):
+            return desc
+        time.sleep(0.5)
+    raise AssertionError(f"{app_id} never reached {want}; last: {desc}")
+
+
+def terminal(sched: RayScheduler, app_id: str) -> Any:
+    return wait_state(sched, app_id, {AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED})
+
+
+def cpu1() -> Resource:
+    return Resource(cpu=1, gpu=0, memMB=0)
+
+
+@pytest.fixture
+def sched(ray_head: Any) -> RayScheduler:
+    return RayScheduler("e2e", address=ray_head.address)
+
+
+def submit(sched: RayScheduler, app: AppDef, **cfg: Any) -> str:
+    return sched.submit(app, {"python": PY, **cfg})
+
+
+def logs(sched: RayScheduler, app_id: str, role: str, k: int = 0) -> list[str]:
+    return list(sched.log_iter(app_id, role, k))
+
+
+def test_success_and_logs(sched: RayScheduler) -> None:
+    app = AppDef("hello", [Role("echo", entrypoint=PY, args=["-c", "print('hi from ray')"],
+                                resource=cpu1())])
+    app_id = submit(sched, app)
+    desc = terminal(sched, app_id)
+    assert desc.state == AppState.SUCCEEDED, desc.msg
+    assert logs(sched, app_id, "echo") == ["hi from ray\n"]
+    assert any(a.app_id == app_id and a.name == "hello" for a in sched.list())
+
+
+def test_failure_names_replica_and_exit_code(sched: RayScheduler) -> None:
+    app = AppDef("fails", [Role("bad", entrypoint=PY,
+                                args=["-c", "import sys; print('dying'); sys.exit(3)"],
+                                resource=cpu1())])
+    app_id = submit(sched, app)
+    desc = terminal(sched, app_id)
+    assert desc.state == AppState.FAILED
+    assert "role 'bad' replica 0 exited with code 3" in desc.msg
+    assert logs(sched, app_id, "bad") == ["dying\n"]
+
+
+def test_two_replicas_env_and_logs_per_replica(sched: RayScheduler) -> None:
+    script = (
+        "import os; print('rank', os.environ['TETHER_REPLICA_ID'], "
+        "os.environ['TETHER_NUM_REPLICAS'], os.environ['TETHER_RANK0_HOST'], "
+        "os.environ['TETHER_ROLE_NAME'], os.environ['EXTRA'])"
+    )
+    role = Role("w", entrypoint=PY, args=["-c", script], num_replicas=2, resource=cpu1(),
+                env={"EXTRA": "r${replica_id}"})
+    app_id = submit(sched, AppDef("ranks", [role]), placement_strategy="SPREAD")
+    desc = terminal(sched, app_id)
+    assert desc.state == AppState.SUCCEEDED, desc.msg
+    assert [len(r.replicas) for r in desc.roles_statuses] == [2]
+    assert logs(sched, app_id, "w", 0) == ["rank 0 2 127.0.0.1 w r0\n"]
+    assert logs(sched, app_id, "w", 1) == ["rank 1 2 127.0.0.1 w r1\n"]
+    with pytest.raises(ValueError, match="no replica w/2"):
+        logs(sched, app_id, "w", 2)
+
+
+def test_torch_distributed_gloo_from_workspace(sched: RayScheduler, tmp_path: Path) -> None:
+    pytest.importorskip("torch.distributed")
+    from tests.e2e.infra.ray import free_port
+
+    (tmp_path / "allreduce.py").write_text(
+        "import os\n"
+        "import torch, torch.distributed as dist\n"
+        "rank = int(os.environ['TETHER_REPLICA_ID'])\n"
+        "world = int(os.environ['TETHER_NUM_REPLICAS'])\n"
+        "url = f\"tcp://{os.environ['TETHER_RANK0_HOST']}:{os.environ['PORT']}\"\n"
+        "dist.init_process_group('gloo', init_method=url, rank=rank, world_size=world)\n"
+        "t = torch.tensor([float(rank + 1)])\n"
+        "dist.all_reduce(t)\n"
+        "print('sum', int(t.item()), flush=True)\n"
+        "dist.barrier()\n"
+        "dist.destroy_process_group()\n"
+    )
+    role = Role("trainer", entrypoint=PY, args=["allreduce.py"], num_replicas=2,
+                resource=cpu1(), env={"PORT": str(free_port())},
+                workspace=Workspace({str(tmp_path): ""}))
+    app_id = submit(sched, AppDef("ddp", [role]))
+    desc = terminal(sched, app_id)
+    out = {k: logs(sched, app_id, "trainer", k) for k in (0, 1)}
+    assert desc.state == AppState.SUCCEEDED, (desc.msg, out)
+    assert out == {0: ["sum 3\n"], 1: ["sum 3\n"]}
+
+
+def test_cancel_is_idempotent_and_tail_ends(sched: RayScheduler) -> None:
+    script = "import time; print('started', flush=True); time.sleep(600)"
+    app_id = submit(sched, AppDef("long", [Role("s", entrypoint=PY, args=["-c", script],
+                                                resource=cpu1())]))
+    tail = iter(sched.log_iter(app_id, "s", 0, should_tail=True))
+    assert next(tail) == "started\n"  # the replica runs
+    sched.cancel(app_id)
+    desc = terminal(sched, app_id)
+    assert desc.state == AppState.CANCELLED
+    assert list(tail) == []  # following ends with the job
+    sched.cancel(app_id)  # no-op
+    sched.cancel("no-such-job-123")  # no-op
+    assert sched.describe("no-such-job-123") is None
+
+
+def test_reattach_by_job_key(sched: RayScheduler, ray_head: Any) -> None:
+    key = f"dag.task.{uuid.uuid4().hex[:8]}"
+    script = "import time; print('once', flush=True); time.sleep(600)"
+    app = AppDef("keyed", [Role("s", entrypoint=PY, args=["-c", script], resource=cpu1())],
+                 metadata={JOB_KEY: key})
+    first = submit(sched, app)
+    try:
+        wait_state(sched, first, {AppState.RUNNING})
+        other = RayScheduler("another-process", address=ray_head.address)
+        found = other.find_jobs(key)
+        assert [a.app_id for a in found] == [first]
+        assert other.describe(first).job_key == key  # type: ignore[union-attr]
+        assert submit(other, app) == first  # not a second job
+    finally:
+        sched.cancel(first)
+    assert terminal(sched, first).state == AppState.CANCELLED
+
+
+def test_unreachable_head_names_what_to_set() -> None:
+    from tests.e2e.infra.ray import free_port
+
+    sched = RayScheduler("e2e", address=f"http://127.0.0.1:{free_port()}")
+    with pytest.raises(RayConnectionError, match="TETHER_RAY_ADDRESS"):
+        sched.describe("x")
