@@ -125,19 +125,34 @@ def test_torch_distributed_gloo_from_workspace(sched: RayScheduler, tmp_path: Pa
     assert out == {0: ["sum 3\n"], 1: ["sum 3\n"]}
 
 
-def test_cancel_is_idempotent_and_tail_ends(sched: RayScheduler) -> None:
-    script = "import time; print('started', flush=True); time.sleep(600)"
+def pid_alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_cancel_stops_the_replica_and_is_idempotent(sched: RayScheduler) -> None:
+    script = "import os, time; print('pid', os.getpid(), flush=True); time.sleep(600)"
     app_id = submit(sched, AppDef("long", [Role("s", entrypoint=PY, args=["-c", script],
                                                 resource=cpu1())]))
     tail = iter(sched.log_iter(app_id, "s", 0, should_tail=True))
-    assert next(tail) == "started\n"  # the replica runs
+    pid = int(next(tail).split()[1])  # the replica runs (on this host)
+    assert pid_alive(pid)
     sched.cancel(app_id)
     desc = terminal(sched, app_id)
     assert desc.state == AppState.CANCELLED
     assert list(tail) == []  # following ends with the job
+    deadline = time.monotonic() + 60
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not pid_alive(pid), "the replica's process outlived the cancelled job"
     sched.cancel(app_id)  # no-op
     sched.cancel("no-such-job-123")  # no-op
     assert sched.describe("no-such-job-123") is None
+    sched.delete(app_id)
+    assert sched.describe(app_id) is None
 
 
 def test_reattach_by_job_key(sched: RayScheduler, ray_head: Any) -> None:

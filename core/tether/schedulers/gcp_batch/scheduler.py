@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import dataclasses
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, ClassVar
@@ -73,6 +74,11 @@ def log_filter(project: str, job_uid: str, k: int) -> str:
     )
 
 
+def _opts(cfg: Mapping[str, CfgVal]) -> GcpBatchOpts:
+    names = {f.name for f in dataclasses.fields(GcpBatchOpts)}
+    return GcpBatchOpts(**{k: v for k, v in cfg.items() if k in names})  # type: ignore[arg-type]
+
+
 class GcpBatchScheduler(Scheduler[GcpBatchRequest]):
     """Runs apps as Google Cloud Batch jobs (see the package docs).
 
@@ -125,14 +131,14 @@ class GcpBatchScheduler(Scheduler[GcpBatchRequest]):
 
     # ---- render and submit -------------------------------------------------------------
     def _validate(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> None:
-        opts = GcpBatchOpts(**cfg)  # type: ignore[arg-type]
+        opts = _opts(cfg)
         check(app, opts)
         resolve_project(opts)
 
     def _submit_dryrun(
         self, app: AppDef, cfg: Mapping[str, CfgVal]
     ) -> AppDryRunInfo[GcpBatchRequest]:
-        opts = GcpBatchOpts(**cfg)  # type: ignore[arg-type]
+        opts = _opts(cfg)
         req = render(app, opts, resolve_project(opts), make_job_id(app.name))
         return AppDryRunInfo(req, format_request)
 

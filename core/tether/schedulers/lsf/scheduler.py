@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -102,6 +103,11 @@ def _role_cwd(app: AppDef, opts: LsfOpts) -> str:
     return os.getcwd()
 
 
+def _opts(cfg: Mapping[str, CfgVal]) -> LsfOpts:
+    names = {f.name for f in dataclasses.fields(LsfOpts)}
+    return LsfOpts(**{k: v for k, v in cfg.items() if k in names})  # type: ignore[arg-type]
+
+
 class LsfScheduler(Scheduler[LsfRequest], WorkspaceMixin[None]):
     """Runs apps as IBM Spectrum LSF jobs through ``bsub``/``bjobs``/``bkill``.
 
@@ -130,7 +136,7 @@ class LsfScheduler(Scheduler[LsfRequest], WorkspaceMixin[None]):
 
     # ---- render and submit -------------------------------------------------------------
     def _validate(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> None:
-        opts = LsfOpts(**cfg)  # type: ignore[arg-type]
+        opts = _opts(cfg)
         check(app, opts)
         _role_cwd(app, opts)
 
@@ -146,7 +152,7 @@ class LsfScheduler(Scheduler[LsfRequest], WorkspaceMixin[None]):
         """
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[LsfRequest]:
-        opts = LsfOpts(**cfg)  # type: ignore[arg-type]
+        opts = _opts(cfg)
         cwd = _role_cwd(app, opts)
         req = render(app, opts, make_job_name(app.name), default_log_root(opts, cwd), cwd)
         return AppDryRunInfo(req, format_request)

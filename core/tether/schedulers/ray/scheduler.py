@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import json
 import logging
 import os
@@ -61,6 +62,7 @@ log = logging.getLogger(__name__)
 DEFAULT_ADDRESS = "http://127.0.0.1:8265"
 ADDRESS_ENVS = ("TETHER_RAY_ADDRESS", "RAY_API_SERVER_ADDRESS", "RAY_ADDRESS")
 LOG_POLL_S = 1.0
+DELETE_WAIT_S = 60.0
 
 
 class RayConnectionError(RuntimeError):
@@ -112,6 +114,11 @@ def _roles_of(metadata: Mapping[str, str]) -> dict[str, int]:
     except ValueError:
         return {}
     return {str(k): int(v) for k, v in doc.items()} if isinstance(doc, dict) else {}
+
+
+def _opts(cfg: Mapping[str, CfgVal]) -> RayOpts:
+    names = {f.name for f in dataclasses.fields(RayOpts)}
+    return RayOpts(**{k: v for k, v in cfg.items() if k in names})  # type: ignore[arg-type]
 
 
 class RayScheduler(Scheduler[RayJobRequest], WorkspaceMixin[None]):
@@ -184,7 +191,7 @@ class RayScheduler(Scheduler[RayJobRequest], WorkspaceMixin[None]):
 
     # ---- render and submit -------------------------------------------------------------
     def _validate(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> None:
-        opts = RayOpts(**cfg)  # type: ignore[arg-type]
+        opts = _opts(cfg)
         check_opts(opts)
         wd = opts.working_dir or workspace_dir(app)
         if wd and not os.path.isdir(os.path.expanduser(wd)):
@@ -208,7 +215,7 @@ class RayScheduler(Scheduler[RayJobRequest], WorkspaceMixin[None]):
     def _submit_dryrun(
         self, app: AppDef, cfg: Mapping[str, CfgVal]
     ) -> AppDryRunInfo[RayJobRequest]:
-        opts = RayOpts(**cfg)  # type: ignore[arg-type]
+        opts = _opts(cfg)
         req = render(app, opts, make_app_id(app.name), self.session_name)
         return AppDryRunInfo(req, format_request)
 
@@ -343,6 +350,10 @@ class RayScheduler(Scheduler[RayJobRequest], WorkspaceMixin[None]):
                 raise
 
     def _delete_existing(self, app_id: str) -> None:
+        # stop_job is asynchronous; Ray deletes only finished jobs
+        deadline = time.monotonic() + DELETE_WAIT_S
+        while not is_terminal(self._state(app_id)) and time.monotonic() < deadline:
+            time.sleep(LOG_POLL_S)
         if is_terminal(self._state(app_id)):
             try:
                 self.client().delete_job(app_id)
