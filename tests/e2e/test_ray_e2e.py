@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tether.runner.api import Runner
+from tether.schedulers import get_scheduler_factory
 from tether.schedulers.api import JOB_KEY
 from tether.schedulers.ray.scheduler import RayConnectionError, RayScheduler
 from tether.specs import AppDef, AppState, Resource, Role
@@ -167,7 +169,11 @@ def test_reattach_by_job_key(sched: RayScheduler, ray_head: Any) -> None:
         found = other.find_jobs(key)
         assert [a.app_id for a in found] == [first]
         assert other.describe(first).job_key == key  # type: ignore[union-attr]
-        assert submit(other, app) == first  # not a second job
+        with Runner("another-process", scheduler_factories={"ray": get_scheduler_factory("ray")},
+                    scheduler_params={"ray": {"address": ray_head.address}}) as runner:
+            outcome = runner.run_or_attach(app, "ray", {"python": PY}, job_key=key)
+        assert outcome.reattached and outcome.app_handle.endswith(f"/{first}")
+        assert [a.app_id for a in other.find_jobs(key)] == [first]  # not a second job
     finally:
         sched.cancel(first)
     assert terminal(sched, first).state == AppState.CANCELLED

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tether.runner.api import Runner
 from tether.schedulers import get_scheduler_factory
 from tether.schedulers.api import JOB_KEY
 from tether.schedulers.capabilities import UnsupportedFeatureError
@@ -131,7 +132,7 @@ def test_rejections_name_the_field() -> None:
         sched.submit_dryrun(one, {"project": "p", "provisioning_model": "spt"})
     with pytest.raises(GcpBatchRenderError, match="max_run_duration='1h'"):
         sched.submit_dryrun(one, {"project": "p", "max_run_duration": "1h"})
-    with pytest.raises(GcpBatchRenderError, match="role 'a': image is empty"):
+    with pytest.raises(UnsupportedFeatureError, match="role 'a': image is empty"):
         sched.submit_dryrun(AppDef("x", [Role("a", entrypoint="p")]), {"project": "p"})
 
 
@@ -292,7 +293,11 @@ def test_list_and_reattach_by_job_key(batch_service: tuple[FakeBatchService, Any
     service, client = batch_service
     sched = GcpBatchScheduler("s", client=client, project="proj")
     first = sched.submit(ddp_app(), {"project": "proj"})
-    assert sched.submit(ddp_app(), {"project": "proj"}) == first  # live job with the key
+    runner = Runner("s", scheduler_factories={"gcp_batch": get_scheduler_factory("gcp_batch")},
+                    scheduler_params={"gcp_batch": {"client": client, "project": "proj"}})
+    outcome = runner.run_or_attach(ddp_app(), "gcp_batch", {"project": "proj"},
+                                   job_key="dag/run 1/task")
+    assert outcome.reattached and outcome.app_handle.endswith(first)
     assert len(service.jobs) == 1
     found = sched.find_jobs("dag/run 1/task")
     assert [a.app_id for a in found] == [first]

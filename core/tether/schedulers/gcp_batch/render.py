@@ -156,9 +156,6 @@ def check(app: AppDef, opts: GcpBatchOpts) -> None:
                 f"run option labels: key {k!r} is not a label key (lower-case letter first, "
                 "then [a-z0-9_-], at most 63)"
             )
-    for role in app.roles:
-        if not role.image:
-            raise GcpBatchRenderError(f"role {role.name!r}: image is empty (Batch runs containers)")
 
 
 def _argv_script(argv: list[str], multi: bool) -> list[str]:

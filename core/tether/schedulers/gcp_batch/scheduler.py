@@ -143,7 +143,8 @@ class GcpBatchScheduler(Scheduler[GcpBatchRequest]):
         return AppDryRunInfo(req, format_request)
 
     def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
-        """Creates the job (or returns the live job with the same job key).
+        """Creates the job (the job key, if any, is a label; re-attaching to a job of the
+        same key is the Runner's ``run_or_attach``).
 
         Args:
             dryrun_info: What :meth:`submit_dryrun` returned.
@@ -152,13 +153,6 @@ class GcpBatchScheduler(Scheduler[GcpBatchRequest]):
             The app id, ``project:location:job_id``.
         """
         req: GcpBatchRequest = dryrun_info.request
-        labels = req.request["job"]["labels"]
-        key = labels.get(LABEL_JOB_KEY)
-        if key:
-            project = req.request["parent"].split("/")[1]
-            for found in self._list(project, "-", f'labels."{LABEL_JOB_KEY}"="{key}"'):
-                if found.state.name in ("PENDING", "RUNNING", "SUCCEEDED"):
-                    return found.app_id
         self.client().create_job(request=req.request)
         return req.app_id
 

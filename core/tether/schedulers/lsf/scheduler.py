@@ -117,6 +117,7 @@ class LsfScheduler(Scheduler[LsfRequest], WorkspaceMixin[None]):
 
     capabilities: ClassVar[Capabilities] = Capabilities(
         runs_on_this_host=False,
+        needs_image=False,
         durable=True,
         workspaces=frozenset({"dir"}),
         streams=frozenset({Stream.COMBINED}),

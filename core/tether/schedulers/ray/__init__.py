@@ -23,8 +23,7 @@ used (all ``num_replicas`` are placed).
 **Status** is the Jobs API's (:data:`tether.schedulers.ray.status.JOB_STATE`) with its message
 (a failed replica names its role, index and exit code). **Cancel** is ``stop_job``. **Job
 identity**: the job key is in the job's metadata (``tether.job_key``); ``list`` and
-``find_jobs`` read the metadata, and ``schedule`` returns the live job of a key instead of
-submitting a second one.
+``find_jobs`` read the metadata (the Runner's ``run_or_attach`` re-attaches by it).
 """
 
 from __future__ import annotations

@@ -132,6 +132,7 @@ class RayScheduler(Scheduler[RayJobRequest], WorkspaceMixin[None]):
 
     capabilities: ClassVar[Capabilities] = Capabilities(
         runs_on_this_host=False,
+        needs_image=False,
         durable=True,
         workspaces=frozenset({"dir"}),
         streams=frozenset({Stream.COMBINED}),
@@ -220,7 +221,8 @@ class RayScheduler(Scheduler[RayJobRequest], WorkspaceMixin[None]):
         return AppDryRunInfo(req, format_request)
 
     def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
-        """Submits the job (or returns the live job with the same job key).
+        """Submits the job (the job key, if any, is recorded in its metadata; re-attaching
+        to a job of the same key is the Runner's ``run_or_attach``).
 
         Args:
             dryrun_info: What :meth:`submit_dryrun` returned.
@@ -229,12 +231,6 @@ class RayScheduler(Scheduler[RayJobRequest], WorkspaceMixin[None]):
             The app id (the job's submission id).
         """
         req: RayJobRequest = dryrun_info.request
-        key = req.metadata.get(META_JOB_KEY)
-        if key:
-            for found in self.find_jobs(key):
-                if found.state in (AppState.PENDING, AppState.RUNNING, AppState.SUCCEEDED):
-                    log.info("job key %s already has Ray job %s; not submitting", key, found.app_id)
-                    return found.app_id
         client = self.client()
         with tempfile.TemporaryDirectory(prefix="tether-ray-") as tmp:
             client.submit_job(**req.submit_kwargs(write_driver_package(tmp)))
