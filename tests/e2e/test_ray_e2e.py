@@ -185,3 +185,25 @@ def test_unreachable_head_names_what_to_set() -> None:
     sched = RayScheduler("e2e", address=f"http://127.0.0.1:{free_port()}")
     with pytest.raises(RayConnectionError, match="TETHER_RAY_ADDRESS"):
         sched.describe("x")
+
+
+def test_cli_run_log_and_list(ray_head: Any, tmp_path: Path) -> None:
+    """``tether run --log -s ray`` streams every replica and exits with the app's result."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "TETHER_RAY_ADDRESS": ray_head.address,
+           "TETHER_STATE_DIR": str(tmp_path / "state"),
+           "TETHERCONFIG": str(tmp_path / "none.tetherconfig")}
+    (tmp_path / "none.tetherconfig").write_text("")
+    cli = [PY, "-m", "tether.cli.main"]
+    run = subprocess.run(
+        [*cli, "run", "--log", "-s", "ray", "-cfg", f"python={PY}", "utils.echo", "--msg",
+         "hi from the cli"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=DEADLINE_S)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "hi from the cli" in run.stdout
+    listed = subprocess.run([*cli, "list", "-s", "ray"], env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert "SUCCEEDED" in listed.stdout
