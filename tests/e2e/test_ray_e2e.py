@@ -100,6 +100,18 @@ def test_two_replicas_env_and_logs_per_replica(sched: RayScheduler) -> None:
         logs(sched, app_id, "w", 2)
 
 
+def test_elastic_role_starts_with_the_replicas_that_fit(sched: RayScheduler) -> None:
+    """The head has 2 CPUs: 3 replicas of 1 CPU with min_replicas=2 start as 2."""
+    script = "import os; print('world', os.environ['TETHER_NUM_REPLICAS'])"
+    role = Role("e", entrypoint=PY, args=["-c", script], num_replicas=3, min_replicas=2,
+                resource=cpu1())
+    app_id = submit(sched, AppDef("elastic", [role]), elastic_wait=1.0)
+    desc = terminal(sched, app_id)
+    assert desc.state == AppState.SUCCEEDED, desc.msg
+    assert [logs(sched, app_id, "e", k) for k in range(3)] == [
+        ["world 2\n"], ["world 2\n"], []]
+
+
 def test_torch_distributed_gloo_from_workspace(sched: RayScheduler, tmp_path: Path) -> None:
     pytest.importorskip("torch.distributed")
     from tests.e2e.infra.ray import free_port

@@ -87,6 +87,13 @@ def test_replica_plan_carries_materialized_env_and_identity() -> None:
     assert req.runtime_env["py_modules"] == [DRIVER_PLACEHOLDER]
 
 
+def test_replicas_beyond_min_replicas_are_optional() -> None:
+    role = Role("r", entrypoint="p", num_replicas=4, min_replicas=2)
+    req = render(AppDef("a", [role]), RayOpts(elastic_wait=3), "a-1", "s")
+    assert [r["optional"] for r in req.plan["replicas"]] == [False, False, True, True]
+    assert req.plan["elastic_wait"] == 3
+
+
 def test_bundles_default_to_one_cpu() -> None:
     assert bundle(Role("r", entrypoint="x")) == {"CPU": 1.0}
     assert bundle(Role("r", entrypoint="x", resource=Resource(cpu=0.5, gpu=2, memMB=10))) == {

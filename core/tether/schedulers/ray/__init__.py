@@ -17,8 +17,9 @@ the node address of replica 0 and runs every replica's argv as a Ray task on its
 the replica environment of :func:`tether.schedulers.replica.materialize`. Each replica's
 output lines are written to the job log prefixed ``[role/k]``; ``log_iter`` selects them.
 A workspace directory becomes the job's ``working_dir``; ``pip``/``env`` options go into the
-``runtime_env``. All replicas start together (gang) or not at all; ``min_replicas`` is not
-used (all ``num_replicas`` are placed).
+``runtime_env``. The required replicas start together (gang) or not at all; a role with
+``min_replicas`` needs only that many placed, and replicas beyond it start if they fit within
+``elastic_wait`` seconds (``$TETHER_NUM_REPLICAS`` is the number started).
 
 **Status** is the Jobs API's (:data:`tether.schedulers.ray.status.JOB_STATE`) with its message
 (a failed replica names its role, index and exit code). **Cancel** is ``stop_job``. **Job

@@ -31,6 +31,7 @@ from typing import Any
 PLAN_ENV = "TETHER_RAY_PLAN"
 """Environment variable holding the JSON plan."""
 RANK0_HOST_ENV = "TETHER_RANK0_HOST"
+NUM_REPLICAS_ENV = "TETHER_NUM_REPLICAS"
 FAILURE_PREFIX = "tether: "
 PLACEMENT_TIMEOUT_ENV = "TETHER_RAY_PLACEMENT_TIMEOUT"
 
@@ -122,6 +123,30 @@ def _node_addresses(ray: Any) -> dict[str, str]:
     return {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive")}
 
 
+def _place_optional(
+    ray: Any, placement_group: Any, remove: Any, optional: list[dict[str, Any]], wait_s: float
+) -> list[tuple[dict[str, Any], Any]]:
+    """Elastic roles: places replicas beyond ``min_replicas``, one bundle each, for up to
+    ``wait_s`` seconds, keeping per role the replicas up to the first that did not fit (so
+    replica ids stay contiguous and match the rendered macros)."""
+    if not optional:
+        return []
+    groups = [(r, placement_group([dict(r["bundle"])], strategy="PACK")) for r in optional]
+    ray.wait([g.ready() for _, g in groups], num_returns=len(groups), timeout=max(wait_s, 0.1))
+    kept: list[tuple[dict[str, Any], Any]] = []
+    stopped: set[str] = set()
+    for rep, group in groups:
+        state = ray.util.placement_group_table(group).get("state")
+        if rep["role"] not in stopped and state == "CREATED":
+            kept.append((rep, group))
+        else:
+            stopped.add(rep["role"])
+            remove(group)
+    print(f"{FAILURE_PREFIX}elastic: placed {len(kept)} of {len(optional)} optional replica(s)",
+          flush=True)
+    return kept
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the plan in ``$TETHER_RAY_PLAN`` (see the module docs).
 
@@ -138,7 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     plan = json.loads(os.environ[PLAN_ENV])
     replicas: list[dict[str, Any]] = plan["replicas"]
     ray.init(log_to_driver=True)
-    bundles = [dict(r["bundle"]) for r in replicas]
+    required = [r for r in replicas if not r.get("optional")]
+    bundles = [dict(r["bundle"]) for r in required]
     pg = placement_group(bundles, strategy=plan.get("placement_strategy", "PACK"))
     timeout = float(os.environ.get(PLACEMENT_TIMEOUT_ENV, plan.get("placement_timeout", 0)) or 0)
     print(f"{FAILURE_PREFIX}reserving {len(bundles)} bundle(s): {bundles}", flush=True)
@@ -152,22 +178,33 @@ def main(argv: Sequence[str] | None = None) -> int:
             flush=True,
         )
         return 1
+    # where each replica runs: (placement group, bundle index)
+    placed: list[tuple[dict[str, Any], Any, int]] = [(r, pg, i) for i, r in enumerate(required)]
+    extra_pgs = _place_optional(
+        ray, placement_group, remove_placement_group,
+        [r for r in replicas if r.get("optional")], float(plan.get("elastic_wait", 0)),
+    )
+    placed += [(r, p, 0) for r, p in extra_pgs]
+    counts: dict[str, int] = {}
+    for rep, _, _ in placed:
+        counts[rep["role"]] = counts.get(rep["role"], 0) + 1
     table = ray.util.placement_group_table(pg)
     nodes = _node_addresses(ray)
     node0 = table["bundles_to_node_id"].get(0)
-    rank0_host = nodes.get(node0, "127.0.0.1") if len(replicas) > 1 else "localhost"
+    rank0_host = nodes.get(node0, "127.0.0.1") if len(placed) > 1 else "localhost"
 
     task = ray.remote(run_replica)
     refs: dict[Any, dict[str, Any]] = {}
-    for i, rep in enumerate(replicas):
+    for rep, group, index in placed:
         env = dict(rep["env"])
         env[RANK0_HOST_ENV] = rank0_host
+        env[NUM_REPLICAS_ENV] = str(counts[rep["role"]])  # elastic: the replicas placed
         opts: dict[str, Any] = {
             "num_cpus": rep["bundle"].get("CPU", 0),
             "num_gpus": rep["bundle"].get("GPU", 0),
             "max_retries": 0,
             "scheduling_strategy": PlacementGroupSchedulingStrategy(
-                placement_group=pg, placement_group_bundle_index=i
+                placement_group=group, placement_group_bundle_index=index
             ),
         }
         if rep["bundle"].get("memory"):
@@ -196,6 +233,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = 1
             break
     remove_placement_group(pg)
+    for _, group in extra_pgs:
+        remove_placement_group(group)
     return code
 
 

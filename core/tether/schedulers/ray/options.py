@@ -20,6 +20,10 @@ class RayOpts(StructuredOpts):
     placement_timeout: float = 0.0
     """Seconds the driver waits for the placement group before failing the job (0: forever)."""
 
+    elastic_wait: float = 5.0
+    """Roles with ``min_replicas``: seconds to wait for the replicas beyond the minimum once the
+    minimum is placed; those that do not fit by then are not started."""
+
     python: str = "python"
     """Interpreter on the cluster that runs tether's driver (it needs ``ray`` importable)."""
 

@@ -171,6 +171,8 @@ def check_opts(opts: RayOpts) -> None:
         raise RayRenderError(
             f"run option placement_timeout={opts.placement_timeout} must be >= 0 (0: wait forever)"
         )
+    if opts.elastic_wait < 0:
+        raise RayRenderError(f"run option elastic_wait={opts.elastic_wait} must be >= 0")
     if opts.entrypoint_num_cpus < 0:
         raise RayRenderError(
             f"run option entrypoint_num_cpus={opts.entrypoint_num_cpus} must be >= 0"
@@ -207,6 +209,8 @@ def render(app: AppDef, opts: RayOpts, app_id: str, session_name: str) -> RayJob
                     "argv": [rep.entrypoint, *rep.args],
                     "env": dict(rep.env),
                     "bundle": bundle(role),
+                    # elastic: replicas beyond min_replicas start only if they fit
+                    "optional": role.min_replicas is not None and i >= role.min_replicas,
                 }
             )
     runtime_env: dict[str, Any] = {
@@ -236,6 +240,7 @@ def render(app: AppDef, opts: RayOpts, app_id: str, session_name: str) -> RayJob
             "app_id": app_id,
             "placement_strategy": opts.placement_strategy,
             "placement_timeout": opts.placement_timeout,
+            "elastic_wait": opts.elastic_wait,
             "replicas": replicas,
         },
     )

@@ -139,7 +139,7 @@ class RayScheduler(Scheduler[RayJobRequest], WorkspaceMixin[None]):
         log_time_filter=False,
         log_tail=True,
         gang=True,
-        elastic=False,
+        elastic=True,
         secrets=False,
         port_map=False,
     )
