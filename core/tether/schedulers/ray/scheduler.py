@@ -175,7 +175,8 @@ class RayScheduler(Scheduler[RayJobRequest], WorkspaceMixin[None]):
                     self._client = JobSubmissionClient(self.address)
                 except (ConnectionError, OSError) as e:
                     raise RayConnectionError(
-                        f"cannot reach the Ray dashboard (Jobs API) at {self.address}: {e}. "
+                        f"cannot reach the Ray dashboard (Jobs API) at {self.address}: "
+                        f"{str(e).rstrip('.')}. "
                         "Start a cluster (ray start --head) or set $TETHER_RAY_ADDRESS / "
                         "$RAY_API_SERVER_ADDRESS (or scheduler_params ray.address) to its "
                         "http://host:port"
