@@ -63,3 +63,14 @@ def kube_api(kube_cluster: KubeCluster) -> Iterator[Any]:
     """An admin ``kubernetes.client.ApiClient`` for the session cluster."""
     with kube_cluster.api_client() as api:
         yield api
+
+
+@pytest.fixture(scope="session")
+def ray_head() -> Iterator[Any]:
+    """A real Ray head on 127.0.0.1 (free ports, temp dir) for the session; skips without
+    ``ray``. Stopped by its process group at the end."""
+    pytest.importorskip("ray.job_submission")
+    from tests.e2e.infra.ray import RayHead
+
+    with RayHead(num_cpus=2) as head:
+        yield head
