@@ -29,7 +29,13 @@ from tether.schedulers.capabilities import Capabilities
 from tether.schedulers.gpus import host_gpu_count
 from tether.schedulers.local.logs import read_log_lines
 from tether.schedulers.local.options import LocalOpts
-from tether.schedulers.local.procs import wait_pid_exit, wait_readable
+from tether.schedulers.local.procs import (
+    recover,
+    resolve_unsupervised,
+    wait_pid_exit,
+    wait_readable,
+    with_app_token,
+)
 from tether.schedulers.local.render import (
     BACKEND,
     LocalRequest,
@@ -49,8 +55,8 @@ from tether.schedulers.local.state import (
 )
 from tether.schedulers.local.supervisor import (
     pid_alive,
+    start_time_of,
     stderr_tail,
-    stop_groups,
 )
 from tether.specs import (
     AppDef,
@@ -71,8 +77,6 @@ SUPERVISOR_START_TIMEOUT_S = 120.0
 """How long ``schedule`` waits for the supervisor to report the replicas started."""
 CANCEL_EXTRA_WAIT_S = 10.0
 """Beyond the grace period, how long ``cancel`` waits for the supervisor to stop the app."""
-DEAD_SUPERVISOR_GRACE_S = 1.0
-"""Grace period for processes left behind by a dead supervisor (``describe`` stops them)."""
 
 
 
@@ -227,6 +231,8 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
             log_dir=req.log_dir,
             grace_period=req.grace_period,
             supervisor_log=str(app_dir / SUPERVISOR_LOG),
+            launcher_pid=os.getpid(),
+            launcher_start_time=start_time_of(os.getpid()),
             replicas=[
                 ReplicaRecord(
                     role=r.role,
@@ -267,6 +273,7 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
                         str(ready_w),
                     ],
                     stdin=subprocess.DEVNULL,
+                    env=with_app_token(dict(os.environ), record.app_id),
                     stdout=slog,
                     stderr=subprocess.STDOUT,
                     cwd=app_dir,
@@ -414,53 +421,7 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
 
     def _load(self, app_id: str) -> AppRecord | None:
         """The app's record, with a dead supervisor's unfinished app resolved."""
-        rec = self._store.load(app_id)
-        if rec is None or rec.app_state.is_terminal() or self._supervised(rec):
-            return rec
-        with contextlib.ExitStack() as stack:
-            try:
-                stack.enter_context(self._store.lock(app_id))
-            except FileNotFoundError:
-                return None  # deleted meanwhile
-            rec = self._store.load(app_id)
-            if rec is None or rec.app_state.is_terminal() or self._supervised(rec):
-                return rec
-            self._resolve_unsupervised(rec)
-            self._store.save(rec)
-            return rec
-
-    @staticmethod
-    def _supervised(rec: AppRecord) -> bool:
-        if rec.supervisor_pid is None:
-            # the launcher is still starting the supervisor (or died doing so)
-            return time.time() - rec.created < SUPERVISOR_START_TIMEOUT_S
-        return pid_alive(rec.supervisor_pid, rec.supervisor_start_time)
-
-    @staticmethod
-    def _resolve_unsupervised(rec: AppRecord) -> None:
-        """Finishes an app whose supervisor is gone: stops its processes, records why."""
-        groups = [
-            (r.pid, r.start_time)
-            for r in rec.replicas
-            if r.pid is not None and not r.app_state.is_terminal()
-        ]
-        stop_groups(groups, min(rec.grace_period, DEAD_SUPERVISOR_GRACE_S))
-        if rec.supervisor_pid is None:
-            why = "the supervisor never started"
-        else:
-            why = f"supervisor pid {rec.supervisor_pid} died"
-        for rep in rec.replicas:
-            if not rep.app_state.is_terminal():
-                rep.state = AppState.FAILED.name
-                rep.msg = f"{why}; exit status of replica unknown"
-                rep.exit_code = None
-                rep.finished_at = time.time()
-        if all(r.app_state == AppState.SUCCEEDED for r in rec.replicas):
-            rec.state = AppState.SUCCEEDED.name
-        else:
-            rec.state = AppState.FAILED.name
-            rec.msg = f"{why} (see {rec.supervisor_log}); the app's processes were stopped"
-        rec.finished_at = time.time()
+        return recover(self._store, app_id)
 
     # ---- logs --------------------------------------------------------------------------
     def _log_iter(
@@ -557,23 +518,8 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
                     rec.supervisor_pid, rec.supervisor_start_time
                 ):
                     continue  # it just started: signal it
-                groups = [
-                    (r.pid, r.start_time)
-                    for r in rec.replicas
-                    if r.pid is not None and not r.app_state.is_terminal()
-                ]
-                stop_groups(groups, rec.grace_period)
-                for rep in rec.replicas:
-                    if not rep.app_state.is_terminal():
-                        rep.state = AppState.CANCELLED.name
-                        rep.msg = "cancelled"
-                        rep.finished_at = time.time()
-                rec.state = AppState.CANCELLED.name
-                rec.msg = "cancelled"
-                if rec.supervisor_pid is not None:
-                    rec.msg += f" (its supervisor pid {rec.supervisor_pid} had died)"
-                rec.finished_at = time.time()
-                self._store.save(rec)
+                resolve_unsupervised(rec, cancelled=True)
+                self._store.save(rec, fsync=True)
                 return
 
     @staticmethod

@@ -52,6 +52,14 @@ from tether.specs import (
 STATE_DIR_ENV = "TETHER_STATE_DIR"
 """Environment variable naming tether's state directory."""
 
+APP_TOKEN_ENV = "TETHER_LOCAL_APPS"  # noqa: S105 (a variable name, not a secret)
+"""Environment variable marking every process of a local app (``:``-separated app ids).
+
+The launcher sets it on the supervisor, so the supervisor, every process it forks (also
+before ``exec``) and every descendant of a replica carry the app's id. Recovery after a
+crash finds the app's processes by it (see :mod:`tether.schedulers.local.procs`).
+"""
+
 BACKEND_DIR = "local_cwd"
 RECORD_VERSION = 1
 STATE_FILE = "state.json"
@@ -108,6 +116,24 @@ def atomic_write_bytes(path: Path, data: bytes, fsync: bool = True) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def fsync_dir(path: Path) -> None:
+    """Flushes a directory's entries (a rename in it) to disk; best effort.
+
+    Args:
+        path: The directory.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def atomic_write_json(path: Path, doc: Any) -> None:
@@ -260,6 +286,8 @@ class ReplicaRecord:
         started_at: Start of the last attempt (seconds since the epoch).
         finished_at: End of the last attempt.
         msg: Why it failed, when it did.
+        launching: Intent: the supervisor is about to start (another attempt of) this
+            replica; written durably before the process is forked, cleared once its pid is.
     """
 
     role: str
@@ -278,6 +306,7 @@ class ReplicaRecord:
     started_at: float | None = None
     finished_at: float | None = None
     msg: str = ""
+    launching: bool = False
 
     @property
     def app_state(self) -> AppState:
@@ -310,6 +339,8 @@ class AppRecord:
         supervisor_pid: Pid of the app's supervisor process.
         supervisor_start_time: Kernel start time of the supervisor (pid reuse guard).
         supervisor_log: Path of the supervisor's own log.
+        launcher_pid: Pid of the process that submitted the app (it starts the supervisor).
+        launcher_start_time: Kernel start time of the launcher (pid reuse guard).
         finished_at: When the app reached a final state.
         updated: Time of the last write.
         replicas: One record per replica, role by role.
@@ -332,6 +363,8 @@ class AppRecord:
     supervisor_pid: int | None = None
     supervisor_start_time: int | None = None
     supervisor_log: str = ""
+    launcher_pid: int | None = None
+    launcher_start_time: int | None = None
     finished_at: float | None = None
     updated: float = 0.0
     replicas: list[ReplicaRecord] = field(default_factory=list)
@@ -438,20 +471,25 @@ class StateStore:
             (jd / record.app_id).touch()
         self.save(record)
 
-    def save(self, record: AppRecord) -> None:
+    def save(self, record: AppRecord, fsync: bool = False) -> None:
         """Replaces the app's record atomically.
 
-        The rename is atomic for every reader and every crash of a process. The record is
-        not fsync'ed (that would delay every state change by milliseconds): after a crash of
-        the host, a record may be older than the app, and ``describe`` resolves it as an app
-        whose supervisor died.
+        The rename is atomic for every reader and every crash of a process. By default the
+        record is not fsync'ed (that would delay every state change by milliseconds): after
+        a crash of the host, a record may be older than the app, and recovery resolves it as
+        an app whose supervisor died. The supervisor fsyncs the intent and confirmation
+        records around starting processes.
 
         Args:
             record: The record.
+            fsync: Flush the record (and the rename) to disk before returning.
         """
         record.updated = time.time()
         data = json.dumps(record.to_json(), indent=1, sort_keys=True).encode("utf-8")
-        atomic_write_bytes(self.state_path(record.app_id), data, fsync=False)
+        path = self.state_path(record.app_id)
+        atomic_write_bytes(path, data, fsync=fsync)
+        if fsync:
+            fsync_dir(path.parent)
 
     def load(self, app_id: str) -> AppRecord | None:
         """Reads an app's record.

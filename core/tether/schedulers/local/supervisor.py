@@ -48,6 +48,7 @@ from types import FrameType
 from typing import NoReturn
 
 from tether.schedulers.local.state import (
+    APP_TOKEN_ENV,
     INDEX_SUFFIX,
     AppRecord,
     LogIndexWriter,
@@ -478,9 +479,9 @@ class Supervisor:
                 self._cancel(f"cancelled (the supervisor got {signal.Signals(sig).name})")
 
     # -- state ----------------------------------------------------------------------------
-    def _save(self) -> None:
+    def _save(self, fsync: bool = False) -> None:
         with self.store.lock(self.app_id):
-            self.store.save(self.rec)
+            self.store.save(self.rec, fsync=fsync)
 
     def _signal_ready(self) -> None:
         if self.ready_fd >= 0:
@@ -506,8 +507,11 @@ class Supervisor:
             self.rec = rec
             self.rec.supervisor_pid = os.getpid()
             self.rec.supervisor_start_time = start_time_of(os.getpid())
-            # the pid first: from now on others can tell whether this supervisor lives
-            self.store.save(self.rec)
+            for rep in self.rec.replicas:
+                rep.launching = True
+            # the pid and the intent first, durably: from now on others can tell whether
+            # this supervisor lives, and find what it starts (see procs.recover)
+            self.store.save(self.rec, fsync=True)
         self._handle_signals()
         if not self.cancelling:
             for rep in self.rec.replicas:
@@ -518,10 +522,12 @@ class Supervisor:
             for rep in self.rec.replicas:
                 if rep.app_state == AppState.PENDING:
                     rep.state = AppState.CANCELLED.name
+        for rep in self.rec.replicas:
+            rep.launching = False
         if not self.rec.app_state.is_terminal():
             self.rec.state = AppState.RUNNING.name
         self._progress()
-        self._save()
+        self._save(fsync=True)  # confirmed: every started replica's pid and start time
         self._signal_ready()
         log.info("app %s: %d replica(s) started", self.app_id, len(self.attempts))
         while not (self.rec.app_state.is_terminal() and not self.attempts):
@@ -565,6 +571,7 @@ class Supervisor:
             comb.write(marker, now)
         env = dict(os.environ)
         env.update(rep.env)
+        env[APP_TOKEN_ENV] = os.environ.get(APP_TOKEN_ENV) or self.app_id
         try:
             proc = subprocess.Popen(
                 rep.argv,
@@ -761,13 +768,18 @@ class Supervisor:
         if self.rec.app_state.is_terminal():
             return
         if self.restart_pending and not any(k in self.attempts for k in self.restart_pending):
-            for rep in self.rec.replicas:
-                if (rep.role, rep.replica_id) in self.restart_pending:
-                    self._start(rep)
-                    if self.failing:
-                        break
+            todo = [r for r in self.rec.replicas if (r.role, r.replica_id) in self.restart_pending]
+            for rep in todo:
+                rep.launching = True
+            self._save(fsync=True)  # intent, before any fork
+            for rep in todo:
+                self._start(rep)
+                if self.failing:
+                    break
+            for rep in todo:
+                rep.launching = False
             self.restart_pending.clear()
-            self._save()
+            self._save(fsync=True)  # confirmed
         if self.attempts or self.restart_pending:
             return
         if self.cancelling:
