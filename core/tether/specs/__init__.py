@@ -6,6 +6,7 @@ library.
 
 from tether.specs.app import AppDef, Role
 from tether.specs.dryrun import AppDryRunInfo
+from tether.specs.errors import SpecError, SpecTypeError
 from tether.specs.handles import (
     AppHandle,
     MalformedAppHandleException,
@@ -65,6 +66,8 @@ __all__ = [
     "Role",
     "RoleStatus",
     "SecretRef",
+    "SpecError",
+    "SpecTypeError",
     "StructuredOpts",
     "VolumeMount",
     "cfg_from_str",
