@@ -68,14 +68,14 @@ def split_identifier(runner: Runner, identifier: str) -> tuple[str, str | None, 
 def _targets(
     runner: Runner, handle: str, role: str | None, replicas: list[int] | None
 ) -> tuple[list[tuple[str, int]], list[str]]:
-    from tether.specs.secrets import secret_values
+    from tether.specs.secrets import app_secret_values
 
     app = runner.describe(handle)
     status = runner.status(handle)
     by_role: dict[str, int] = {}
     secrets: list[str] = []
     if app is not None and app.roles:
-        secrets = secret_values(r.env for r in app.roles)
+        secrets = app_secret_values(app.roles)
         by_role = {r.name: r.num_replicas for r in app.roles}
     elif status is not None:
         by_role = {rs.role: len(rs.replicas) for rs in status.roles}
@@ -115,7 +115,7 @@ def merged_lines(
         Lines.
     """
     from tether.runner import LogLine
-    from tether.specs.secrets import redact
+    from tether.specs.secrets import mask_text
 
     done = object()
     q: queue.Queue[Any] = queue.Queue(maxsize=10000)
@@ -124,7 +124,7 @@ def merged_lines(
     def pump(role: str, k: int) -> None:
         try:
             for line in runner.log_lines(handle, role, k, **log_kwargs):
-                q.put(LogLine(role, k, redact(line, secrets)))
+                q.put(LogLine(role, k, mask_text(line, secrets)))
         except Exception as e:
             errors.append(f"{role}/{k}: {e}")
         finally:

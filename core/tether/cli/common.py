@@ -12,7 +12,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tether.specs import AppState
-from tether.specs.secrets import mask_env
+from tether.specs.secrets import app_secret_values, mask_args, mask_env, mask_text
 
 if TYPE_CHECKING:
     from tether.runner import Runner
@@ -89,7 +89,10 @@ def app_to_dict(app: AppDef) -> dict[str, Any]:
     """
     doc = _plain(app)
     for role, data in zip(app.roles, doc.get("roles", [])):
+        secrets = app_secret_values([role])
         data["env"] = mask_env(role.env)
+        data["args"] = mask_args(role.args, secrets)
+        data["entrypoint"] = mask_text(role.entrypoint, secrets)
     return dict(doc)
 
 

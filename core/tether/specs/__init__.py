@@ -30,7 +30,7 @@ from tether.specs.runopts import (
     runopt,
     runopts,
 )
-from tether.specs.secrets import SecretRef, is_secret_name, mask_env
+from tether.specs.secrets import SecretRef, is_secret_name, mask_args, mask_env, mask_text
 from tether.specs.status import (
     AppState,
     AppStatus,
@@ -76,7 +76,9 @@ __all__ = [
     "is_terminal",
     "macros",
     "make_app_handle",
+    "mask_args",
     "mask_env",
+    "mask_text",
     "named_resources",
     "parse_app_handle",
     "parse_mounts",

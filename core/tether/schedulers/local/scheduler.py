@@ -45,6 +45,7 @@ from tether.schedulers.local.render import (
     render,
     role_cwd,
 )
+from tether.schedulers.local.secretfiles import check_secrets
 from tether.schedulers.local.state import (
     SUPERVISOR_LOG,
     AppRecord,
@@ -52,6 +53,7 @@ from tether.schedulers.local.state import (
     StateStore,
     app_from_json,
     app_to_json,
+    private_dirs,
 )
 from tether.schedulers.local.supervisor import (
     pid_alive,
@@ -101,7 +103,7 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         # the supervisor is this backend's engine: it applies every policy itself
         native_retries=frozenset(RetryPolicy),
         mounts=frozenset(),
-        secrets=False,
+        secrets=True,  # read at launch from $TETHER_SECRETS_DIR/<name>/<key>
     )
 
     def __init__(
@@ -152,6 +154,7 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
             if not os.path.isdir(cwd):
                 raise ValueError(f"role {role.name!r}: working directory {cwd!r} does not exist")
             self._check_entrypoint(role, cwd)
+            check_secrets(role.name, role.secrets)
 
     @staticmethod
     def _check_entrypoint(role: Role, cwd: str) -> None:
@@ -255,14 +258,15 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
                 "submit_dryrun() to run the app again"
             ) from None
         for r in req.replicas():
-            Path(r.combined).parent.mkdir(parents=True, exist_ok=True)
+            private_dirs(Path(r.combined).parent)
         self._start_supervisor(record, app_dir)
         return req.app_id
 
     def _start_supervisor(self, record: AppRecord, app_dir: Path) -> None:
         ready_r, ready_w = os.pipe()
         try:
-            with open(record.supervisor_log, "ab") as slog:
+            slog_fd = os.open(record.supervisor_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            with os.fdopen(slog_fd, "ab") as slog:
                 proc = subprocess.Popen(
                     [
                         sys.executable,

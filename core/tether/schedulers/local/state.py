@@ -46,6 +46,7 @@ from tether.specs import (
     Resource,
     RetryPolicy,
     Role,
+    SecretRef,
     VolumeMount,
 )
 
@@ -136,6 +137,21 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def private_dirs(path: Path | str) -> None:
+    """Creates ``path`` and its missing parents, each new one private to the user (0700).
+
+    Args:
+        path: The directory.
+    """
+    p = Path(path)
+    if p.is_dir():
+        return
+    if p.parent != p:
+        private_dirs(p.parent)
+    with contextlib.suppress(FileExistsError):
+        p.mkdir(mode=0o700)
+
+
 def atomic_write_json(path: Path, doc: Any) -> None:
     """Writes ``doc`` as JSON to ``path`` atomically.
 
@@ -183,6 +199,8 @@ def role_to_json(role: Role) -> dict[str, Any]:
         "entrypoint": role.entrypoint,
         "args": list(role.args),
         "env": dict(role.env),
+        # references only: the values are read at launch and never written here
+        "secrets": {k: {"name": r.name, "key": r.key} for k, r in role.secrets.items()},
         "num_replicas": role.num_replicas,
         "min_replicas": role.min_replicas,
         "max_retries": role.max_retries,
@@ -219,6 +237,10 @@ def role_from_json(doc: dict[str, Any]) -> Role:
         entrypoint=doc.get("entrypoint", ""),
         args=list(doc.get("args", [])),
         env=dict(doc.get("env", {})),
+        secrets={
+            k: SecretRef(str(r["name"]), str(r.get("key", "")))
+            for k, r in dict(doc.get("secrets", {})).items()
+        },
         num_replicas=int(doc.get("num_replicas", 1)),
         min_replicas=doc.get("min_replicas"),
         max_retries=int(doc.get("max_retries", 0)),

@@ -47,6 +47,7 @@ from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
+from tether.schedulers.local.secretfiles import resolve_secrets
 from tether.schedulers.local.state import (
     APP_TOKEN_ENV,
     INDEX_SUFFIX,
@@ -55,8 +56,10 @@ from tether.schedulers.local.state import (
     ReplicaRecord,
     StateStore,
     app_from_json,
+    private_dirs,
 )
 from tether.specs import AppState, RetryPolicy, Role
+from tether.specs.secrets import arg_secrets, mask_text, secret_values
 
 log = logging.getLogger("tether.local_supervisor")
 
@@ -288,12 +291,16 @@ def stderr_tail(path: str, lines: int = STDERR_TAIL_LINES, max_bytes: int = 1638
     return "\n".join(kept[-lines:])
 
 
-def failure_message(rep: ReplicaRecord, code: int) -> str:
+def failure_message(rep: ReplicaRecord, code: int, secrets: Iterable[str] = ()) -> str:
     """The message of a failed replica: role, replica, exit code and its last stderr lines.
+
+    The stderr excerpt is masked (:func:`tether.specs.mask_text`): values of secret-looking
+    variables of the replica's env, ``secrets`` (resolved ``Role.secrets``) and URL passwords.
 
     Args:
         rep: The replica.
         code: Its return code.
+        secrets: Values known to be secret.
 
     Returns:
         The message.
@@ -301,7 +308,8 @@ def failure_message(rep: ReplicaRecord, code: int) -> str:
     msg = f"role {rep.role!r} replica {rep.replica_id} {exit_description(code)}"
     tail = stderr_tail(rep.stderr)
     if tail:
-        msg += "; last lines of stderr:\n" + tail
+        known = [*secrets, *secret_values([rep.env]), *arg_secrets(rep.argv)]
+        msg += "; last lines of stderr:\n" + mask_text(tail, known)
     return msg
 
 
@@ -349,7 +357,7 @@ class _LogFile:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         self.index = LogIndexWriter(path + INDEX_SUFFIX, os.fstat(self.fd).st_size)
         self.broken = False
 
@@ -448,6 +456,7 @@ class Supervisor:
         self.cancelling = False
         self.failing: str | None = None
         self.signals: list[int] = []
+        self.secret_values: set[str] = set()
         self._wake_r, self._wake_w = os.pipe()
         rec = self.store.load(self.app_id)
         if rec is None:
@@ -560,7 +569,7 @@ class Supervisor:
     def _start(self, rep: ReplicaRecord) -> None:
         now = time.time()
         for p in (rep.stdout, rep.stderr, rep.combined):
-            Path(p).parent.mkdir(parents=True, exist_ok=True)
+            private_dirs(Path(p).parent)
         out, err, comb = _LogFile(rep.stdout), _LogFile(rep.stderr), _LogFile(rep.combined)
         if rep.attempts > 0:
             marker = (
@@ -572,7 +581,16 @@ class Supervisor:
         env = dict(os.environ)
         env.update(rep.env)
         env[APP_TOKEN_ENV] = os.environ.get(APP_TOKEN_ENV) or self.app_id
+        role = self.roles.get(rep.role)
+        what = f"start {rep.argv[0]!r} in {rep.cwd!r}"
         try:
+            if role is not None and role.secrets:
+                # read now, passed to the process only: never in the record or a log
+                what = "read its secrets"
+                resolved = resolve_secrets(role.secrets)
+                env.update(resolved)
+                self.secret_values.update(v for v in resolved.values() if v)
+                what = f"start {rep.argv[0]!r} in {rep.cwd!r}"
             proc = subprocess.Popen(
                 rep.argv,
                 cwd=rep.cwd,
@@ -583,15 +601,19 @@ class Supervisor:
                 start_new_session=True,
                 close_fds=True,
             )
-        except OSError as e:
+        except (OSError, ValueError) as e:
             for f in (out, err, comb):
                 f.close()
             rep.state = AppState.FAILED.name
             rep.exit_code = None
             rep.finished_at = now
-            rep.msg = (
-                f"role {rep.role!r} replica {rep.replica_id} could not start "
-                f"{rep.argv[0]!r} in {rep.cwd!r}: {e.strerror or e}"
+            detail: str = str(e)
+            if isinstance(e, OSError):
+                detail = e.strerror or detail
+                if what == "read its secrets" and e.filename:
+                    detail += f" ({e.filename})"
+            rep.msg = mask_text(
+                f"role {rep.role!r} replica {rep.replica_id} could not {what}: {detail}"
             )
             self._fail(rep.msg)
             return
@@ -702,7 +724,7 @@ class Supervisor:
             rep.msg = "stopped because another replica failed"
         else:
             rep.state = AppState.FAILED.name
-            rep.msg = failure_message(rep, code)
+            rep.msg = failure_message(rep, code, self.secret_values)
             self._on_failure(rep)
         self._save()
 
