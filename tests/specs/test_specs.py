@@ -96,7 +96,8 @@ class TestMacros:
         )
         values = macros.Values(img_root="/img", app_id="app-1", replica_id="2")
         out = values.apply(role)
-        assert out.args == ["--id", "app-1", "--r", "2", "$HOME", "$PATH"]
+        # no macro in "$$HOME": passed through byte for byte
+        assert out.args == ["--id", "app-1", "--r", "2", "$$HOME", "$PATH"]
         assert out.env["ROOT"] == "/img"
         assert out.metadata == {"m": "app-app-1", "n": 3}
         assert role.args[1] == macros.app_id  # original untouched
@@ -105,6 +106,14 @@ class TestMacros:
         values = macros.Values(img_root="", app_id="a", replica_id="0")
         assert values.substitute(f"$${macros.rank0_env}:29500") == "$TETHER_RANK0_HOST:29500"
         assert values.substitute(macros.base_img_root) == ""
+
+    @pytest.mark.parametrize("value", ["pa$$word", "$$", "a$$b$c", "${unknown}$$", "$", "$$$"])
+    def test_values_without_macros_pass_through_byte_for_byte(self, value: str) -> None:
+        values = macros.Values(img_root="/img", app_id="a", replica_id="0")
+        assert values.substitute(value) == value
+        assert values.substitute(f"{value}-{macros.app_id}") == (
+            value.replace("$$", "$") + "-a"
+        )
 
 
 class TestMounts:
