@@ -104,9 +104,9 @@ with DAG("tether_t_long", schedule=None, start_date=START, catchup=False,
                  "gate": Param("/nonexistent", type="string"),
                  "seconds": Param(60, type="integer")}) as long_dag:
     # records its pid ($$: a value without macros passes through as is), waits until the gate
-    # file exists (at most `seconds`), then publishes an output: the worker-kill and on_kill tests run this
-    # DAG in a subprocess and kill it. A later try of the task opens the gate as it starts, so
-    # the job is still running when that try looks for it.
+    # file exists (at most `seconds`), then publishes an output: the worker-kill and on_kill
+    # tests run this DAG in a subprocess and kill it. A later try of the task opens the gate
+    # as it starts, so the job is still running when that try looks for it.
     ComponentOperator(
         task_id="long",
         component="utils.sh",
