@@ -72,6 +72,10 @@ INDEX_SUFFIX = ".idx"
 _APP_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,80}$")
 
 
+class CorruptRecordError(ValueError):
+    """An app's ``state.json`` cannot be read (corrupt, truncated or not tether's)."""
+
+
 def default_state_dir() -> Path:
     """Tether's state directory: ``$TETHER_STATE_DIR`` or ``~/.local/state/tether``.
 
@@ -521,14 +525,35 @@ class StateStore:
 
         Returns:
             The record, or None when there is no such app.
+
+        Raises:
+            CorruptRecordError: When the file is not a record this tether reads (the message
+                names the file).
         """
         if not is_valid_app_id(app_id):
             return None
+        path = self.state_path(app_id)
         try:
-            raw = self.state_path(app_id).read_bytes()
+            raw = path.read_bytes()
         except FileNotFoundError:
             return None
-        return AppRecord.from_json(json.loads(raw))
+        except OSError as e:
+            raise CorruptRecordError(f"cannot read local_cwd record {path}: {e}") from None
+        try:
+            doc = json.loads(raw)
+            if not isinstance(doc, dict):
+                raise ValueError(f"a JSON {type(doc).__name__}, not an object")
+            rec = AppRecord.from_json(doc)
+            rec.app_state  # noqa: B018 (checks the state name)
+            for rep in rec.replicas:
+                rep.app_state  # noqa: B018
+            app_from_json(rec.app)
+            return rec
+        except (ValueError, TypeError, KeyError, AttributeError, IndexError) as e:
+            raise CorruptRecordError(
+                f"local_cwd record {path} is corrupt or not tether's ({type(e).__name__}: "
+                f"{str(e)[:200]}); move it away or delete its app directory"
+            ) from None
 
     @contextlib.contextmanager
     def lock(self, app_id: str) -> Iterator[None]:
