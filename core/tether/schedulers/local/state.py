@@ -312,6 +312,7 @@ class ReplicaRecord:
         started_at: Start of the last attempt (seconds since the epoch).
         finished_at: End of the last attempt.
         msg: Why it failed, when it did.
+        dropped_log_bytes: Log output lost because it could not be written (a full disk).
         launching: Intent: the supervisor is about to start (another attempt of) this
             replica; written durably before the process is forked, cleared once its pid is.
     """
@@ -333,6 +334,7 @@ class ReplicaRecord:
     finished_at: float | None = None
     msg: str = ""
     launching: bool = False
+    dropped_log_bytes: int = 0
 
     @property
     def app_state(self) -> AppState:

@@ -74,6 +74,8 @@ DRAIN_AFTER_KILL_S = 1.0
 STDERR_TAIL_LINES = 10
 """Lines of stderr quoted in a failure message."""
 RESTART_MARKER = "[tether] "
+SAVE_RETRY_S = 1.0
+"""After a failed write of the app's record, how long until the next try."""
 
 # ---- process helpers (also used by the scheduler from other processes) -------------------
 
@@ -349,38 +351,80 @@ def _write_all(fd: int, data: bytes | memoryview) -> None:
 
 
 class _LogFile:
-    """An append-only log file with its time index.
+    """An append-only log file with its time index, that degrades instead of failing.
 
-    A failing write (a full disk) is reported once and the data dropped: the replica keeps
-    running and its pipe keeps being drained, logs are never a reason to kill a job.
+    A failing write (a full disk, a file size limit) drops the data and is reported once in
+    the supervisor's log; the replica keeps running and its pipe keeps being drained: logs
+    are never a reason to kill a job. Every later write tries again (a failing write costs
+    one syscall); once one works, a marker line first says how many bytes were lost.
     """
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        self.index = LogIndexWriter(path + INDEX_SUFFIX, os.fstat(self.fd).st_size)
-        self.broken = False
+        self.dropped = 0  # bytes lost since the last successful write
+        self.total_dropped = 0
+        self.error = ""
+        try:
+            self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            self.index: LogIndexWriter | None = LogIndexWriter(
+                path + INDEX_SUFFIX, os.fstat(self.fd).st_size
+            )
+        except OSError as e:
+            self.fd = -1
+            self.index = None
+            self._failed(e, 0, time.time())
+
+    def _failed(self, e: OSError, nbytes: int, now: float) -> None:
+        if not self.error:
+            log.warning("cannot write %s (%s); dropping output until it works", self.path, e)
+        self.error = e.strerror or str(e)
+        self.dropped += nbytes
+        self.total_dropped += nbytes
+        if self.fd >= 0 and self.index is not None:
+            with contextlib.suppress(OSError):  # a partial write: index from the real size
+                self.index.offset = os.fstat(self.fd).st_size
+
+    def _marker(self) -> bytes:
+        return (
+            f"\n{RESTART_MARKER}{self.dropped} bytes of output were dropped "
+            f"(could not write the log: {self.error})\n"
+        ).encode()
+
+    def _append(self, parts: list[bytes | memoryview], now: float) -> None:
+        total = sum(len(p) for p in parts)
+        if self.index is not None:
+            self.index.wrote(total, now)
+        n = os.writev(self.fd, parts) if len(parts) > 1 else os.write(self.fd, parts[0])
+        if n < total:
+            _write_all(self.fd, b"".join(bytes(p) for p in parts)[n:])
 
     def write(self, data: bytes | memoryview, now: float, head: bytes = b"") -> None:
         """Appends ``head + data`` (written together, without joining them first)."""
-        if self.broken or not (data or head):
+        nbytes = len(head) + len(data)
+        if not nbytes:
+            return
+        if self.fd < 0:
+            self.dropped += nbytes
+            self.total_dropped += nbytes
             return
         try:
-            self.index.wrote(len(head) + len(data), now)
-            if head:
-                n = os.writev(self.fd, [head, data])
-                rest = memoryview(head + bytes(data))[n:] if n < len(head) + len(data) else b""
-                _write_all(self.fd, rest)
-            else:
-                _write_all(self.fd, data)
+            if self.dropped:
+                self._append([self._marker()], now)
+                self.dropped = 0
+                log.info("writing %s again", self.path)
+            self._append([head, data] if head else [data], now)
         except OSError as e:
-            self.broken = True
-            log.warning("cannot write %s (%s); dropping this log's further output", self.path, e)
+            self._failed(e, nbytes, now)
 
     def close(self) -> None:
-        self.index.close()
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
+        if self.dropped and self.fd >= 0:
+            with contextlib.suppress(OSError):
+                self._append([self._marker()], time.time())
+        if self.index is not None:
+            self.index.close()
+        if self.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
 
 
 class _Pump:
@@ -421,6 +465,7 @@ class _Attempt:
     rep: ReplicaRecord
     proc: subprocess.Popen[bytes]
     combined: _LogFile
+    files: list[_LogFile] = field(default_factory=list)
     pumps: dict[int, _Pump] = field(default_factory=dict)
     returncode: int | None = None
     stop_reason: str | None = None
@@ -457,6 +502,8 @@ class Supervisor:
         self.failing: str | None = None
         self.signals: list[int] = []
         self.secret_values: set[str] = set()
+        self.save_error = ""
+        self.save_retry_at = 0.0
         self._wake_r, self._wake_w = os.pipe()
         rec = self.store.load(self.app_id)
         if rec is None:
@@ -470,7 +517,10 @@ class Supervisor:
         for fd in (self._wake_r, self._wake_w):
             os.set_blocking(fd, False)
         signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
+        sigs = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD]
+        if hasattr(signal, "SIGXFSZ"):
+            sigs.append(signal.SIGXFSZ)  # a file size limit: EFBIG from write, not death
+        for sig in sigs:
             # handlers, not SIG_IGN: exec() resets handlers, so the replicas get defaults
             signal.signal(sig, self._on_signal)
         self.sel.register(self._wake_r, selectors.EVENT_READ, None)
@@ -489,8 +539,19 @@ class Supervisor:
 
     # -- state ----------------------------------------------------------------------------
     def _save(self, fsync: bool = False) -> None:
-        with self.store.lock(self.app_id):
-            self.store.save(self.rec, fsync=fsync)
+        """Writes the record; a failure (a full disk) is retried later, never fatal."""
+        try:
+            with self.store.lock(self.app_id):
+                self.store.save(self.rec, fsync=fsync)
+        except OSError as e:
+            if not self.save_error:
+                log.warning("cannot write the record of app %s (%s); retrying", self.app_id, e)
+            self.save_error = str(e)
+            self.save_retry_at = time.monotonic() + SAVE_RETRY_S
+            return
+        if self.save_error:
+            log.info("the record of app %s is written again", self.app_id)
+        self.save_error = ""
 
     def _signal_ready(self) -> None:
         if self.ready_fd >= 0:
@@ -543,6 +604,9 @@ class Supervisor:
             self._step()
         self._stop_descendants()
         self._save()
+        while self.save_error:  # the final record must land: wait for space
+            time.sleep(SAVE_RETRY_S)
+            self._save()
         log.info("app %s ended %s", self.app_id, self.rec.state)
         return 0
 
@@ -564,6 +628,8 @@ class Supervisor:
             self._reap()
         self._tick()
         self._progress()
+        if self.save_error and time.monotonic() >= self.save_retry_at:
+            self._save()
 
     # -- replicas -------------------------------------------------------------------------
     def _start(self, rep: ReplicaRecord) -> None:
@@ -618,7 +684,7 @@ class Supervisor:
             self._fail(rep.msg)
             return
         assert proc.stdout is not None and proc.stderr is not None
-        att = _Attempt(rep, proc, comb)
+        att = _Attempt(rep, proc, comb, [out, err, comb])
         for pipe, logf in ((proc.stdout, out), (proc.stderr, err)):
             rfd = os.dup(pipe.fileno())
             pipe.close()
@@ -708,6 +774,8 @@ class Supervisor:
         del self.attempts[att.key]
         att.combined.close()
         rep = att.rep
+        lost = {f.path: f.total_dropped for f in att.files if f.total_dropped}
+        errors = sorted({f.error for f in att.files if f.total_dropped})
         code = att.returncode if att.returncode is not None else -signal.SIGKILL
         rep.exit_code = code
         rep.finished_at = time.time()
@@ -725,6 +793,14 @@ class Supervisor:
         else:
             rep.state = AppState.FAILED.name
             rep.msg = failure_message(rep, code, self.secret_values)
+        if lost:
+            rep.dropped_log_bytes += sum(lost.values())
+            note = (
+                f"{sum(lost.values())} bytes of log output were dropped ({'; '.join(errors)}): "
+                + ", ".join(f"{os.path.basename(p)} {n}" for p, n in sorted(lost.items()))
+            )
+            rep.msg = f"{rep.msg}\n{note}" if rep.msg else note
+        if rep.state == AppState.FAILED.name:
             self._on_failure(rep)
         self._save()
 
