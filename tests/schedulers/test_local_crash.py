@@ -110,6 +110,7 @@ def crash_app(marker: str) -> AppDef:
     )
 
 
+@pytest.mark.slow
 def test_sigkill_supervisor_at_random_instants_leaves_no_orphan_and_no_stuck_app(
     tether_state_dir: Path,
 ) -> None:

@@ -98,6 +98,7 @@ READER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["plain", "tail", "since"])
 def test_a_200mb_line_is_read_in_bounded_memory(tmp_path: Path, mode: str) -> None:
     """200 MB without a newline, read under an address-space cap of 64 MB above start-up."""
