@@ -45,7 +45,7 @@ from tether.schedulers.local.render import (
     render,
     role_cwd,
 )
-from tether.schedulers.local.secretfiles import check_secrets
+from tether.schedulers.local.secretfiles import check_secrets, known_secret_values
 from tether.schedulers.local.state import (
     SUPERVISOR_LOG,
     AppRecord,
@@ -71,6 +71,7 @@ from tether.specs import (
     RoleStatus,
     StructuredOpts,
 )
+from tether.specs.secrets import redact
 from tether.workspace.api import WorkspaceMixin
 
 log = logging.getLogger(__name__)
@@ -474,6 +475,12 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
             until=until.timestamp() if until is not None else None,
             finished=finished,
         )
+        role = next((r for r in app_from_json(rec.app).roles if r.name == role_name), None)
+        if role is not None and role.secrets:
+            # values of the role's SecretRefs (readable here: this user's secrets dir)
+            known = [v for v in known_secret_values(role.secrets) if v]
+            if known:
+                lines = (redact(line, known) for line in lines)
         if not regex:
             return lines
         try:

@@ -86,3 +86,21 @@ def resolve_secrets(secrets: Mapping[str, SecretRef]) -> dict[str, str]:
         data = secret_path(ref).read_bytes().decode("utf-8", errors="replace")
         out[var] = data[:-1] if data.endswith("\n") else data
     return out
+
+
+def known_secret_values(secrets: Mapping[str, SecretRef]) -> list[str]:
+    """The values of the secrets that can be read now (for masking logs); unreadable skipped.
+
+    Args:
+        secrets: The role's ``secrets``.
+
+    Returns:
+        The values, longest first.
+    """
+    out: list[str] = []
+    for var, ref in secrets.items():
+        try:
+            out.extend(resolve_secrets({var: ref}).values())
+        except (OSError, ValueError):
+            continue
+    return sorted((v for v in out if v), key=len, reverse=True)
