@@ -118,7 +118,7 @@ def test_sigkill_supervisor_at_random_instants_leaves_no_orphan_and_no_stuck_app
     cfg = {"grace_period": 0.2}
     rng = random.Random(int(os.environ.get("TETHER_CRASH_SEED", "0")) or None)
     orphans = stuck = 0
-    before_pid = 0
+    before_pid = in_launch = 0
     details: list[str] = []
     # calibrate: how long until the supervisor reports the replicas started
     marker = f"tether-crash-{uuid.uuid4().hex}"
@@ -156,6 +156,10 @@ def test_sigkill_supervisor_at_random_instants_leaves_no_orphan_and_no_stuck_app
         rec = sched.store.load(app_id)
         assert rec is not None
         before_pid += rec.supervisor_pid is None
+        # killed between the durable intent and the confirmation (fork/record window)
+        in_launch += any(r.launching for r in rec.replicas) and rec.app_state.name in (
+            "SUBMITTED", "RUNNING"
+        )
         if run % 2:
             sched.cancel(app_id)
         d = sched.describe(app_id)
@@ -177,7 +181,8 @@ def test_sigkill_supervisor_at_random_instants_leaves_no_orphan_and_no_stuck_app
             kill_all(left)
     print(
         f"\n[crash-injection] runs={RUNS} kill-window={span:.3f}s "
-        f"killed-before-supervisor-recorded={before_pid} orphans={orphans} stuck={stuck}"
+        f"killed-before-supervisor-recorded={before_pid} killed-while-launching={in_launch} "
+        f"orphans={orphans} stuck={stuck}"
     )
     assert (orphans, stuck) == (0, 0), "\n".join(details)
 
