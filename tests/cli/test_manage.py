@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 
@@ -93,12 +92,10 @@ def test_log_selector_errors(tether: Callable[..., Result], finished_app: str) -
 def test_log_tail_follows_a_running_app(tether: Callable[..., Result]) -> None:
     handle = tether("run", "--detach", "utils.sh",
                     "for i in 1 2 3; do echo tick-$i; sleep 0.3; done").out.strip()
-    t0 = time.monotonic()
-    res = tether("log", "--tail", handle)
+    res = tether("log", "--tail", handle)  # ends when the app ends (else the call times out)
     assert res.code == 0
     assert [ln for ln in res.out.splitlines() if "tick" in ln] == [
         "sh/0 tick-1", "sh/0 tick-2", "sh/0 tick-3"]
-    assert time.monotonic() - t0 < 60
 
 
 def test_list(tether: Callable[..., Result], finished_app: str) -> None:

@@ -6,7 +6,6 @@ import datetime as dt
 import importlib.util
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -105,14 +104,12 @@ def test_scheduler_param_switches_every_task() -> None:
 def test_pipeline_switched_to_an_unknown_scheduler_fails_clearly(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    started = time.monotonic()
     dr = run_dag("tether_train_pipeline", conf={"scheduler": "nope"}, when=_when(), path=PIPELINE)
     text = "".join(capfd.readouterr())
     # bad input is not retried (the task has retries=1, retry_delay=30s)
     assert task_states(dr) == {"prepare": "failed", "train": "upstream_failed",
                                "evaluate": "upstream_failed"}
-    assert try_numbers(dr)["prepare"] == 1
-    assert time.monotonic() - started < 25
+    assert try_numbers(dr)["prepare"] == 1  # not retried
     assert "AirflowFailException: task 'prepare': unknown scheduler 'nope'" in text
     assert "local_cwd" in text  # the error lists the known schedulers
 
@@ -123,7 +120,6 @@ def test_pipeline_switched_to_an_unknown_scheduler_fails_clearly(
     reason="examples/apps/train_ddp.py does not take --model-dir yet",
 )
 def test_train_pipeline_runs_end_to_end(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    started = time.monotonic()
     dr = run_dag(
         "tether_train_pipeline",
         conf={"work_dir": str(tmp_path), "epochs": 2, "nproc": 2},
@@ -137,7 +133,6 @@ def test_train_pipeline_runs_end_to_end(tmp_path: Path, capfd: pytest.CaptureFix
     assert prep["features"] == 16 and Path(prep["data_dir"]).is_dir()
     ev = xcoms("tether_train_pipeline", dr.run_id, "evaluate")["return_value"]
     assert ev["passed"] is True and ev["mse"] < 1.0
-    assert time.monotonic() - started < 60
 
 
 @pytest.mark.usefixtures("airflow_db")

@@ -102,7 +102,6 @@ def test_worker_killed_after_submit_reattaches_without_duplicate(
 
     # Airflow runs the task again (same DAG run, task and map index: the same job key); the
     # job finishes only after that try started (see the DAG's on_execute_callback)
-    started = time.monotonic()
     capfd.readouterr()
     dr = run_dag("tether_t_long", conf=conf, when=when)
     text = "".join(capfd.readouterr())
@@ -112,7 +111,6 @@ def test_worker_killed_after_submit_reattaches_without_duplicate(
     assert x["app_handle"] == handle  # re-attached to the job the killed worker launched
     assert x["return_value"] == {"done": True}
     assert _jobs_with_key(key) == [handle]  # and launched no second one
-    assert time.monotonic() - started < 25
 
 
 def test_sigterm_on_the_task_cancels_the_job_and_leaves_no_process(tmp_path: Path) -> None:
@@ -153,7 +151,7 @@ def test_execution_timeout_cancels_the_job(tmp_path: Path) -> None:
     started = time.monotonic()
     dr = run_dag("tether_t_timeout", conf={"pidfile": str(pidfile)}, when=when)
     assert task_states(dr) == {"slow": "failed"}
-    assert time.monotonic() - started < 30
+    assert time.monotonic() - started < 300  # the job sleeps 1200 s: it was stopped
     handle = xcoms("tether_t_timeout", dr.run_id, "slow")["app_handle"]
     with get_runner() as runner:
         status = runner.wait(handle, wait_interval=0.1, timeout=15)

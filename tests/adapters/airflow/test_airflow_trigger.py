@@ -84,9 +84,7 @@ def test_killing_the_deferred_task_cancels_the_job() -> None:
         await trigger.on_kill()
         waiting.cancel()
 
-    started = time.monotonic()
     asyncio.run(main())
     with get_runner() as runner:
         status = runner.wait(handle, wait_interval=0.1, timeout=15)
     assert status is not None and status.state == AppState.CANCELLED
-    assert time.monotonic() - started < 15

@@ -151,7 +151,7 @@ with DAG("tether_t_timeout", schedule=None, start_date=START, catchup=False,
     ComponentOperator(
         task_id="slow",
         component="utils.sh",
-        component_args=["echo $$ > '{{ params.pidfile }}'; sleep 120"],
+        component_args=["echo $$ > '{{ params.pidfile }}'; sleep 1200"],
         execution_timeout=dt.timedelta(seconds=3),
         deferrable=False,
         wait_interval=0.2,
