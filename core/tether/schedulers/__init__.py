@@ -21,6 +21,7 @@ ENTRY_POINT_GROUP = "tether.schedulers"
 BUILTIN_SCHEDULERS: dict[str, str] = {
     "local_cwd": "tether.schedulers.local.scheduler:create_scheduler",
     "kubernetes": "tether.schedulers.kubernetes.scheduler:create_scheduler",
+    "local_docker": "tether.schedulers.local_docker.scheduler:create_scheduler",
 }
 """Built-in backends: name -> ``module:factory``. The first one is the default."""
 
