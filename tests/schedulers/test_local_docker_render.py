@@ -129,3 +129,20 @@ def test_log_timestamps() -> None:
     ts, prec, text = parse_log_line("2024-01-02T03:04:05Z x")
     assert text == "x" and prec.total_seconds() == 1
     assert parse_log_line("no stamp")[2] == "no stamp"
+
+
+def test_dryrun_shows_workspace_build_without_engine(tmp_path: Path) -> None:
+    from tether.workspace import Workspace
+
+    (tmp_path / "train.py").write_text("print(1)\n")
+    s = create_scheduler("t", docker_host="unix:///nonexistent.sock")
+    role = Role("main", image="base:1", entrypoint="python", args=["train.py"],
+                workspace=Workspace({str(tmp_path): ""}))
+    cfg = s.run_opts().resolve({"image_repo": "reg:5000/team"}, "local_docker")
+    s.build_workspaces([role], cfg)
+    info = s.submit_dryrun(AppDef("ws", roles=[role]), cfg)
+    doc = json.loads(str(info))
+    (build,) = doc["build"]
+    assert build["base_image"] == "base:1" and build["push"] is True and build["files"] == 1
+    assert doc["containers"][0]["Image"] == build["image"]
+    assert build["image"].startswith("reg:5000/team/tether-workspace-")

@@ -12,7 +12,7 @@ ENV_DOCKER_HOST = "DOCKER_HOST"
 NO_ENGINE_HINT = (
     "local_docker needs a Docker Engine API: start Docker, or podman's compatible socket with "
     "`podman system service --time=0 unix:///tmp/podman.sock &` and "
-    "`export DOCKER_HOST=unix:///tmp/podman.sock` (or pass -cfg docker_host=...)"
+    "`export DOCKER_HOST=unix:///tmp/podman.sock`"
 )
 
 

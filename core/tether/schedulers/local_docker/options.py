@@ -24,3 +24,7 @@ class LocalDockerOpts(StructuredOpts):
 
     pull: bool = True
     """Pull a role's image when the engine does not have it (False: fail instead)."""
+
+    image_repo: str | None = None
+    """Registry/repository to push workspace images to (e.g. ``registry:5000/team``); without
+    it, a workspace image is only built into the local engine."""

@@ -23,6 +23,7 @@ from typing import Any
 from tether.schedulers.local_docker.options import LocalDockerOpts
 from tether.schedulers.replica import materialize
 from tether.specs import AppDef, BindMount, CfgVal, DeviceMount, Role, VolumeMount, mask_env
+from tether.workspace.image import METADATA_KEY, ImagePlan
 
 BACKEND = "local_docker"
 LABEL_PREFIX = "tether.dev/"
@@ -109,6 +110,7 @@ class DockerRequest:
         containers: Every replica, role by role.
         pull: Pull missing images (else fail).
         stop_timeout: Seconds between SIGTERM and SIGKILL on cancel.
+        builds: Workspace images to build (and push) before the containers start.
     """
 
     app_id: str
@@ -117,6 +119,7 @@ class DockerRequest:
     containers: list[ContainerRequest] = field(default_factory=list)
     pull: bool = True
     stop_timeout: int = 10
+    builds: list[ImagePlan] = field(default_factory=list)
 
     def with_addresses(self, subnet_hosts: list[str]) -> DockerRequest:
         """A copy whose containers have fixed IPs and every replica's name in ``/etc/hosts``.
@@ -239,6 +242,9 @@ def render(
         stop_timeout=opts.stop_timeout,
     )
     for role in app.roles:
+        plan = role.metadata.get(METADATA_KEY)
+        if isinstance(plan, ImagePlan) and all(b.image != plan.image for b in req.builds):
+            req.builds.append(plan)
         spec = json.dumps({"name": role.name, "image": role.image, "entrypoint": role.entrypoint,
                            "args": role.args, "num_replicas": role.num_replicas,
                            "max_retries": role.max_retries}, sort_keys=True)
@@ -283,6 +289,8 @@ def format_request(req: DockerRequest) -> str:
         env = dict(e.split("=", 1) for e in body.get("Env") or [])
         body["Env"] = [f"{k}={v}" for k, v in mask_env(env).items()]
         containers.append({"name": c.name, **body})
-    doc = {"network": {"Name": req.app_id, "Labels": req.network_labels},
-           "images": req.images, "containers": containers}
+    doc: dict[str, Any] = {"network": {"Name": req.app_id, "Labels": req.network_labels},
+                           "images": req.images, "containers": containers}
+    if req.builds:
+        doc["build"] = [b.summary() for b in req.builds]
     return json.dumps(doc, indent=2, sort_keys=True)
