@@ -146,3 +146,19 @@ def test_dryrun_shows_workspace_build_without_engine(tmp_path: Path) -> None:
     assert build["base_image"] == "base:1" and build["push"] is True and build["files"] == 1
     assert doc["containers"][0]["Image"] == build["image"]
     assert build["image"].startswith("reg:5000/team/tether-workspace-")
+
+
+def test_kubernetes_workspace_image_needs_and_uses_image_repo(tmp_path: Path) -> None:
+    from tether.runner import get_runner
+
+    (tmp_path / "train.py").write_text("print(1)\n")
+    app = AppDef("ws", roles=[Role("main", image="base:1", entrypoint="python",
+                                   args=["train.py"])])
+    with get_runner("t") as runner:
+        with pytest.raises(ValueError, match="image_repo"):
+            runner.dryrun(app, "kubernetes", {}, workspace=str(tmp_path))
+        info = runner.dryrun(app, "kubernetes", {"image_repo": "reg.example.com:5000/team"},
+                             workspace=str(tmp_path))
+    image = info._app.roles[0].image  # type: ignore[union-attr]
+    assert image.startswith("reg.example.com:5000/team/tether-workspace-")
+    assert f"image: {image}" in str(info)

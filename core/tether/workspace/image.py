@@ -21,11 +21,12 @@ import os
 import re
 import stat
 import tarfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tether.workspace.api import Workspace, walk_workspace
+from tether.specs import AppDef, CfgVal, Role
+from tether.workspace.api import Workspace, WorkspaceMixin, walk_workspace
 
 USER_DOCKERFILE = "Dockerfile.tether"
 DOCKER_IGNORE = ".dockerignore"
@@ -288,3 +289,57 @@ def push(api: Any, image: str) -> str:
         raise ImageBuildError(
             f"pushing {image} failed: {getattr(e, 'explanation', None) or e}") from e
     return digest
+
+
+def planned_images(app: AppDef | None) -> list[ImagePlan]:
+    """The distinct image plans the roles of ``app`` carry (see :data:`METADATA_KEY`)."""
+    out: list[ImagePlan] = []
+    for role in app.roles if app is not None else []:
+        plan = role.metadata.get(METADATA_KEY)
+        if isinstance(plan, ImagePlan) and all(p.image != plan.image for p in out):
+            out.append(plan)
+    return out
+
+
+class ImageWorkspaceMixin(WorkspaceMixin[Any]):
+    """For schedulers that run images: plans a role's workspace image at dry-run time.
+
+    The role's image becomes the planned image and the plan goes into ``role.metadata``;
+    the scheduler's ``schedule`` calls :func:`ensure_image` for :func:`planned_images` of the
+    app before submitting. Schedulers whose nodes pull images set
+    :attr:`workspace_needs_push`, so a workspace without ``image_repo`` is an error at
+    dry-run instead of a job that cannot pull.
+    """
+
+    workspace_needs_push: bool = False
+    """Nodes pull the image from a registry: ``image_repo`` is required."""
+
+    def caching_build_workspace_and_update_role(
+        self, role: Role, cfg: Mapping[str, CfgVal], build_cache: dict[object, object]
+    ) -> None:
+        """Plans the role's workspace image and points the role at it (builds nothing).
+
+        Args:
+            role: The role (updated in place).
+            cfg: Resolved run options (``image_repo``).
+            build_cache: Shared by the roles of one submission.
+
+        Raises:
+            ValueError: When the image must be pushed and ``image_repo`` is not set.
+        """
+        if role.workspace is None:
+            return
+        repo = cfg.get("image_repo")
+        if self.workspace_needs_push and not repo:
+            raise ValueError(
+                f"role {role.name!r} has a workspace ({role.workspace}); its image must be "
+                "pushed for the nodes to pull it: set -cfg image_repo=REGISTRY/REPO"
+            )
+        key = (role.image, str(role.workspace), repo)
+        plan = build_cache.get(key)
+        if not isinstance(plan, ImagePlan):
+            plan = plan_image(role.image, role.workspace, str(repo) if repo else None)
+            build_cache[key] = plan
+        role.metadata[METADATA_KEY] = plan
+        role.image = plan.image
+        role.workspace = None

@@ -54,8 +54,7 @@ from tether.specs import (
     RoleStatus,
     StructuredOpts,
 )
-from tether.workspace.api import WorkspaceMixin
-from tether.workspace.image import METADATA_KEY, ensure_image, plan_image
+from tether.workspace.image import ImageWorkspaceMixin, ensure_image
 
 log: logging.Logger = logging.getLogger(__name__)
 
@@ -90,7 +89,7 @@ def _aware(t: datetime) -> datetime:
     return t if t.tzinfo is not None else t.astimezone()
 
 
-class LocalDockerScheduler(Scheduler[DockerRequest], WorkspaceMixin[DockerRequest]):
+class LocalDockerScheduler(Scheduler[DockerRequest], ImageWorkspaceMixin):
     """Runs every replica as a container of a Docker Engine (Docker or podman).
 
     Args:
@@ -128,30 +127,6 @@ class LocalDockerScheduler(Scheduler[DockerRequest], WorkspaceMixin[DockerReques
 
     def _opts_class(self) -> type[StructuredOpts] | None:
         return LocalDockerOpts
-
-    # ---- workspaces ----------------------------------------------------------------------
-    def caching_build_workspace_and_update_role(
-        self, role: Role, cfg: Mapping[str, CfgVal], build_cache: dict[object, object]
-    ) -> None:
-        """Plans the role's workspace image and points the role at it; the build itself
-        happens in :meth:`schedule`, so a dry-run shows what would be built and builds nothing.
-
-        Args:
-            role: The role (updated in place).
-            cfg: Resolved run options (``image_repo``).
-            build_cache: Shared by the roles of one submission.
-        """
-        if role.workspace is None:
-            return
-        repo = cfg.get("image_repo")
-        key = (role.image, str(role.workspace), repo)
-        plan = build_cache.get(key)
-        if plan is None:
-            plan = plan_image(role.image, role.workspace, str(repo) if repo else None)
-            build_cache[key] = plan
-        role.metadata[METADATA_KEY] = plan
-        role.image = plan.image  # type: ignore[attr-defined]
-        role.workspace = None
 
     # ---- render and submit ---------------------------------------------------------------
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[Any]:
