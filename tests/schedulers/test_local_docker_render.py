@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tether.schedulers.api import JOB_KEY
-from tether.schedulers.capabilities import UnsupportedFeatureError
+from tether.schedulers.capabilities import Stream, UnsupportedFeatureError
 from tether.schedulers.local_docker.options import LocalDockerOpts
 from tether.schedulers.local_docker.render import (
     make_app_id,
@@ -162,3 +162,17 @@ def test_kubernetes_workspace_image_needs_and_uses_image_repo(tmp_path: Path) ->
     image = info._app.roles[0].image  # type: ignore[union-attr]
     assert image.startswith("reg.example.com:5000/team/tether-workspace-")
     assert f"image: {image}" in str(info)
+
+
+def test_log_frames_join_partial_lines() -> None:
+    """Engines stamp every frame, also the rest of a line written in pieces (podman)."""
+
+    class Frames:  # stands in for the engine's framed log stream (the e2e tests use podman)
+        def logs(self, cid: str, **kw: object) -> list[bytes]:
+            return [b"2024-01-02T03:04:05Z part-one", b"2024-01-02T03:04:05Z  part-two\n",
+                    b"2024-01-02T03:04:06.5Z a\n2024-01-02T03:04:06.6Z b\n",
+                    b"2024-01-02T03:04:07Z 2020-01-01T00:00:00Z kept as written\n"]
+
+    s = create_scheduler("t", api=Frames())
+    assert list(s._lines("c", None, None, False, Stream.COMBINED)) == [
+        "part-one part-two\n", "a\n", "b\n", "2020-01-01T00:00:00Z kept as written\n"]

@@ -356,16 +356,24 @@ class LocalDockerScheduler(Scheduler[DockerRequest], ImageWorkspaceMixin):
         hi = _aware(until) if until is not None else None
         if lo is not None:  # engines filter by whole seconds; the exact cut is below
             kwargs["since"] = int(lo.timestamp())
-        buf = ""
+        # every frame (and every line in it) starts with a timestamp, also the continuation
+        # of a line the program wrote in pieces: strip each and stamp the line with its first
+        buf, stamp = "", ""
         for chunk in self.api.logs(cid, **kwargs):
-            buf += chunk.decode("utf-8", errors="replace")
-            while "\n" in buf:
-                line, buf = buf.split("\n", 1)
-                kept = _keep(line, lo, hi)
-                if kept is not None:
-                    yield kept + "\n"
+            for seg in _segments(chunk.decode("utf-8", errors="replace")):
+                m = _TS.match(seg)
+                if m is not None:
+                    if not buf:
+                        stamp = seg[: m.end()]
+                    seg = seg[m.end():]
+                buf += seg
+                if buf.endswith("\n"):
+                    kept = _keep(stamp + buf[:-1], lo, hi)
+                    buf, stamp = "", ""
+                    if kept is not None:
+                        yield kept + "\n"
         if buf:
-            kept = _keep(buf, lo, hi)
+            kept = _keep(stamp + buf, lo, hi)
             if kept is not None:
                 yield kept + "\n"
 
@@ -403,6 +411,11 @@ class LocalDockerScheduler(Scheduler[DockerRequest], ImageWorkspaceMixin):
         if api is not None:
             with contextlib.suppress(Exception):
                 api.close()
+
+
+def _segments(text: str) -> list[str]:
+    parts = text.split("\n")
+    return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
 def _keep(line: str, lo: datetime | None, hi: datetime | None) -> str | None:
