@@ -81,7 +81,8 @@ def test_success_logs_and_streams(sched: LocalDockerScheduler) -> None:
     desc = wait_state(sched, app_id)
     assert desc.state == AppState.SUCCEEDED, desc.msg
     assert desc.roles_statuses[0].replicas[0].exit_code == 0
-    assert logs(sched, app_id, "main") == "out-0\nerr\n"
+    # two pipes: the engine keeps each stream's order, not the order across them
+    assert sorted(logs(sched, app_id, "main").splitlines()) == ["err", "out-0"]
     assert logs(sched, app_id, "main", streams="stdout") == "out-0\n"
     assert logs(sched, app_id, "main", streams="stderr") == "err\n"
     future = datetime.now(timezone.utc) + timedelta(hours=1)
@@ -209,3 +210,12 @@ def test_cli_run_echo(podman: PodmanService, tmp_path: Any) -> None:
             sched.delete(a.app_id)
     finally:
         sched.close()
+
+
+def test_unpullable_image_fails_with_engine_reason(sched: LocalDockerScheduler) -> None:
+    role = Role(name="main", image="registry.invalid/tether/none:1", entrypoint="true")
+    app_id = sched.submit(AppDef("nopull", roles=[role]), {})
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.FAILED
+    assert "cannot be pulled" in desc.msg and "registry.invalid" in desc.msg
+    assert sched.api.containers(all=True, filters={"label": [f"tether.dev/app-id={app_id}"]}) == []

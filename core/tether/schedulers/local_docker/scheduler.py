@@ -168,11 +168,20 @@ class LocalDockerScheduler(Scheduler[DockerRequest], ImageWorkspaceMixin):
             except errs.NotFound as e:
                 if not req.pull:
                     return f"image {image!r} not found and pull=False: {dc.engine_message(e)}"
-            try:
-                self.api.pull(image)
+            why = ""
+            try:  # the engine reports a failed pull in the stream, not the HTTP status
+                for msg in self.api.pull(image, stream=True, decode=True):
+                    if msg.get("error") or msg.get("errorDetail"):
+                        why = str(msg.get("error") or msg["errorDetail"].get("message", ""))
             except errs.APIError as e:
-                return f"image {image!r} is not available and cannot be pulled: " + (
-                    dc.engine_message(e))
+                why = dc.engine_message(e)
+            if not why:
+                try:
+                    self.api.inspect_image(image)
+                except errs.NotFound as e:
+                    why = dc.engine_message(e)
+            if why:
+                return f"image {image!r} is not available and cannot be pulled: {why}"
         return None
 
     def _start_containers(self, req: DockerRequest) -> str | None:
