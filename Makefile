@@ -64,7 +64,8 @@ e2e-infra: $(VENV)/.all
 ## image: the tether runtime/launcher image (Debian base by debootstrap, cached in
 ## ~/.cache/tether/image; IMAGE defaults to tether's default image; ENGINE=podman|docker)
 IMAGE ?=
-image: $(VENV)/.core
+image: $(PY)
+	$(PIP) setuptools wheel
 	PYTHON=$(PY) bash images/build.sh $(IMAGE)
 
 ## test: lint, then every test including the end-to-end ones against real backends
