@@ -142,7 +142,8 @@ def test_cancel_stops_every_container(sched: LocalDockerScheduler, podman: Podma
 
 
 def test_reattach_by_job_key(sched: LocalDockerScheduler, podman: PodmanService) -> None:
-    app = AppDef("keyed", roles=[sh("main", "echo hi")], metadata={JOB_KEY: "dag/run 1/task"})
+    app = AppDef("keyed", roles=[sh("main", "echo hi", resource=Resource(cpu=1, gpu=0, memMB=128))],
+                 metadata={JOB_KEY: "dag/run 1/task"})
     app_id = sched.submit(app, {})
     other = sched.submit(AppDef("other", roles=[sh("main", "true")]), {})
     wait_state(sched, app_id)
@@ -154,7 +155,7 @@ def test_reattach_by_job_key(sched: LocalDockerScheduler, podman: PodmanService)
         desc = fresh.describe(app_id)
         assert desc is not None and desc.job_key == "dag/run 1/task"
         assert desc.state == AppState.SUCCEEDED
-        assert desc.roles[0].entrypoint == "sh"
+        assert desc.roles[0].entrypoint == "sh" and desc.roles[0].resource.memMB == 128
         assert {a.app_id for a in fresh.list()} == {app_id, other}
     finally:
         fresh.close()

@@ -247,7 +247,9 @@ def render(
             req.builds.append(plan)
         spec = json.dumps({"name": role.name, "image": role.image, "entrypoint": role.entrypoint,
                            "args": role.args, "num_replicas": role.num_replicas,
-                           "max_retries": role.max_retries}, sort_keys=True)
+                           "max_retries": role.max_retries,
+                           "resource": {"cpu": role.resource.cpu, "gpu": role.resource.gpu,
+                                        "memMB": role.resource.memMB}}, sort_keys=True)
         for k in range(role.num_replicas):
             name = replica_hostname(app_id, role.name, k)
             rep = materialize(role, app_id=app_id, replica_id=k, rank0_host=rank0)

@@ -49,6 +49,7 @@ from tether.specs import (
     AppState,
     CfgVal,
     ReplicaStatus,
+    Resource,
     RetryPolicy,
     Role,
     RoleStatus,
@@ -280,7 +281,10 @@ class LocalDockerScheduler(Scheduler[DockerRequest], ImageWorkspaceMixin):
                 d = json.loads(spec)
                 specs[d["name"]] = Role(
                     name=d["name"], image=d["image"], entrypoint=d["entrypoint"],
-                    args=d["args"], num_replicas=d["num_replicas"], max_retries=d["max_retries"])
+                    args=d["args"], num_replicas=d["num_replicas"], max_retries=d["max_retries"],
+                    retry_policy=(RetryPolicy.REPLICA if d["max_retries"] else
+                                  RetryPolicy.APPLICATION),
+                    resource=Resource(**d.get("resource", {"cpu": -1, "gpu": -1, "memMB": -1})))
         for r in reps:
             roles.setdefault(r.role, RoleStatus(r.role)).replicas.append(ReplicaStatus(
                 id=r.replica_id, state=r.state, role=r.role, hostname=r.hostname,
