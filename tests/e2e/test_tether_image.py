@@ -24,7 +24,7 @@ pytest.importorskip("docker")
 
 from tests.e2e.infra.podman import PodmanService, PodmanUnavailable
 from tether.schedulers.local_docker.scheduler import LocalDockerScheduler
-from tether.specs import AppDef, AppState, Role, is_terminal
+from tether.specs import AppDef, AppState, BindMount, Role, is_terminal
 
 pytestmark = pytest.mark.e2e
 
@@ -86,4 +86,46 @@ def test_image_runs_tether(podman_with_image: PodmanService) -> None:
     finally:
         for a in sched.list():
             sched.delete(a.app_id)
+        sched.close()
+
+
+DDP = """
+import os, datetime, torch, torch.distributed as dist
+rank, world = int(os.environ["TETHER_REPLICA_ID"]), int(os.environ["TETHER_NUM_REPLICAS"])
+dist.init_process_group("gloo", init_method=f"tcp://{os.environ['TETHER_RANK0_HOST']}:29500",
+                        rank=rank, world_size=world, timeout=datetime.timedelta(seconds=90))
+t = torch.tensor([rank + 1.0])
+dist.all_reduce(t)
+print(f"rank {rank}/{world} sum {t.item():.0f}")
+dist.destroy_process_group()
+"""
+
+
+def test_torch_distributed_across_containers(podman_with_image: PodmanService) -> None:
+    """Two containers rendezvous at $TETHER_RANK0_HOST and all-reduce over gloo (CPU).
+
+    The image has no torch: the test's own (CPU) torch is bind-mounted read-only from the
+    venv (same Python minor version as the image's python3).
+    """
+    torch = pytest.importorskip("torch")
+    site = str(Path(torch.__file__).resolve().parents[1])
+    if sys.version_info[:2] != (3, 11):
+        pytest.skip("the image has python3.11; the venv's torch is for another Python")
+    sched = LocalDockerScheduler("ddp", docker_host=podman_with_image.docker_host)
+    role = Role("trainer", image=IMAGE, entrypoint="python3", args=["-c", DDP], num_replicas=2,
+                env={"PYTHONPATH": "/opt/site"},
+                mounts=[BindMount(src_path=site, dst_path="/opt/site", read_only=True)])
+    app_id = ""
+    try:
+        app_id = sched.submit(AppDef("ddp", roles=[role]), {})
+        deadline = time.monotonic() + 240
+        while not is_terminal((desc := sched.describe(app_id)).state):  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, desc
+            time.sleep(0.5)
+        outs = ["".join(sched.log_iter(app_id, "trainer", k)) for k in range(2)]
+        assert desc is not None and desc.state == AppState.SUCCEEDED, (desc, outs)
+        assert [o.splitlines()[-1] for o in outs] == ["rank 0/2 sum 3", "rank 1/2 sum 3"]
+    finally:
+        if app_id:
+            sched.delete(app_id)
         sched.close()
