@@ -162,9 +162,10 @@ def test_user_dockerfile_and_build_failure(podman: PodmanService, project: Path,
     with get_runner("ws", docker_host=podman.docker_host) as runner:
         info = runner.dryrun(AppDef("ws", roles=[role()]), "local_docker", {},
                              workspace=str(project))
+        before = runner.list("local_docker")
         with pytest.raises(ImageBuildError):
             runner.schedule(info)
-        assert runner.list("local_docker") == []
+        assert runner.list("local_docker") == before
 
 
 def test_push_to_registry(podman: PodmanService, registry: Registry, project: Path, api: Any
@@ -175,4 +176,43 @@ def test_push_to_registry(podman: PodmanService, registry: Registry, project: Pa
     ensure_image(api, plan)
     name, tag = plan.image[len(registry.address) + 1:].rsplit(":", 1)
     assert registry.tags(name) == [tag]
-    assert registry.manifest_digest(name, tag).startswith("sha256:")
+    digest = registry.manifest_digest(name, tag)
+    assert digest.startswith("sha256:") and plan.digest == digest
+    assert plan.pinned == f"{repo}/tether-workspace-myproj@{digest}"
+
+
+def test_kubernetes_submission_pins_the_pushed_digest(
+    podman: PodmanService, registry: Registry, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Kubernetes path: the dry-run names the tag; submission builds, pushes, and the
+    Jobs reference the pushed digest (the apiserver here is replaced by a recorder: the
+    kubernetes e2e tests cover creating Jobs for real)."""
+    from tether.schedulers.kubernetes.scheduler import create_scheduler
+
+    monkeypatch.setenv("DOCKER_HOST", podman.docker_host)
+    created: list[dict[str, Any]] = []
+
+    class Recorder:  # stands in for the apiserver (see the docstring)
+        def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+            created.append(body)
+            return body
+
+    sched = create_scheduler("t")
+    monkeypatch.setattr(sched, "_kube", lambda context=None: Recorder())
+    repo = f"{registry.address}/k8s"
+    info = sched.submit_dryrun(_with_workspace(sched, project, {"image_repo": repo}),
+                               {"image_repo": repo})
+    tag_ref = info._app.roles[0].image  # type: ignore[union-attr]
+    assert f"image: {tag_ref}" in str(info) and "@sha256:" not in str(info)
+    sched.schedule(info)
+    images = [c["image"] for m in created if m["kind"] == "Job"
+              for c in m["spec"]["template"]["spec"]["containers"]]
+    name, tag = tag_ref[len(registry.address) + 1:].rsplit(":", 1)
+    assert images == [f"{tag_ref.rsplit(':', 1)[0]}@{registry.manifest_digest(name, tag)}"]
+
+
+def _with_workspace(sched: Any, project: Path, cfg: dict[str, Any]) -> AppDef:
+    r = role()
+    r.workspace = Workspace({str(project): ""})
+    sched.build_workspaces([r], sched.run_opts().resolve(cfg, "kubernetes"))
+    return AppDef("ws", roles=[r])

@@ -65,8 +65,10 @@ def test_image_runs_tether(podman_with_image: PodmanService) -> None:
               "from tether.components import DEFAULT_IMAGE; print('tether-ok', DEFAULT_IMAGE)")
     app = AppDef("img", roles=[Role("main", image=IMAGE, entrypoint="python3",
                                     args=["-c", script], env={"TETHER_IMAGE": IMAGE})])
+    mine: list[str] = []
     try:
         app_id = sched.submit(app, {})
+        mine.append(app_id)
         deadline = time.monotonic() + 120
         while not is_terminal((desc := sched.describe(app_id)).state):  # type: ignore[union-attr]
             assert time.monotonic() < deadline
@@ -77,6 +79,7 @@ def test_image_runs_tether(podman_with_image: PodmanService) -> None:
         help_app = AppDef("help", roles=[Role("main", image=IMAGE, entrypoint="tether",
                                               args=["--help"])])
         hid = sched.submit(help_app, {})
+        mine.append(hid)
         deadline = time.monotonic() + 120
         while not is_terminal(sched.describe(hid).state):  # type: ignore[union-attr]
             assert time.monotonic() < deadline
@@ -84,8 +87,8 @@ def test_image_runs_tether(podman_with_image: PodmanService) -> None:
         assert sched.describe(hid).state == AppState.SUCCEEDED  # type: ignore[union-attr]
         assert "usage" in "".join(sched.log_iter(hid, "main", 0)).lower()
     finally:
-        for a in sched.list():
-            sched.delete(a.app_id)
+        for a in mine:
+            sched.delete(a)
         sched.close()
 
 

@@ -53,6 +53,7 @@ class ImagePlan:
         dockerfile_source: ``Dockerfile.tether`` or ``generated``.
         files: ``(local path, path in the build context)``, sorted by the latter.
         push: Whether the image is pushed (an ``image_repo`` was given).
+        digest: The registry digest once pushed (``sha256:...``; empty before).
     """
 
     base_image: str
@@ -62,6 +63,14 @@ class ImagePlan:
     dockerfile_source: str
     files: list[tuple[str, str]] = field(default_factory=list)
     push: bool = False
+    digest: str = ""
+
+    @property
+    def pinned(self) -> str:
+        """``repository@digest`` once pushed (what nodes should pull), else :attr:`image`."""
+        if not self.digest:
+            return self.image
+        return f"{self.image.rpartition(':')[0]}@{self.digest}"
 
     def summary(self) -> dict[str, Any]:
         """What the dry-run shows."""
@@ -222,8 +231,33 @@ def ensure_image(api: Any, plan: ImagePlan, on_log: Callable[[str], None] | None
         built = True
         _build(api, plan, on_log)
     if plan.push:
-        push(api, plan.image)
+        plan.digest = push(api, plan.image)
     return built
+
+
+def pin_images(obj: Any, plans: list[ImagePlan]) -> Any:
+    """Replaces every ``image`` value naming a pushed plan's tag by its digest reference.
+
+    Args:
+        obj: Manifests (dicts and lists, changed in place).
+        plans: Plans after :func:`ensure_image`.
+
+    Returns:
+        ``obj``.
+    """
+    pinned = {p.image: p.pinned for p in plans if p.digest}
+    if not pinned:
+        return obj
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if k == "image" and isinstance(v, str) and v in pinned:
+                obj[k] = pinned[v]
+            else:
+                pin_images(v, plans)
+    elif isinstance(obj, list):
+        for v in obj:
+            pin_images(v, plans)
+    return obj
 
 
 def _build(api: Any, plan: ImagePlan, on_log: Callable[[str], None] | None) -> None:

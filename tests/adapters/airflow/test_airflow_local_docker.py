@@ -32,11 +32,19 @@ def podman() -> Iterator[PodmanService]:
         if os.environ.get("CI"):
             pytest.fail(str(e))
         pytest.skip(f"podman cannot run containers here: {e}")
+    from tether.schedulers.local_docker.scheduler import LocalDockerScheduler
+
+    sched = LocalDockerScheduler("cleanup", docker_host=service.docker_host)
+    before = {a.app_id for a in sched.list()}  # the CNI network config is host-wide
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DOCKER_HOST", service.docker_host)
         try:
             yield service
         finally:
+            for app in sched.list():
+                if app.app_id not in before:
+                    sched.delete(app.app_id)
+            sched.close()
             service.stop()
 
 

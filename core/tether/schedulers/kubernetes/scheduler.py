@@ -82,7 +82,12 @@ from tether.specs import (
     StructuredOpts,
 )
 from tether.specs.status import is_terminal
-from tether.workspace.image import ImageWorkspaceMixin, ensure_image, planned_images
+from tether.workspace.image import (
+    ImageWorkspaceMixin,
+    ensure_image,
+    pin_images,
+    planned_images,
+)
 
 log: logging.Logger = logging.getLogger(__name__)
 
@@ -271,6 +276,7 @@ class KubernetesScheduler(Scheduler[KubernetesRequest], ImageWorkspaceMixin):
                     ensure_image(engine, plan)
             finally:
                 engine.close()
+            pin_images(req.manifests, plans)  # nodes pull exactly what was pushed
         api = self._kube(req.context)
         self._namespaces_seen.add(req.namespace)
         created: list[dict[str, Any]] = []

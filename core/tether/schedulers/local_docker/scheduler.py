@@ -9,6 +9,7 @@ import itertools
 import json
 import logging
 import re
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
@@ -63,6 +64,8 @@ LABEL_EVENT = LABEL_PREFIX + "event"
 LABEL_MSG = LABEL_PREFIX + "msg"
 EVENT_CANCELLED = "cancelled"
 EVENT_FAILED = "failed"
+ORPHAN_AFTER_S = 60.0
+"""An app network older than this without a container is reported FAILED."""
 _TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d) ?")
 
 
@@ -271,6 +274,12 @@ class LocalDockerScheduler(Scheduler[DockerRequest], ImageWorkspaceMixin):
         reps = sorted((self._replica(c) for c in containers),
                       key=lambda r: (r.role, r.replica_id))
         failure = events.get(EVENT_FAILED)
+        labels = net.get("Labels") or {}
+        created = float(labels.get(LABEL_CREATED, "0") or 0.0)
+        if not reps and failure is None and time.time() - created > ORPHAN_AFTER_S:
+            # a network left without containers (removed outside tether, another engine
+            # sharing the network configuration): nothing of the app can run any more
+            failure = "the app's containers are gone (removed outside tether?)"
         state = app_state(reps, EVENT_CANCELLED in events, failure)
         roles: dict[str, RoleStatus] = {}
         specs: dict[str, Role] = {}
@@ -292,7 +301,6 @@ class LocalDockerScheduler(Scheduler[DockerRequest], ImageWorkspaceMixin):
         msg = failure if failure is not None else next(
             (f"{r.role}/{r.replica_id}: {r.msg}" for r in reps if r.state == AppState.FAILED),
             "cancelled" if EVENT_CANCELLED in events else "")
-        labels = net.get("Labels") or {}
         return DescribeAppResponse(
             app_id=app_id, state=state, num_restarts=sum(r.restarts for r in reps), msg=msg,
             roles_statuses=list(roles.values()), roles=list(specs.values()),
