@@ -22,7 +22,7 @@ TORCH_INDEX_ARG = $(shell $(PYTHON) -c "import socket, sys, urllib.parse as u; \
 NO_MKDOCS_2_WARNING := 1
 export NO_MKDOCS_2_WARNING
 
-.PHONY: demo test test-fast lint docs e2e-infra bench bench-smoke pipelines clean
+.PHONY: demo test test-fast lint docs e2e-infra image bench bench-smoke pipelines clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,13 @@ docs: $(VENV)/.all
 ## e2e-infra: build/install the real backends the end-to-end tests start (cached)
 e2e-infra: $(VENV)/.all
 	bash tests/e2e/infra/setup.sh
+
+## image: the tether runtime/launcher image (Debian base by debootstrap, cached in
+## ~/.cache/tether/image; IMAGE defaults to tether's default image; ENGINE=podman|docker)
+IMAGE ?=
+image: $(PY)
+	$(PIP) setuptools wheel
+	PYTHON=$(PY) bash images/build.sh $(IMAGE)
 
 ## test: lint, then every test including the end-to-end ones against real backends
 test: lint docs e2e-infra

@@ -20,5 +20,7 @@ __tether_not_components__ = ("args", "finder", "params", "structured_arg", "vali
 """Sub-modules that hold the machinery, not components (skipped by the finder)."""
 
 DEFAULT_IMAGE: str = os.environ.get("TETHER_IMAGE", "ghcr.io/tether-ml/tether:latest")
-"""Image used by the builtin components when ``--image`` is not given (``$TETHER_IMAGE``
-overrides it). Local schedulers ignore images."""
+"""The one definition of tether's default image: the builtin components run it when
+``--image`` is not given, the KFP adapter's launcher step runs it, ``make image`` builds it
+(from ``images/tether/Dockerfile``). ``$TETHER_IMAGE`` overrides it. ``local_cwd`` ignores
+images; a dry-run on a remote backend warns when a role runs it (push your own build)."""

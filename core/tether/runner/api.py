@@ -337,6 +337,7 @@ class Runner:
             for role in app.roles:
                 if role.workspace is None:
                     role.workspace = ws
+        _warn_default_image(app, scheduler, sched.capabilities)
         opts = sched.run_opts()
         merged = self.config.apply(scheduler, cfg, opts)
         if isinstance(sched, WorkspaceMixin) and any(r.workspace is not None for r in app.roles):
@@ -616,6 +617,21 @@ class Runner:
 
     def __repr__(self) -> str:
         return f"Runner(name={self._name!r}, schedulers={list(self._schedulers)})"
+
+
+def _warn_default_image(app: AppDef, scheduler: str, caps: Capabilities) -> None:
+    """Warns when a role of ``app`` runs tether's default image on a remote backend, where
+    nodes pull it from its registry (your build is not there unless you pushed it)."""
+    if caps.runs_on_this_host or not caps.needs_image:
+        return
+    from tether.components import DEFAULT_IMAGE
+
+    for role in app.roles:
+        if role.image == DEFAULT_IMAGE:
+            log.warning(
+                "role %r runs tether's default image %s on %s: the nodes pull it from its "
+                "registry. Build it with `make image` and push it, then set $TETHER_IMAGE "
+                "(or --image) to your copy", role.name, DEFAULT_IMAGE, scheduler)
 
 
 def get_runner(

@@ -33,7 +33,8 @@ atexit.register(shutil.rmtree, _BASE, ignore_errors=True)
 AIRFLOW_HOME = _BASE / "airflow"
 DAGS_FOLDER = _BASE / "dags"
 DAGS_FOLDER.mkdir(parents=True)
-for src in [HERE / "dags" / "tether_test_dags.py", *sorted((REPO / "dags").glob("*.py"))]:
+for src in [HERE / "dags" / "tether_test_dags.py", HERE / "docker_dags" / "tether_docker_dags.py",
+            *sorted((REPO / "dags").glob("*.py"))]:
     (DAGS_FOLDER / src.name).symlink_to(src)
 
 os.environ.update(

@@ -128,11 +128,15 @@ class PodmanService:
     Args:
         image: Name to import the busybox image as.
         start_timeout: Seconds to wait for the API socket.
+        insecure_registries: ``host:port`` of plain-HTTP registries podman may push to and
+            pull from (a test registry on loopback).
     """
 
-    def __init__(self, image: str = BUSYBOX_IMAGE, start_timeout: float = 30.0) -> None:
+    def __init__(self, image: str = BUSYBOX_IMAGE, start_timeout: float = 30.0,
+                 insecure_registries: tuple[str, ...] = ()) -> None:
         self.image = image
         self.start_timeout = start_timeout
+        self.insecure_registries = tuple(insecure_registries)
         self.dir: Path | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: Path | None = None
@@ -152,7 +156,10 @@ class PodmanService:
     def env(self) -> dict[str, str]:
         """Environment for podman commands of this service."""
         assert self.dir is not None, "start() first"
-        return {**os.environ, "CONTAINERS_CONF": str(self.dir / "containers.conf")}
+        env = {**os.environ, "CONTAINERS_CONF": str(self.dir / "containers.conf")}
+        if self.insecure_registries:
+            env["CONTAINERS_REGISTRIES_CONF"] = str(self.dir / "registries.conf")
+        return env
 
     def podman(self, *args: str) -> list[str]:
         """A podman command line using this service's storage and settings."""
@@ -191,6 +198,9 @@ class PodmanService:
         self.dir = Path(tempfile.mkdtemp(prefix="tether-podman-", dir="/tmp"))
         try:
             (self.dir / "containers.conf").write_text(CONTAINERS_CONF)
+            (self.dir / "registries.conf").write_text("".join(
+                f'[[registry]]\nlocation = "{r}"\ninsecure = true\n\n'
+                for r in self.insecure_registries))
             busybox = _first_existing(BUSYBOX_CANDIDATES, "busybox")
             assert busybox is not None
             tar = build_busybox_rootfs_tar(busybox, self.dir / "rootfs.tar")

@@ -82,6 +82,12 @@ from tether.specs import (
     StructuredOpts,
 )
 from tether.specs.status import is_terminal
+from tether.workspace.image import (
+    ImageWorkspaceMixin,
+    ensure_image,
+    pin_images,
+    planned_images,
+)
 
 log: logging.Logger = logging.getLogger(__name__)
 
@@ -131,8 +137,11 @@ def _as_aware(ts: datetime | None) -> datetime | None:
     return ts if ts.tzinfo is not None else ts.astimezone()
 
 
-class KubernetesScheduler(Scheduler[KubernetesRequest]):
+class KubernetesScheduler(Scheduler[KubernetesRequest], ImageWorkspaceMixin):
     """Runs apps as Kubernetes Jobs (see the module docs).
+
+    A role's workspace becomes an image (:mod:`tether.workspace.image`) built by the local
+    Docker Engine (``$DOCKER_HOST``) and pushed to ``image_repo`` at submission.
 
     Args:
         session_name: The runner's session.
@@ -145,7 +154,7 @@ class KubernetesScheduler(Scheduler[KubernetesRequest]):
     capabilities: ClassVar[Capabilities] = Capabilities(
         runs_on_this_host=False,
         durable=True,
-        workspaces=frozenset(),
+        workspaces=frozenset({"image"}),
         streams=frozenset({Stream.COMBINED}),
         log_time_filter=True,
         log_tail=True,
@@ -156,6 +165,7 @@ class KubernetesScheduler(Scheduler[KubernetesRequest]):
         mounts=frozenset(MountKind),
         secrets=False,
     )
+    workspace_needs_push = True
 
     def __init__(
         self,
@@ -256,6 +266,17 @@ class KubernetesScheduler(Scheduler[KubernetesRequest]):
             KubernetesApiError: When the apiserver refuses an object (the message names it).
         """
         req = dryrun_info.request
+        plans = planned_images(dryrun_info._app)
+        if plans:  # workspace images: build when missing, push, then create the Jobs
+            from tether.schedulers.local_docker.client import connect
+
+            engine = connect()
+            try:
+                for plan in plans:
+                    ensure_image(engine, plan)
+            finally:
+                engine.close()
+            pin_images(req.manifests, plans)  # nodes pull exactly what was pushed
         api = self._kube(req.context)
         self._namespaces_seen.add(req.namespace)
         created: list[dict[str, Any]] = []

@@ -1,0 +1,86 @@
+"""Real Prefect 3 flows running tether components on ``local_docker`` (a private podman).
+
+The image is the busybox rootfs of :mod:`tests.e2e.infra.podman` (nothing is pulled); where
+podman cannot run, the tests skip with the reason, except in CI (``CI`` set).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+pytest.importorskip("docker")
+
+from tests.adapters.prefect.conftest import wait_for_logs
+from tests.e2e.infra.podman import BUSYBOX_IMAGE, PodmanService, PodmanUnavailable
+from tether.adapters.common import JobFailedError, JobResult
+from tether.specs import AppState
+
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_test")]
+
+
+@pytest.fixture(scope="module")
+def podman() -> Iterator[PodmanService]:
+    service = PodmanService()
+    try:
+        service.start()
+    except PodmanUnavailable as e:
+        if os.environ.get("CI"):
+            pytest.fail(str(e))
+        pytest.skip(f"podman cannot run containers here: {e}")
+    from tether.schedulers.local_docker.scheduler import LocalDockerScheduler
+
+    sched = LocalDockerScheduler("cleanup", docker_host=service.docker_host)
+    before = {a.app_id for a in sched.list()}  # the CNI network config is host-wide
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DOCKER_HOST", service.docker_host)
+        try:
+            yield service
+        finally:
+            for app in sched.list():
+                if app.app_id not in before:
+                    sched.delete(app.app_id)
+            sched.close()
+            service.stop()
+
+
+def test_containers_succeed_and_stream_into_the_run_logs(podman: PodmanService) -> None:
+    from prefect import flow
+
+    from tether.adapters.prefect import component_task
+
+    sh = component_task("utils.sh", scheduler="local_docker", image=BUSYBOX_IMAGE)
+
+    @flow
+    def two_containers() -> JobResult:
+        return sh("echo hello from $TETHER_REPLICA_ID of $(hostname)", num_replicas=2,
+                  memMB=64)
+
+    state = two_containers(return_state=True)
+    assert state.is_completed(), state.message
+    result = state.result()
+    assert result.state == AppState.SUCCEEDED
+    assert result.app_handle.startswith("local_docker://")
+    app_id = result.app_handle.rsplit("/", 1)[-1]
+    wait_for_logs(state.state_details.flow_run_id,
+                  f"sh/0 hello from 0 of {app_id}-sh-0", f"sh/1 hello from 1 of {app_id}-sh-1")
+
+
+def test_failed_container_fails_the_task_with_its_message(podman: PodmanService) -> None:
+    from prefect import flow
+
+    from tether.adapters.prefect import component_task
+
+    sh = component_task("utils.sh", scheduler="local_docker", image=BUSYBOX_IMAGE)
+
+    @flow
+    def failing() -> JobResult:
+        return sh("echo 'disk full' >&2; exit 3", memMB=64)
+
+    state = failing(return_state=True)
+    assert state.is_failed()
+    with pytest.raises(JobFailedError) as info:
+        state.result()
+    assert "FAILED" in str(info.value) and "exit code 3" in str(info.value)

@@ -1,0 +1,227 @@
+"""``local_docker`` for real: containers on a private podman serving the Docker API.
+
+The image is a busybox rootfs imported into that podman (nothing is pulled here); see
+:mod:`tests.e2e.infra.podman`. Where podman cannot run, the tests skip with the reason,
+except in CI (``CI`` set), where that is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+pytest.importorskip("docker")
+
+from tests.e2e.infra.podman import BUSYBOX_IMAGE, PodmanService, PodmanUnavailable
+from tether.schedulers.api import JOB_KEY
+from tether.schedulers.local_docker.scheduler import LocalDockerScheduler
+from tether.specs import AppDef, AppState, BindMount, Resource, RetryPolicy, Role, is_terminal
+
+pytestmark = pytest.mark.e2e
+
+DEADLINE_S = 120.0
+
+
+@pytest.fixture(scope="module")
+def podman() -> Iterator[PodmanService]:
+    """A private podman serving the Docker API, with the busybox image imported."""
+    service = PodmanService()
+    try:
+        service.start()
+    except PodmanUnavailable as e:
+        reason = f"podman cannot run containers here: {e}"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
+@pytest.fixture
+def sched(podman: PodmanService) -> Iterator[LocalDockerScheduler]:
+    s = LocalDockerScheduler("test", docker_host=podman.docker_host)
+    # podman instances on one host share the CNI network configuration, so other sessions'
+    # app networks may be listed: clean up only what this test created
+    before = {a.app_id for a in s.list()}
+    try:
+        yield s
+    finally:
+        for app in s.list():
+            if app.app_id not in before:
+                s.delete(app.app_id)
+        s.close()
+
+
+def sh(name: str, script: str, **kw: Any) -> Role:
+    return Role(name=name, image=BUSYBOX_IMAGE, entrypoint="sh", args=["-c", script], **kw)
+
+
+def wait_state(s: LocalDockerScheduler, app_id: str, done: Any = is_terminal) -> Any:
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        desc = s.describe(app_id)
+        assert desc is not None
+        if done(desc.state):
+            return desc
+        assert time.monotonic() < deadline, f"{app_id} still {desc.state}: {desc.msg}"
+        time.sleep(0.2)
+
+
+def logs(s: LocalDockerScheduler, app_id: str, role: str, k: int = 0, **kw: Any) -> str:
+    return "".join(s.log_iter(app_id, role, k, **kw))
+
+
+def test_success_logs_and_streams(sched: LocalDockerScheduler) -> None:
+    app = AppDef("hello", roles=[sh("main", "echo out-$TETHER_REPLICA_ID; echo err >&2",
+                                    resource=Resource(cpu=0.5, gpu=0, memMB=64))])
+    app_id = sched.submit(app, {})
+    desc = wait_state(sched, app_id)
+    assert desc.state == AppState.SUCCEEDED, desc.msg
+    assert desc.roles_statuses[0].replicas[0].exit_code == 0
+    # two pipes: the engine keeps each stream's order, not the order across them
+    assert sorted(logs(sched, app_id, "main").splitlines()) == ["err", "out-0"]
+    assert logs(sched, app_id, "main", streams="stdout") == "out-0\n"
+    assert logs(sched, app_id, "main", streams="stderr") == "err\n"
+    future = datetime.now(timezone.utc) + timedelta(hours=1)
+    assert logs(sched, app_id, "main", since=future) == ""
+    assert logs(sched, app_id, "main", until=datetime(2000, 1, 1, tzinfo=timezone.utc)) == ""
+    assert app_id in [a.app_id for a in sched.list()]
+    sched.cancel(app_id)  # finished: a no-op
+    assert sched.describe(app_id).state == AppState.SUCCEEDED  # type: ignore[union-attr]
+
+
+def test_failure_exit_code(sched: LocalDockerScheduler) -> None:
+    app_id = sched.submit(AppDef("fail", roles=[sh("main", "exit 3")]), {})
+    desc = wait_state(sched, app_id)
+    assert desc.state == AppState.FAILED
+    assert desc.roles_statuses[0].replicas[0].exit_code == 3
+    assert "exit code 3" in desc.msg
+
+
+def test_replicas_reach_rank0_by_hostname(sched: LocalDockerScheduler, tmp_path: Any) -> None:
+    # replica 0 listens, replica 1 connects to $TETHER_RANK0_HOST: a real rendezvous
+    script = (
+        'if [ "$TETHER_REPLICA_ID" = 0 ]; then echo pong | nc -l -p 2999 > /out/got0; '
+        'else i=0; until echo ping | nc "$TETHER_RANK0_HOST" 2999 > /out/got1; '
+        'do i=$((i+1)); [ $i -gt 900 ] && exit 7; sleep 0.1; done; fi; '
+        'echo "$TETHER_REPLICA_ID/$TETHER_NUM_REPLICAS rank0=$TETHER_RANK0_HOST host=$(hostname)"'
+    )
+    tmp_path.chmod(0o777)
+    role = sh("trainer", script, num_replicas=2,
+              mounts=[BindMount(src_path=str(tmp_path), dst_path="/out")])
+    app_id = sched.submit(AppDef("dist", roles=[role]), {})
+    desc = wait_state(sched, app_id)
+    assert desc.state == AppState.SUCCEEDED, (
+        desc.msg, logs(sched, app_id, "trainer", 0), logs(sched, app_id, "trainer", 1))
+    rank0 = f"{app_id}-trainer-0"
+    assert logs(sched, app_id, "trainer", 0) == f"0/2 rank0={rank0} host={rank0}\n"
+    assert logs(sched, app_id, "trainer", 1) == f"1/2 rank0={rank0} host={app_id}-trainer-1\n"
+    assert (tmp_path / "got0").read_text() == "ping\n"
+    assert (tmp_path / "got1").read_text() == "pong\n"
+
+
+def test_cancel_stops_every_container(sched: LocalDockerScheduler, podman: PodmanService
+                                      ) -> None:
+    app_id = sched.submit(AppDef("long", roles=[sh("a", "sleep 600", num_replicas=2),
+                                                 sh("b", "sleep 600")]), {"stop_timeout": 1})
+    wait_state(sched, app_id, lambda s: s == AppState.RUNNING)
+    sched.cancel(app_id)
+    desc = wait_state(sched, app_id)
+    assert desc.state == AppState.CANCELLED
+    api = sched.api
+    running = api.containers(filters={"label": [f"tether.dev/app-id={app_id}"]})
+    assert running == []
+    assert len(api.containers(all=True, filters={"label": [f"tether.dev/app-id={app_id}"]})) == 3
+    sched.cancel(app_id)  # idempotent
+    sched.delete(app_id)
+    sched.delete(app_id)
+    assert sched.describe(app_id) is None
+    assert api.containers(all=True, filters={"label": [f"tether.dev/app-id={app_id}"]}) == []
+
+
+def test_reattach_by_job_key(sched: LocalDockerScheduler, podman: PodmanService) -> None:
+    app = AppDef("keyed", roles=[sh("main", "echo hi", resource=Resource(cpu=1, gpu=0, memMB=128))],
+                 metadata={JOB_KEY: "dag/run 1/task"})
+    app_id = sched.submit(app, {})
+    other = sched.submit(AppDef("other", roles=[sh("main", "true")]), {})
+    wait_state(sched, app_id)
+    # another process, another client: the engine's labels are the record
+    fresh = LocalDockerScheduler("elsewhere", docker_host=podman.docker_host)
+    try:
+        found = fresh.find_jobs("dag/run 1/task")
+        assert [a.app_id for a in found] == [app_id]
+        desc = fresh.describe(app_id)
+        assert desc is not None and desc.job_key == "dag/run 1/task"
+        assert desc.state == AppState.SUCCEEDED
+        assert desc.roles[0].entrypoint == "sh" and desc.roles[0].resource.memMB == 128
+        assert {app_id, other} <= {a.app_id for a in fresh.list()}
+    finally:
+        fresh.close()
+
+
+def test_missing_image_fails_without_containers(sched: LocalDockerScheduler) -> None:
+    role = Role(name="main", image="localhost/not-there:1", entrypoint="true")
+    app_id = sched.submit(AppDef("noimg", roles=[role]), {"pull": False})
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.FAILED
+    assert "localhost/not-there:1" in desc.msg and "not found" in desc.msg.lower()
+    assert sched.api.containers(all=True, filters={"label": [f"tether.dev/app-id={app_id}"]}) == []
+
+
+def test_replica_retries_by_restart_policy(sched: LocalDockerScheduler, tmp_path: Any) -> None:
+    tmp_path.chmod(0o777)
+    role = sh("main", "echo x >> /out/tries; [ $(wc -l < /out/tries) -ge 3 ]",
+              max_retries=2, retry_policy=RetryPolicy.REPLICA,
+              mounts=[BindMount(src_path=str(tmp_path), dst_path="/out")])
+    app_id = sched.submit(AppDef("retry", roles=[role]), {})
+    desc = wait_state(sched, app_id)
+    assert desc.state == AppState.SUCCEEDED, desc.msg
+    assert desc.num_restarts == 2
+
+
+def test_no_engine_names_docker_host(tmp_path: Any) -> None:
+    from tether.schedulers.local_docker.client import DockerUnavailableError
+
+    s = LocalDockerScheduler("test", docker_host=f"unix://{tmp_path}/none.sock")
+    with pytest.raises(DockerUnavailableError, match="DOCKER_HOST") as e:
+        s.list()
+    assert "podman system service" in str(e.value)
+
+
+def test_cli_run_echo(podman: PodmanService, tmp_path: Any) -> None:
+    """`tether run -s local_docker utils.echo --msg hi` waits and prints the container's output."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "DOCKER_HOST": podman.docker_host, "HOME": str(tmp_path),
+           "TETHER_STATE_DIR": str(tmp_path / "state")}
+    res = subprocess.run(
+        [sys.executable, "-m", "tether.cli.main", "run", "-s", "local_docker", "utils.echo",
+         "--msg", "hi", "--image", BUSYBOX_IMAGE],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=DEADLINE_S)
+    assert res.returncode == 0, res.stderr
+    assert "hi" in res.stdout.splitlines() or "hi" in res.stderr, (res.stdout, res.stderr)
+    sched = LocalDockerScheduler("cli", docker_host=podman.docker_host)
+    try:
+        apps = [a for a in sched.list() if a.name == "echo"]
+        assert [a.state for a in apps] == [AppState.SUCCEEDED]
+        for a in apps:
+            sched.delete(a.app_id)
+    finally:
+        sched.close()
+
+
+def test_unpullable_image_fails_with_engine_reason(sched: LocalDockerScheduler) -> None:
+    role = Role(name="main", image="registry.invalid/tether/none:1", entrypoint="true")
+    app_id = sched.submit(AppDef("nopull", roles=[role]), {})
+    desc = sched.describe(app_id)
+    assert desc is not None and desc.state == AppState.FAILED
+    assert "cannot be pulled" in desc.msg and "registry.invalid" in desc.msg
+    assert sched.api.containers(all=True, filters={"label": [f"tether.dev/app-id={app_id}"]}) == []
