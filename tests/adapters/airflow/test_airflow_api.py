@@ -83,13 +83,16 @@ def test_bad_arguments_fail_when_the_dag_is_parsed() -> None:
         ComponentOperator(task_id="c", component="utils.echo", wait_interval=0)
 
 
-def test_job_key_is_stable_across_tries_and_distinct_per_task_instance() -> None:
-    key = task_job_key("dag", "run1", "train", -1)
-    assert key == task_job_key("dag", "run1", "train", None)
+def test_job_key_is_distinct_per_task_instance_and_try() -> None:
+    key = task_job_key("dag", "run1", "train", -1, 1)
+    assert key == task_job_key("dag", "run1", "train", None, 1)
     assert key.startswith("airflow-")
-    others = {task_job_key("dag", "run2", "train", -1), task_job_key("dag", "run1", "eval", -1),
-              task_job_key("dag", "run1", "train", 0), task_job_key("dag2", "run1", "train", -1)}
-    assert key not in others and len(others) == 4
+    others = {task_job_key("dag", "run2", "train", -1, 1),
+              task_job_key("dag", "run1", "eval", -1, 1),
+              task_job_key("dag", "run1", "train", 0, 1),
+              task_job_key("dag2", "run1", "train", -1, 1),
+              task_job_key("dag", "run1", "train", -1, 2)}  # each try's job has its own key
+    assert key not in others and len(others) == 5
 
 
 # ---- factory -----------------------------------------------------------------------------
@@ -103,7 +106,7 @@ def test_operator_for_makes_typed_taskflow_tasks() -> None:
     assert set(ops) == {"trainer", "big"}
     first = ops["trainer"]
     assert isinstance(first, ComponentOperator)
-    assert first.component is trainer
+    assert first.component_ref is trainer
     assert first.component_args == {"lr": 0.1, "epochs": 5, "extra": ["--fast"]}
     assert first.retries == 3 and first.scheduler == "local_cwd"
     assert cast(Any, ops["big"]).scheduler == "kubernetes"
@@ -124,7 +127,7 @@ def test_operator_for_task_ids_are_made_unique_and_class_form_works() -> None:
         cls(task_id="classic", component_args={"lr": 0.3})
     assert sorted(t.task_id for t in dag.tasks) == ["classic", "trainer", "trainer__1"]
     assert issubclass(cls, ComponentOperator) and cls.__name__ == "TrainerOperator"
-    assert cast(Any, dag.task_dict["classic"]).component is trainer
+    assert cast(Any, dag.task_dict["classic"]).component_ref is trainer
 
 
 def test_expand_maps_over_the_cross_product_of_literal_values() -> None:

@@ -125,7 +125,7 @@ def describe_operator(op: ComponentOperator, fields: Mapping[str, Any]) -> dict[
     return {
         "task_id": op.task_id,
         "operator": f"{type(op).__module__}.{type(op).__qualname__}",
-        "component": op.component_name,
+        "component": str(fields.get("component") or op.component_name),
         "component_args": fields.get("component_args"),
         "scheduler": fields.get("scheduler"),
         "cfg": fields.get("cfg"),
@@ -175,8 +175,8 @@ def render_operator(
             return "\n".join(parts)
         try:
             app = build_component_app(
-                op.component, fields.get("component_args"), fields.get("image"),
-                fields.get("env"), runner,
+                _component(op, fields.get("component")), fields.get("component_args"),
+                fields.get("image"), fields.get("env"), runner,
             )
         except Exception as e:
             parts += ["# AppDef", f"(cannot materialize {op.component_name}: "
@@ -192,6 +192,15 @@ def render_operator(
         else:
             parts.append(str(info))
     return "\n".join(parts)
+
+
+def _component(op: ComponentOperator, rendered: Any) -> Any:
+    """The component to materialize: the rendered name, or the operator's function."""
+    from tether.adapters.airflow.operator import ComponentFunction
+
+    if isinstance(rendered, ComponentFunction):
+        return rendered.fn
+    return rendered if isinstance(rendered, str) and rendered else op.component_ref
 
 
 def render_dag(
