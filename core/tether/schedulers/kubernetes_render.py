@@ -21,7 +21,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -364,6 +364,11 @@ def check_opts(opts: KubernetesOpts) -> None:
     for secret in opts.image_pull_secrets or []:
         if not _DNS_SUBDOMAIN.match(secret):
             errs.append(f"image_pull_secrets: {secret!r} is not a valid Secret name")
+    for entry in opts.env_from or []:
+        try:
+            parse_env_from(entry)
+        except ValueError as e:
+            errs.append(str(e))
     if errs:
         raise ValueError("invalid kubernetes run options:\n  - " + "\n  - ".join(errs))
 
@@ -396,6 +401,12 @@ def check_app(app: AppDef) -> None:
         for dev in role.resource.devices:
             if not is_label_key(dev):
                 errs.append(f"{where}: device {dev!r} is not an extended resource name")
+        for var, ref in role.secrets.items():
+            if not ref.key or not _DNS_SUBDOMAIN.match(ref.name):
+                errs.append(
+                    f"{where}: secrets[{var!r}] = {ref} needs a Secret name (a DNS subdomain) "
+                    "and a key: SecretRef('my-secret', 'password')"
+                )
         slug = role_slug(role.name)
         if slug in slugs:
             errs.append(f"roles {slugs[slug]!r} and {role.name!r} map to the same name {slug!r}")
@@ -605,6 +616,64 @@ def _volumes(role: Role) -> tuple[list[dict[str, Any]], list[dict[str, Any]], bo
     return volumes, mounts, privileged
 
 
+def secret_env(role: Role) -> list[dict[str, Any]]:
+    """The role's :attr:`~tether.specs.Role.secrets` as env ``valueFrom.secretKeyRef`` entries.
+
+    The values stay in the cluster's Secrets: the manifest names only the Secret and key.
+
+    Args:
+        role: The role.
+
+    Returns:
+        One env entry per secret variable.
+    """
+    return [
+        {"name": var, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
+        for var, ref in role.secrets.items()
+    ]
+
+
+ENV_FROM_KINDS = {"secret": "secretRef", "configmap": "configMapRef"}
+
+
+def parse_env_from(entry: str) -> tuple[str, str]:
+    """Splits an ``env_from`` entry, ``secret:NAME`` or ``configmap:NAME``.
+
+    Args:
+        entry: The entry.
+
+    Returns:
+        ``(kind, name)`` with kind ``secret`` or ``configmap``.
+
+    Raises:
+        ValueError: Naming the entry and the allowed forms.
+    """
+    kind, sep, name = entry.partition(":")
+    kind = kind.strip().lower().replace("_", "").replace("-", "")
+    if not sep or kind not in ENV_FROM_KINDS or not _DNS_SUBDOMAIN.match(name.strip()):
+        raise ValueError(
+            f"env_from: {entry!r} is not allowed; use 'secret:NAME' or 'configmap:NAME' "
+            "(NAME a Secret or ConfigMap of the namespace)"
+        )
+    return kind, name.strip()
+
+
+def render_env_from(entries: Iterable[str] | None) -> list[dict[str, Any]]:
+    """The container's ``envFrom``: every key of the named Secrets and ConfigMaps as env.
+
+    Args:
+        entries: ``secret:NAME`` / ``configmap:NAME`` entries.
+
+    Returns:
+        The ``envFrom`` list.
+    """
+    out: list[dict[str, Any]] = []
+    for entry in entries or []:
+        kind, name = parse_env_from(entry)
+        out.append({ENV_FROM_KINDS[kind]: {"name": name}})
+    return out
+
+
 def render_pod_template(
     app: AppDef,
     role: Role,
@@ -650,8 +719,12 @@ def render_pod_template(
         "name": role_slug(role.name),
         "image": resolve_image(rep.image, opts.image_repo),
         "command": [rep.entrypoint, *rep.args],
-        "env": [{"name": k, "value": v} for k, v in env.items()],
+        "env": [{"name": k, "value": v} for k, v in env.items() if k not in role.secrets]
+        + secret_env(role),
     }
+    env_from = render_env_from(opts.env_from)
+    if env_from:
+        container["envFrom"] = env_from
     if opts.image_pull_policy:
         container["imagePullPolicy"] = opts.image_pull_policy
     resources = container_resources(rep.resource, opts)

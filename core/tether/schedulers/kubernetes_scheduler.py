@@ -174,6 +174,10 @@ class KubernetesOpts(StructuredOpts):
     image_pull_secrets: list[str] = field(default_factory=list)
     """Names of Secrets holding registry credentials (``imagePullSecrets``)."""
 
+    env_from: list[str] = field(default_factory=list)
+    """Secrets and ConfigMaps whose keys become env vars, each ``secret:NAME`` or
+    ``configmap:NAME`` (``envFrom``; the values stay in the cluster)."""
+
     node_selector: dict[str, str] = field(default_factory=dict)
     """Extra node labels the pods must land on (merged with named-resource capabilities)."""
 
@@ -772,6 +776,41 @@ class KubernetesScheduler(Scheduler[KubernetesRequest]):
         for job in view.jobs:  # older attempts still running
             if job_active(job):
                 self._stop(api, view, job, "cancelled", why)
+
+    # ---- secrets ------------------------------------------------------------------------
+    def put_secret(self, name: str, values: Mapping[str, str], cfg: Mapping[str, CfgVal]) -> None:
+        """Creates (or replaces) an Opaque Secret in the run options' namespace.
+
+        Args:
+            name: The Secret's name.
+            values: Key to value (sent as ``stringData``; never logged).
+            cfg: Resolved run options.
+        """
+        ns = str(cfg.get("namespace") or self._namespace)
+        body = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "labels": {LABEL_MANAGED_BY: MANAGED_BY}},
+            "type": "Opaque",
+            "stringData": {str(k): str(v) for k, v in values.items()},
+        }
+        api = self._kube()
+        try:
+            api.create(core_path(ns, "secrets"), body)
+        except KubernetesApiError as e:
+            if e.status != 409:
+                raise
+            api.merge_patch(core_path(ns, "secrets", name), {"stringData": body["stringData"]})
+
+    def delete_secret(self, name: str, cfg: Mapping[str, CfgVal]) -> None:
+        """Deletes a Secret (a missing one is fine).
+
+        Args:
+            name: The Secret's name.
+            cfg: Resolved run options.
+        """
+        ns = str(cfg.get("namespace") or self._namespace)
+        self._kube().delete(core_path(ns, "secrets", name))
 
     def delete(self, app_id: str) -> None:
         """Cancels the app if needed, then removes every object tether created for it.

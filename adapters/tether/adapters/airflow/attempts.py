@@ -49,8 +49,37 @@ class AirflowAdapterError(ValueError):
     """Bad input to the Airflow adapter (an argument, an option): names field and value."""
 
 
+ON_FINISH_ACTIONS = ("keep", "delete_succeeded", "delete")
+
+
+def check_choice(field_name: str, value: object, allowed: tuple[str, ...], task_id: str) -> str:
+    """Validates an operator argument that takes one of a few names.
+
+    Args:
+        field_name: The argument.
+        value: Its value.
+        allowed: The names it takes.
+        task_id: The task (for the message).
+
+    Returns:
+        The value.
+
+    Raises:
+        AirflowAdapterError: For any other value (the message lists the allowed ones and the
+            closest match).
+    """
+    if isinstance(value, str) and value in allowed:
+        return value
+    close = difflib.get_close_matches(str(value), allowed, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise AirflowAdapterError(
+        f"task {task_id!r}: {field_name}={value!r} is not allowed; use one of "
+        f"{', '.join(repr(m) for m in allowed)}{hint}"
+    )
+
+
 def check_reattach(value: object, task_id: str) -> str:
-    """Validates the operator's ``reattach`` argument.
+    """Validates the operator's ``reattach`` argument (see :func:`check_choice`).
 
     Args:
         value: The argument.
@@ -58,18 +87,8 @@ def check_reattach(value: object, task_id: str) -> str:
 
     Returns:
         The mode.
-
-    Raises:
-        AirflowAdapterError: For any other value (the message lists the allowed ones).
     """
-    if isinstance(value, str) and value in REATTACH_MODES:
-        return value
-    close = difflib.get_close_matches(str(value), REATTACH_MODES, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    raise AirflowAdapterError(
-        f"task {task_id!r}: reattach={value!r} is not allowed; use one of "
-        f"{', '.join(repr(m) for m in REATTACH_MODES)}{hint}"
-    )
+    return check_choice("reattach", value, REATTACH_MODES, task_id)
 
 
 @dataclass

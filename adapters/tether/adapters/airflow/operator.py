@@ -25,11 +25,9 @@ cleared (the next try re-attaches).
 from __future__ import annotations
 
 import datetime as dt
-import shlex
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
@@ -38,13 +36,31 @@ from airflow.sdk.configuration import conf
 from tether.adapters.airflow.attempts import (
     ENV_TRY_NUMBER,
     LEDGER_KEY,
+    ON_FINISH_ACTIONS,
     Action,
     Ledger,
+    check_choice,
     check_reattach,
     decide,
     kill_cancels_job,
     ti_state,
 )
+from tether.adapters.airflow.building import (
+    DEFAULT_SCHEDULER,
+    ORCHESTRATOR,
+    ComponentArgs,
+    ComponentFunction,
+    ComponentRef,
+    build_component_app,
+    check_component,
+    component_display_name,
+    dag_run_parent_id,
+    normalize_component_args,
+    parse_cfg,
+    task_job_key,
+)
+from tether.adapters.airflow.connections import scheduler_params
+from tether.adapters.airflow.labels import add_task_metadata, secret_name
 from tether.adapters.airflow.links import (
     RESERVED_XCOM_KEYS,
     XCOM_APP_HANDLE,
@@ -52,186 +68,28 @@ from tether.adapters.airflow.links import (
     XCOM_UI_URL,
     TetherJobLink,
 )
-from tether.adapters.common import (
-    ComponentJob,
-    JobFailedError,
-    JobResult,
-    job_key,
-    materialize,
-    resolve_component,
-)
-from tether.specs import AppDef, AppState, CfgVal
+from tether.adapters.common import ComponentJob, JobFailedError, JobResult
+from tether.specs import AppDef, AppState
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from tether.runner import Runner
 
-DEFAULT_SCHEDULER = "local_cwd"
-"""The scheduler used when the operator names none."""
-
-ORCHESTRATOR = "airflow"
-
-ComponentRef = str | Callable[..., AppDef]
-ComponentArgs = Mapping[str, Any] | Sequence[Any] | str | None
-
-
-def task_job_key(
-    dag_id: str, run_id: str, task_id: str, map_index: int | None, try_number: int
-) -> str:
-    """The job key of the job one try of an Airflow task instance launches.
-
-    Args:
-        dag_id: The DAG.
-        run_id: The DAG run.
-        task_id: The task.
-        map_index: The map index (-1 or None for an unmapped task).
-        try_number: The try that launches the job.
-
-    Returns:
-        The job key.
-    """
-    mi = -1 if map_index is None else map_index
-    return job_key(ORCHESTRATOR, dag_id, run_id, task_id, mi, "try", try_number)
-
-
-def dag_run_parent_id(dag_id: str, run_id: str) -> str:
-    """The tracking parent run id of the jobs of one DAG run: ``airflow:{dag_id}/{run_id}``.
-
-    Args:
-        dag_id: The DAG.
-        run_id: The DAG run.
-
-    Returns:
-        The parent run id.
-    """
-    return f"{ORCHESTRATOR}:{dag_id}/{run_id}"
-
-
-def component_display_name(component: ComponentRef) -> str:
-    """How a component is shown: its name, or ``module:function`` for a function.
-
-    Args:
-        component: A name or a component function.
-
-    Returns:
-        The name.
-    """
-    if isinstance(component, str):
-        return component
-    return f"{getattr(component, '__module__', '?')}:{getattr(component, '__qualname__', '?')}"
-
-
-def normalize_component_args(value: Any) -> list[str] | dict[str, Any]:
-    """Turns rendered ``component_args`` into what the component parser takes.
-
-    Args:
-        value: A mapping of keyword arguments, a list of CLI arguments, one CLI string
-            (split like a shell would), or None.
-
-    Returns:
-        A dict, or a list of strings.
-
-    Raises:
-        TypeError: For any other type.
-    """
-    if value is None:
-        return {}
-    if isinstance(value, str):
-        return shlex.split(value)
-    if isinstance(value, Mapping):
-        return dict(value)
-    if isinstance(value, (list, tuple)):
-        return [str(v) for v in value]
-    raise TypeError(
-        f"component_args must be a dict of keyword arguments, a list of CLI arguments or a "
-        f"CLI string, got {type(value).__name__}: {value!r}"
-    )
-
-
-def parse_cfg(runner: Runner, scheduler: str, cfg: Any) -> dict[str, CfgVal]:
-    """Run options from a mapping, or a ``k=v,k2=v2`` string as ``tether run -cfg`` takes.
-
-    Args:
-        runner: The runner (for the scheduler's option types).
-        scheduler: The scheduler.
-        cfg: The options (None for none).
-
-    Returns:
-        The options (string values are converted to their types when the job is submitted).
-
-    Raises:
-        TypeError: For any other type.
-    """
-    if cfg is None or cfg == "":
-        return {}
-    if isinstance(cfg, str):
-        return runner.scheduler_run_opts(scheduler).cfg_from_str(cfg)
-    if isinstance(cfg, Mapping):
-        return dict(cfg)
-    raise TypeError(
-        f"cfg must be a dict of run options or a 'k=v,k2=v2' string, got {type(cfg).__name__}"
-    )
-
-
-def build_component_app(
-    component: ComponentRef,
-    component_args: Any,
-    image: str | None = None,
-    env: Mapping[str, Any] | None = None,
-    runner: Runner | None = None,
-) -> AppDef:
-    """Materializes a component with rendered arguments and image/env overrides.
-
-    Args:
-        component: The component (name or function).
-        component_args: See :func:`normalize_component_args`.
-        image: Replaces every role's image.
-        env: Added to every role's environment.
-        runner: Gives ``[component:<name>]`` defaults from ``.tetherconfig``.
-
-    Returns:
-        The AppDef.
-    """
-    name, _ = resolve_component(component)
-    defaults = runner.config.component_defaults(name) if runner is not None else None
-    env_str = {str(k): str(v) for k, v in (env or {}).items()}
-    return materialize(
-        component,
-        normalize_component_args(component_args),
-        image=image or None,
-        env=env_str or None,
-        defaults=defaults,
-    )
-
-
-@dataclass(frozen=True)
-class ComponentFunction:
-    """A component function held by an operator (shown as ``module:function``).
-
-    Attributes:
-        fn: The function.
-    """
-
-    fn: Callable[..., AppDef]
-
-    def __str__(self) -> str:
-        return component_display_name(self.fn)
-
-
-def _check_component(component: Any, task_id: str) -> None:
-    if isinstance(component, str):
-        if not component.strip():
-            raise ValueError(
-                f"task {task_id!r}: component is empty; give a name as the CLI takes it "
-                "(e.g. 'dist.ddp', 'utils.python', 'path/to/file.py:fn') or a component function"
-            )
-        return
-    if not callable(component):
-        raise TypeError(
-            f"task {task_id!r}: component must be a name (e.g. 'dist.ddp') or a component "
-            f"function returning an AppDef, got {type(component).__name__}"
-        )
+__all__ = [
+    "DEFAULT_SCHEDULER",
+    "ORCHESTRATOR",
+    "ComponentArgs",
+    "ComponentFunction",
+    "ComponentOperator",
+    "ComponentRef",
+    "build_component_app",
+    "component_display_name",
+    "dag_run_parent_id",
+    "normalize_component_args",
+    "parse_cfg",
+    "task_job_key",
+]
 
 
 class ComponentOperator(BaseOperator):
@@ -258,6 +116,16 @@ class ComponentOperator(BaseOperator):
             try that still runs, or succeeded without its outcome being recorded, and launches
             a new one otherwise (a cleared task runs anew); ``always`` also re-uses a job that
             succeeded (a clear returns its result); ``never`` launches a new job every try.
+        conn_id: An Airflow Connection naming the cluster (see
+            :mod:`tether.adapters.airflow.connections`); default: the environment's.
+        secret_env: Environment variables whose values are secrets, e.g.
+            ``{"DB_PASSWORD": "{{ conn.warehouse.password }}"}`` (rendered when the task runs,
+            never stored as a rendered field, masked in logs). The task stores them in a
+            secret the scheduler holds (a Kubernetes Secret it creates and deletes when the job
+            is done) and the job reads them by reference (``secretKeyRef``), so they appear in
+            no Job spec, dry-run or task log.
+        on_finish_action: What happens to the job once the task recorded its outcome:
+            ``keep`` (default), ``delete_succeeded`` (delete it if it succeeded) or ``delete``.
         **kwargs: :class:`airflow.sdk.BaseOperator` arguments (``task_id``, ``retries``,
             ``execution_timeout``...). ``multiple_outputs`` defaults to True: each job output
             is also its own XCom, so ``op.output["accuracy"]`` works.
@@ -283,11 +151,14 @@ class ComponentOperator(BaseOperator):
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         stream_logs: bool = True,
         reattach: str = "auto",
+        conn_id: str | None = None,
+        secret_env: Mapping[str, str] | None = None,
+        on_finish_action: str = "keep",
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("multiple_outputs", True)
         super().__init__(**kwargs)
-        _check_component(component, self.task_id)
+        check_component(component, self.task_id)
         if not isinstance(wait_interval, (int, float)) or wait_interval <= 0:
             raise ValueError(
                 f"task {self.task_id!r}: wait_interval must be a positive number of seconds, "
@@ -306,11 +177,18 @@ class ComponentOperator(BaseOperator):
         self.deferrable = deferrable
         self.stream_logs = stream_logs
         self.reattach = check_reattach(reattach, self.task_id)
+        self.conn_id = conn_id
+        self.secret_env = dict(secret_env or {})
+        self.on_finish_action = check_choice(
+            "on_finish_action", on_finish_action, ON_FINISH_ACTIONS, self.task_id
+        )
+        self._params: dict[str, Any] = {}
         self.job_ui_url: str | None = None
         self._job: ComponentJob | None = None
         self._store: Any = None
         self._ti_ids: tuple[str, str, str, int, int] | None = None
         self._stopped = False
+        self._context: Context | None = None
 
     # ---- building the job ------------------------------------------------------------------
     @property
@@ -343,11 +221,16 @@ class ComponentOperator(BaseOperator):
         from tether.runner import get_runner
 
         ti = context["ti"]
-        runner = get_runner()
         try:
-            runner.scheduler_run_opts(str(self.scheduler))  # an unknown scheduler fails here
+            self._params = scheduler_params(self.conn_id)
+        except (KeyError, ValueError) as e:
+            raise AirflowFailException(f"task {self.task_id!r}: {e}") from e
+        runner = get_runner(**self._params)
+        try:
+            opts = runner.scheduler_run_opts(str(self.scheduler))  # an unknown one fails here
             app = self.build_app(runner)
             cfg = parse_cfg(runner, str(self.scheduler), self.cfg)
+            add_task_metadata(cfg, opts, ti)
         except (KeyError, ValueError, TypeError) as e:
             runner.close()
             # bad input (unknown scheduler or component, wrong argument or option): retrying
@@ -428,7 +311,11 @@ class ComponentOperator(BaseOperator):
             )
             return ledger.app_handle
         assert job.key is not None
+        if ledger is not None and ledger.extra.get("secret"):
+            self._cleanup_secret(job.runner, ledger)  # the earlier job's, now unused
         new = Ledger(job.key, try_number, try_number, job.scheduler)
+        if self.secret_env:
+            new.extra["secret"] = self._hand_over_secrets(job)
         self._write_ledger(new)  # before submitting: a crash in between leaves the key
         handle = job.launch()
         new.app_handle = handle
@@ -438,7 +325,9 @@ class ComponentOperator(BaseOperator):
         return handle
 
     def _record(self, result: JobResult) -> None:
-        """Marks the ledger's job as recorded (this try decided the task with its outcome)."""
+        """Marks the ledger's job as recorded (this try decided the task with its outcome),
+        then cleans up: the job's secret, and the job itself per ``on_finish_action``."""
+        ledger: Ledger | None = None
         try:
             ledger = self._read_ledger()
             if ledger is not None and ledger.app_handle == result.app_handle:
@@ -446,10 +335,69 @@ class ComponentOperator(BaseOperator):
                 self._write_ledger(ledger)
         except Exception as e:  # the result decides the task; the ledger is best effort here
             self.log.warning("cannot record the job's outcome in task_state_store: %s", e)
+        if not result.state.is_terminal():
+            return
+        with self._runner() as runner:
+            if ledger is not None and ledger.extra.get("secret"):
+                self._cleanup_secret(runner, ledger)
+            action = self.on_finish_action
+            if action == "delete" or (action == "delete_succeeded" and result.succeeded):
+                self.log.info("deleting tether job %s (on_finish_action=%s)",
+                              result.app_handle, action)
+                try:
+                    runner.delete(result.app_handle)
+                except Exception as e:
+                    self.log.warning("cannot delete tether job %s: %s", result.app_handle, e)
+
+    def _runner(self) -> Runner:
+        from tether.runner import get_runner
+
+        return get_runner(**self._params)
+
+    def _hand_over_secrets(self, job: ComponentJob) -> str:
+        """Stores ``secret_env`` in a secret of the scheduler; the job gets references."""
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from tether.specs import SecretRef
+
+        assert job.key is not None and self._context is not None
+        values = self.render_template(self.secret_env, self._context)
+        if not isinstance(values, Mapping):
+            raise AirflowFailException(
+                f"task {self.task_id!r}: secret_env must be a mapping of env name to value"
+            )
+        values = {str(k): str(v) for k, v in values.items()}
+        _mask(values.values())
+        name = secret_name(job.key)
+        try:
+            job.runner.put_secret(job.scheduler, name, values, job.cfg)
+        except NotImplementedError as e:
+            raise AirflowFailException(f"task {self.task_id!r}: secret_env: {e}") from e
+        for role in job.app.roles:
+            for var in values:
+                role.env.pop(var, None)
+                role.secrets[var] = SecretRef(name, var)
+        self.log.info("secret_env %s handed to the job as secret %s", sorted(values), name)
+        return name
+
+    def _cleanup_secret(self, runner: Runner, ledger: Ledger) -> None:
+        name = str(ledger.extra.get("secret"))
+        try:
+            cfg = parse_cfg(runner, ledger.scheduler or str(self.scheduler), self.cfg)
+            runner.delete_secret(ledger.scheduler or str(self.scheduler), name, cfg)
+            self.log.info("deleted secret %s of tether job %s", name, ledger.app_handle)
+        except Exception as e:
+            self.log.warning("cannot delete secret %s: %s", name, e)
 
     def _bind(self, context: Context) -> int:
         ti = context["ti"]
+        self._context = context
         self._store = context.get("task_state_store")
+        if self.conn_id and not self._params:
+            try:
+                self._params = scheduler_params(self.conn_id)
+            except Exception as e:
+                self.log.warning("cannot read connection %s: %s", self.conn_id, e)
         mi = -1 if ti.map_index is None else int(ti.map_index)
         self._ti_ids = (ti.dag_id, ti.run_id, ti.task_id, mi, int(ti.try_number))
         return int(ti.try_number)
@@ -531,6 +479,7 @@ class ComponentOperator(BaseOperator):
                 task_id=ti.task_id,
                 map_index=-1 if ti.map_index is None else int(ti.map_index),
                 try_number=try_number,
+                conn_id=self.conn_id,
             ),
             method_name="execute_complete",
             timeout=backstop,
@@ -560,13 +509,13 @@ class ComponentOperator(BaseOperator):
             raise RuntimeError(
                 f"task {self.task_id!r} resumed without a tether job handle (event: {event!r})"
             )
-        job = ComponentJob.attach(str(handle))
+        job = ComponentJob.attach(str(handle), runner=self._runner())
         try:
             if self.stream_logs:
                 self._copy_logs(job, event.get("log_cursor"))
             result = job.result()
         finally:
-            job.close()
+            job.runner.close()
         if result.state == AppState.UNKNOWN and event.get("msg"):
             result.msg = str(event["msg"])
         if event.get("timed_out"):
@@ -591,9 +540,7 @@ class ComponentOperator(BaseOperator):
             if handle:
                 self.log.error("the deferral failed (%s): cancelling tether job %s",
                                (next_kwargs or {}).get("error"), handle)
-                from tether.runner import get_runner
-
-                with get_runner() as runner:
+                with self._runner() as runner:
                     runner.cancel(str(handle))
         return super().resume_execution(next_method, next_kwargs, context)
 
@@ -640,8 +587,6 @@ class ComponentOperator(BaseOperator):
         # a call of the job's own runner or of Airflow's supervisor channel.
 
         def stop() -> None:
-            from tether.runner import get_runner
-
             owner: int | None = None
             state: str | None = "unknown"
             try:
@@ -661,7 +606,7 @@ class ComponentOperator(BaseOperator):
                 self.log.info("task killed: leaving tether job %s running (%s)", handle, reason)
                 return
             self.log.info("task killed: cancelling tether job %s (%s)", handle, reason)
-            with get_runner() as r:
+            with self._runner() as r:
                 r.cancel(handle)
 
         t = threading.Thread(target=stop, name="tether-cancel", daemon=True)
@@ -674,3 +619,13 @@ class ComponentOperator(BaseOperator):
 
         self.log.info("%s", render_operator(self))
 
+
+def _mask(values: Any) -> None:
+    """Registers values with Airflow's secrets masker (task logs show ``***``)."""
+    try:
+        from airflow.sdk.log import mask_secret
+    except ImportError:  # pragma: no cover - older task SDKs
+        return
+    for v in values:
+        if v:
+            mask_secret(v)

@@ -93,8 +93,16 @@ class LogCursor:
             yield line.format()
 
 
-def _cancel(app_handle: str) -> None:
-    with get_runner() as runner:
+def _runner_for(conn_id: str | None) -> Runner:
+    """A Runner for the connection's cluster (call it in a worker thread: it may read the
+    Connection through Airflow)."""
+    from tether.adapters.airflow.connections import scheduler_params
+
+    return get_runner(**scheduler_params(conn_id))
+
+
+def _cancel(app_handle: str, conn_id: str | None = None) -> None:
+    with _runner_for(conn_id) as runner:
         runner.cancel(app_handle)
 
 
@@ -136,6 +144,7 @@ class TetherJobTrigger(BaseTrigger):
         task_id: The task instance.
         map_index: The task instance.
         try_number: The deferred try.
+        conn_id: The Airflow Connection naming the cluster (as the operator's).
     """
 
     def __init__(
@@ -149,6 +158,7 @@ class TetherJobTrigger(BaseTrigger):
         task_id: str | None = None,
         map_index: int = -1,
         try_number: int = 0,
+        conn_id: str | None = None,
     ) -> None:
         super().__init__()
         self.app_handle = app_handle
@@ -160,6 +170,7 @@ class TetherJobTrigger(BaseTrigger):
         self.task_id = task_id
         self.map_index = int(map_index)
         self.try_number = int(try_number)
+        self.conn_id = conn_id
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """The class path and arguments that rebuild this trigger in the triggerer."""
@@ -173,6 +184,7 @@ class TetherJobTrigger(BaseTrigger):
             "task_id": self.task_id,
             "map_index": self.map_index,
             "try_number": self.try_number,
+            "conn_id": self.conn_id,
         }
 
     # ---- the log cursor, kept in an XCom of the task instance ---------------------------
@@ -216,7 +228,7 @@ class TetherJobTrigger(BaseTrigger):
         def runner() -> Runner:
             with lock:
                 if not runners:
-                    runners.append(get_runner())
+                    runners.append(_runner_for(self.conn_id))
                 return runners[0]
 
         def poll() -> AppStatus | None:
@@ -238,7 +250,7 @@ class TetherJobTrigger(BaseTrigger):
             def pump_lines() -> None:
                 # a trigger that stops while the job runs leaves this thread until the next
                 # line (or the job's end): the log readers block on the job's files or API
-                with get_runner() as r:
+                with _runner_for(self.conn_id) as r:
                     try:
                         for text in cursor.new_lines(r, self.app_handle, follow=True):
                             if stop.is_set() or not post(text):
@@ -283,7 +295,7 @@ class TetherJobTrigger(BaseTrigger):
                     self.log.error("execution_timeout reached: cancelling tether job %s",
                                    self.app_handle)
                     timed_out = True
-                    await asyncio.to_thread(_cancel, self.app_handle)
+                    await asyncio.to_thread(_cancel, self.app_handle, self.conn_id)
                     status = await asyncio.to_thread(
                         lambda: runner().wait(self.app_handle, wait_interval=0.2,
                                               timeout=CANCEL_WAIT)
@@ -329,7 +341,7 @@ class TetherJobTrigger(BaseTrigger):
             return
         self.log.info("the task was killed: cancelling tether job %s (%s)",
                       self.app_handle, reason)
-        await asyncio.to_thread(_cancel, self.app_handle)
+        await asyncio.to_thread(_cancel, self.app_handle, self.conn_id)
 
     def _ti_state(self) -> str | None:
         if not self._has_ti():
