@@ -190,3 +190,43 @@ with DAG("tether_t_timeout_deferred", schedule=None, start_date=START, catchup=F
         deferrable=True,
         wait_interval=0.2,
     )
+
+
+def k8s_echo(message: str = "hello") -> AppDef:
+    """A one-container job for the Kubernetes tests (the test kubelet plays the node).
+
+    Args:
+        message: What it echoes.
+
+    Returns:
+        The AppDef.
+    """
+    return AppDef("k8secho", [Role("main", image="busybox:1.36", entrypoint="echo",
+                                   args=[message])])
+
+
+with DAG("tether_t_k8s", schedule=None, start_date=START, catchup=False,
+         params={"namespace": Param("default", type="string")}) as k8s_dag:
+    # the cluster comes from the connection; the password from a Variable, handed to the job
+    # as a Kubernetes Secret the task creates and deletes
+    ComponentOperator(
+        task_id="with_secret",
+        component=k8s_echo,
+        scheduler="kubernetes",
+        cfg={"namespace": "{{ params.namespace }}", "labels": {"e2e-suite": "airflow-k8s"}},
+        conn_id="tether_k8s_e2e",
+        secret_env={"DB_PASSWORD": "{{ var.value.tether_db_password }}"},
+        env={"PLAIN": "visible"},
+        deferrable=False,
+        wait_interval=0.2,
+    )
+    ComponentOperator(
+        task_id="deleted_after",
+        component=k8s_echo,
+        scheduler="kubernetes",
+        cfg={"namespace": "{{ params.namespace }}", "labels": {"e2e-suite": "airflow-k8s"}},
+        conn_id="tether_k8s_e2e",
+        on_finish_action="delete",
+        deferrable=True,
+        wait_interval=0.2,
+    )
