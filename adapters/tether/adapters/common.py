@@ -226,6 +226,7 @@ def describe_app(app: AppDef) -> dict[str, Any]:
                 "resource": {"cpu": r.resource.cpu, "gpu": r.resource.gpu,
                              "memMB": r.resource.memMB, "devices": dict(r.resource.devices)},
                 "env": mask_env(r.env),
+                "secrets": {k: str(ref) for k, ref in r.secrets.items()},
                 "max_retries": r.max_retries,
                 "retry_policy": r.retry_policy.value,
                 "mounts": [repr(m) for m in r.mounts],

@@ -105,14 +105,12 @@ def test_scheduler_param_switches_every_task() -> None:
 def test_pipeline_switched_to_an_unknown_scheduler_fails_clearly(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    started = time.monotonic()
     dr = run_dag("tether_train_pipeline", conf={"scheduler": "nope"}, when=_when(), path=PIPELINE)
     text = "".join(capfd.readouterr())
     # bad input is not retried (the task has retries=1, retry_delay=30s)
     assert task_states(dr) == {"prepare": "failed", "train": "upstream_failed",
                                "evaluate": "upstream_failed"}
     assert try_numbers(dr)["prepare"] == 1
-    assert time.monotonic() - started < 25
     assert "AirflowFailException: task 'prepare': unknown scheduler 'nope'" in text
     assert "local_cwd" in text  # the error lists the known schedulers
 

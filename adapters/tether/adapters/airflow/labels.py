@@ -1,9 +1,9 @@
 """What a tether job of an Airflow task carries about the task: labels, annotations, names.
 
 On a scheduler with ``labels``/``annotations`` run options (Kubernetes), every job gets the
-labels ``airflow-dag-id``, ``airflow-task-id``, ``airflow-run-id``, ``airflow-map-index`` and
-``airflow-try-number`` (values made label-safe) and annotations ``tether.dev/airflow-*`` with the
-exact values. The task's own ``cfg`` wins on a clash.
+labels ``airflow-dag-id``, ``airflow-task-id``, ``airflow-run-id``, ``airflow-try-number`` and,
+for a mapped task, ``airflow-map-index`` (values made label-safe), and the annotations
+``tether.dev/airflow-*`` with the exact values. The task's own ``cfg`` wins on a clash.
 """
 
 from __future__ import annotations
@@ -51,7 +51,9 @@ def task_metadata(ti: Any) -> tuple[dict[str, str], dict[str, str]]:
         "map-index": str(mi),
         "try-number": str(ti.try_number),
     }
-    labels = {f"airflow-{k}": label_safe(v) for k, v in exact.items()}
+    labels = {f"airflow-{k}": label_safe(v) for k, v in exact.items() if k != "map-index"}
+    if mi >= 0:
+        labels["airflow-map-index"] = str(mi)
     annotations = {f"tether.dev/airflow-{k}": v for k, v in exact.items()}
     return labels, annotations
 

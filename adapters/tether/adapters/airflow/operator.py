@@ -583,29 +583,32 @@ class ComponentOperator(BaseOperator):
             return
         handle = job.app_handle
         ids = self._ti_ids
-        # A helper thread with fresh clients: the signal may interrupt the main thread inside
-        # a call of the job's own runner or of Airflow's supervisor channel.
+        # Who owns the job and why the task stops come from Airflow's supervisor channel, read
+        # here in the thread Airflow calls this from (the channel is not meant to be shared
+        # with helper threads; the main thread is not inside it while the job is followed).
+        owner: int | None = None
+        state: str | None = "unknown"
+        try:
+            ledger = self._read_ledger()
+            owner = ledger.owner if ledger and ledger.app_handle == handle else None
+        except Exception as e:
+            self.log.warning("cannot read the job's owner: %s", e)
+        for _ in range(3):  # a read can fail while the channel is busy: try again
+            if ids is None:
+                break
+            state = ti_state(*ids[:4])
+            if state != "unknown":
+                break
+            time.sleep(0.2)
+        cancel, reason = kill_cancels_job(state, owner, ids[4] if ids else 0)
+        if not cancel:
+            self.log.info("task killed: leaving tether job %s running (%s)", handle, reason)
+            return
+        self.log.info("task killed: cancelling tether job %s (%s)", handle, reason)
 
+        # A helper thread with a fresh runner: the signal may have interrupted the main thread
+        # inside a call of the job's own runner.
         def stop() -> None:
-            owner: int | None = None
-            state: str | None = "unknown"
-            try:
-                ledger = self._read_ledger()
-                owner = ledger.owner if ledger and ledger.app_handle == handle else None
-            except Exception as e:
-                self.log.warning("cannot read the job's owner: %s", e)
-            for _ in range(3):  # a read can fail while the channel is busy: try again
-                if ids is None:
-                    break
-                state = ti_state(*ids[:4])
-                if state != "unknown":
-                    break
-                time.sleep(0.2)
-            cancel, reason = kill_cancels_job(state, owner, ids[4] if ids else 0)
-            if not cancel:
-                self.log.info("task killed: leaving tether job %s running (%s)", handle, reason)
-                return
-            self.log.info("task killed: cancelling tether job %s (%s)", handle, reason)
             with self._runner() as r:
                 r.cancel(handle)
 
