@@ -537,3 +537,12 @@ def test_bad_env_from_and_secret_refs_are_named() -> None:
     role = Role("r", image="img", entrypoint="run", secrets={"TOKEN": SecretRef("Bad_Name")})
     msg = dryrun_error({}, AppDef("x", roles=[role]))
     assert "role 'r': secrets['TOKEN']" in msg and "needs a Secret name" in msg
+
+
+def test_dashboard_url_is_rendered_into_an_annotation() -> None:
+    app = AppDef("d", roles=[Role("r", image="img", entrypoint="run")])
+    _, objs = rendered(app, namespace="ml", dashboard_url="https://dash/#/{namespace}/{name}")
+    ann = objs[0]["metadata"]["annotations"]
+    assert ann["tether.dev/ui-url"] == f"https://dash/#/ml/d-{SUFFIX}"
+    msg = dryrun_error({"dashboard_url": "https://dash/{job}"})
+    assert "dashboard_url='https://dash/{job}' may only use {namespace} and {name}" in msg

@@ -58,6 +58,7 @@ ANN_JOB_KEY = "tether.dev/job-key"
 ANN_GANG = "tether.dev/gang"
 ANN_NUM_RESTARTS = "tether.dev/num-restarts"
 ANN_IMAGE_PULL_TIMEOUT = "tether.dev/image-pull-timeout"
+ANN_UI_URL = "tether.dev/ui-url"
 ANN_ROLE_NAME = "tether.dev/role-name"
 ANN_ROLE_INDEX = "tether.dev/role-index"
 ANN_NUM_REPLICAS = "tether.dev/num-replicas"
@@ -364,6 +365,14 @@ def check_opts(opts: KubernetesOpts) -> None:
     for secret in opts.image_pull_secrets or []:
         if not _DNS_SUBDOMAIN.match(secret):
             errs.append(f"image_pull_secrets: {secret!r} is not a valid Secret name")
+    if opts.dashboard_url:
+        try:
+            opts.dashboard_url.format(namespace="ns", name="app")
+        except (KeyError, IndexError, ValueError) as e:
+            errs.append(
+                f"dashboard_url={opts.dashboard_url!r} may only use {{namespace}} and {{name}} "
+                f"({type(e).__name__}: {e})"
+            )
     for entry in opts.env_from or []:
         try:
             parse_env_from(entry)
@@ -566,6 +575,8 @@ def app_annotations(
     ann[ANN_IMAGE_PULL_TIMEOUT] = str(opts.image_pull_timeout)
     if job_key:
         ann[ANN_JOB_KEY] = job_key
+    if opts.dashboard_url:
+        ann[ANN_UI_URL] = opts.dashboard_url.format(namespace=opts.namespace, name=name)
     return ann
 
 

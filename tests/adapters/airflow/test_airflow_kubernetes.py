@@ -122,6 +122,10 @@ def test_secret_env_reaches_the_pod_by_reference_only_and_is_cleaned_up(
     assert labels["airflow-try-number"] == "1"
     assert jobs[0].metadata.annotations["tether.dev/airflow-run-id"] == dr.run_id
 
+    # the task's link points at the job's dashboard page
+    assert xcoms("tether_t_k8s", dr.run_id, "with_secret")["ui_url"] == (
+        f"https://dash.example/#/job/{ns}/{name}")
+
     # on_finish_action="delete": nothing of the second task's job is left
     gone = xcoms("tether_t_k8s", dr.run_id, "deleted_after")["app_handle"].rsplit(":", 1)[-1]
     assert batch.list_namespaced_job(ns, label_selector=f"tether.dev/app-id={gone}").items == []
