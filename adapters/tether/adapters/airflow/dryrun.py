@@ -58,7 +58,8 @@ class _Placeholder:
         self._path = path
 
     def __getattr__(self, name: str) -> _Placeholder:
-        if name.startswith("__"):
+        # private names, and the markers Jinja's sandbox looks up, are no placeholders
+        if name.startswith("_") or name in ("unsafe_callable", "alters_data"):
             raise AttributeError(name)
         return _Placeholder(f"{self._path}.{name}")
 
