@@ -164,3 +164,15 @@ def test_factory_tasks_pass_outputs_downstream_and_map() -> None:
     mapped = [xcoms("tether_t_factory", dr.run_id, "fan_out", i) for i in (0, 1)]
     assert [m["return_value"] for m in mapped] == [{"n": 3}, {"n": 10}]
     assert mapped[0]["app_handle"] != mapped[1]["app_handle"]
+
+
+def test_secret_env_on_a_scheduler_without_secrets_fails_clearly(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    dr = run_dag("tether_t_secret_local", when=_when())
+    text = "".join(capfd.readouterr())
+    assert task_states(dr) == {"no_secret_store": "failed"}
+    assert try_numbers(dr) == {"no_secret_store": 1}  # bad input: not retried
+    assert "task 'no_secret_store': secret_env: the local_cwd scheduler cannot hold secrets" in text
+    assert "tok-123" not in text
+    assert _jobs("tether_t_secret_local", dr.run_id, "no_secret_store") == []

@@ -231,3 +231,15 @@ with DAG("tether_t_k8s", schedule=None, start_date=START, catchup=False,
         deferrable=True,
         wait_interval=0.2,
     )
+
+with DAG("tether_t_secret_local", schedule=None, start_date=START, catchup=False) as secret_local:
+    # local_cwd holds no secrets: the task fails at once, naming secret_env (no retry helps)
+    ComponentOperator(
+        task_id="no_secret_store",
+        component="utils.sh",
+        component_args=["echo never"],
+        secret_env={"API_TOKEN": "tok-123"},
+        retries=2,
+        deferrable=False,
+        wait_interval=0.2,
+    )
