@@ -273,10 +273,17 @@ class TetherJobTrigger(BaseTrigger):
             end = time.monotonic() + timeout
             while not pump_done:
                 left = end - time.monotonic()
+                # asyncio.wait, not wait_for: wait_for can swallow the trigger's cancellation
+                # on Python 3.11 when the line arrives at the same moment
+                getter = asyncio.ensure_future(lines.get())
                 try:
-                    text = await asyncio.wait_for(lines.get(), timeout=max(left, 0.0))
-                except asyncio.TimeoutError:
+                    done, _ = await asyncio.wait({getter}, timeout=max(left, 0.0))
+                finally:
+                    if not getter.done():
+                        getter.cancel()
+                if not done:
                     break
+                text = getter.result()
                 if text is None:
                     pump_done = True
                     break
