@@ -64,7 +64,8 @@ class SecretSeen:
                     ref.name, pod.metadata.namespace)
                 with self.lock:
                     self.values[e.name] = base64.b64decode(secret.data[ref.key]).decode()
-        return Behaviour.succeed(run_seconds=0.3)
+        hold = (pod.metadata.labels or {}).get("e2e-hold") == "yes"
+        return Behaviour.succeed(run_seconds=120.0 if hold else 0.3)
 
 
 @pytest.fixture(scope="module")
@@ -129,3 +130,37 @@ def test_secret_env_reaches_the_pod_by_reference_only_and_is_cleaned_up(
     # on_finish_action="delete": nothing of the second task's job is left
     gone = xcoms("tether_t_k8s", dr.run_id, "deleted_after")["app_handle"].rsplit(":", 1)[-1]
     assert batch.list_namespaced_job(ns, label_selector=f"tether.dev/app-id={gone}").items == []
+
+
+def test_killing_a_deferred_task_cancels_its_job_and_deletes_its_secret(
+    api: Any, ns: str, seen: SecretSeen, cluster: Any
+) -> None:
+    import asyncio
+
+    from tether.adapters.airflow.trigger import TetherJobTrigger
+    from tether.runner import get_runner
+    from tether.specs import AppDef, AppState, Role, SecretRef
+
+    cfg = {"namespace": ns, "labels": {"e2e-suite": SUITE, "e2e-hold": "yes"}}
+    role = Role("main", image="busybox:1.36", entrypoint="sleep", args=["120"],
+                secrets={"DB_PASSWORD": SecretRef("tether-kill-test", "DB_PASSWORD")})
+    with get_runner(kubeconfig=str(cluster.kubeconfig_path)) as runner:
+        runner.put_secret("kubernetes", "tether-kill-test", {"DB_PASSWORD": PASSWORD}, cfg)
+        handle = runner.run(AppDef("held", [role]), "kubernetes", cfg)
+
+    class MarkedFailed(TetherJobTrigger):
+        def _ti_state(self) -> str | None:  # what Airflow reports after "mark failed"
+            return "failed"
+
+    trigger = MarkedFailed(
+        app_handle=handle, poll_interval=0.2, dag_id="d", run_id="r", task_id="t",
+        conn_id="tether_k8s_e2e",  # read from $AIRFLOW_CONN_TETHER_K8S_E2E (see `ns`)
+        secret={"scheduler": "kubernetes", "name": "tether-kill-test", "cfg": cfg},
+    )
+    asyncio.run(trigger.on_kill())
+    with get_runner(kubeconfig=str(cluster.kubeconfig_path)) as runner:
+        status = runner.wait(handle, wait_interval=0.2, timeout=60)
+    assert status is not None and status.state == AppState.CANCELLED
+    secrets = client.CoreV1Api(api).list_namespaced_secret(
+        ns, field_selector="metadata.name=tether-kill-test").items
+    assert secrets == []

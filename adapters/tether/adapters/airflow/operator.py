@@ -480,10 +480,19 @@ class ComponentOperator(BaseOperator):
                 map_index=-1 if ti.map_index is None else int(ti.map_index),
                 try_number=try_number,
                 conn_id=self.conn_id,
+                secret=self._secret_of(app_handle),
             ),
             method_name="execute_complete",
             timeout=backstop,
         )
+
+    def _secret_of(self, app_handle: str) -> dict[str, Any] | None:
+        """Where the job's ``secret_env`` secret lives, for the trigger to delete on a kill."""
+        ledger = self._read_ledger()
+        if ledger is None or ledger.app_handle != app_handle or not ledger.extra.get("secret"):
+            return None
+        return {"scheduler": ledger.scheduler or str(self.scheduler),
+                "name": str(ledger.extra["secret"]), "cfg": self.cfg}
 
     def execute_complete(self, context: Context, event: Mapping[str, Any] | None = None) -> Any:
         """Finishes a deferred task when the trigger fires: logs, XComs, outputs.
@@ -588,6 +597,7 @@ class ComponentOperator(BaseOperator):
         # with helper threads; the main thread is not inside it while the job is followed).
         owner: int | None = None
         state: str | None = "unknown"
+        ledger: Ledger | None = None
         try:
             ledger = self._read_ledger()
             owner = ledger.owner if ledger and ledger.app_handle == handle else None
@@ -611,6 +621,10 @@ class ComponentOperator(BaseOperator):
         def stop() -> None:
             with self._runner() as r:
                 r.cancel(handle)
+                if ledger is not None and ledger.app_handle == handle and ledger.extra.get(
+                    "secret"
+                ):
+                    self._cleanup_secret(r, ledger)  # no later try may come to do it
 
         t = threading.Thread(target=stop, name="tether-cancel", daemon=True)
         t.start()

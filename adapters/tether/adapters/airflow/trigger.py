@@ -101,9 +101,18 @@ def _runner_for(conn_id: str | None) -> Runner:
     return get_runner(**scheduler_params(conn_id))
 
 
-def _cancel(app_handle: str, conn_id: str | None = None) -> None:
+def _cancel(
+    app_handle: str, conn_id: str | None = None, secret: dict[str, Any] | None = None
+) -> None:
+    """Cancels the job, then deletes its ``secret_env`` secret (no later try will)."""
     with _runner_for(conn_id) as runner:
         runner.cancel(app_handle)
+        if secret:
+            from tether.adapters.airflow.building import parse_cfg
+
+            scheduler = str(secret["scheduler"])
+            runner.delete_secret(scheduler, str(secret["name"]),
+                                 parse_cfg(runner, scheduler, secret.get("cfg")))
 
 
 def event_payload(app_handle: str, status: AppStatus | None) -> dict[str, Any]:
@@ -145,6 +154,8 @@ class TetherJobTrigger(BaseTrigger):
         map_index: The task instance.
         try_number: The deferred try.
         conn_id: The Airflow Connection naming the cluster (as the operator's).
+        secret: The job's ``secret_env`` secret (``scheduler``, ``name``, ``cfg``), deleted
+            when a kill cancels the job.
     """
 
     def __init__(
@@ -159,6 +170,7 @@ class TetherJobTrigger(BaseTrigger):
         map_index: int = -1,
         try_number: int = 0,
         conn_id: str | None = None,
+        secret: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.app_handle = app_handle
@@ -171,6 +183,7 @@ class TetherJobTrigger(BaseTrigger):
         self.map_index = int(map_index)
         self.try_number = int(try_number)
         self.conn_id = conn_id
+        self.secret = dict(secret) if secret else None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """The class path and arguments that rebuild this trigger in the triggerer."""
@@ -185,6 +198,7 @@ class TetherJobTrigger(BaseTrigger):
             "map_index": self.map_index,
             "try_number": self.try_number,
             "conn_id": self.conn_id,
+            "secret": self.secret,
         }
 
     # ---- the log cursor, kept in an XCom of the task instance ---------------------------
@@ -348,7 +362,7 @@ class TetherJobTrigger(BaseTrigger):
             return
         self.log.info("the task was killed: cancelling tether job %s (%s)",
                       self.app_handle, reason)
-        await asyncio.to_thread(_cancel, self.app_handle, self.conn_id)
+        await asyncio.to_thread(_cancel, self.app_handle, self.conn_id, self.secret)
 
     def _ti_state(self) -> str | None:
         if not self._has_ti():
