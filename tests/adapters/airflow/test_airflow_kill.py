@@ -137,6 +137,11 @@ def test_clear_while_running_leaves_the_job_to_the_next_try(
     worker = _start("tether_t_long_retry", conf, when, log)
     try:
         handle, _ = _wait_for_job(key, pidfile, worker, log)
+        # the try is following its job (it pushed the handle: it is past its Airflow calls)
+        deadline = time.monotonic() + 60
+        while xcoms("tether_t_long_retry", run_id, "long").get("app_handle") != handle:
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.1)
         # a user clears the running task (Airflow's clear: the task instance is RESTARTING),
         # and the supervisor stops the try with SIGTERM, then SIGKILL
         clear_tasks("tether_t_long_retry", run_id, ["long"])

@@ -92,6 +92,10 @@ __all__ = [
 ]
 
 
+KILL_READ_TIMEOUT = 5.0
+"""Seconds ``on_kill`` waits for the task instance's state and the job's owner."""
+
+
 class ComponentOperator(BaseOperator):
     """Runs a tether component as an Airflow task.
 
@@ -592,24 +596,31 @@ class ComponentOperator(BaseOperator):
             return
         handle = job.app_handle
         ids = self._ti_ids
-        # Who owns the job and why the task stops come from Airflow's supervisor channel, read
-        # here in the thread Airflow calls this from (the channel is not meant to be shared
-        # with helper threads; the main thread is not inside it while the job is followed).
-        owner: int | None = None
-        state: str | None = "unknown"
-        ledger: Ledger | None = None
-        try:
-            ledger = self._read_ledger()
-            owner = ledger.owner if ledger and ledger.app_handle == handle else None
-        except Exception as e:
-            self.log.warning("cannot read the job's owner: %s", e)
-        for _ in range(3):  # a read can fail while the channel is busy: try again
-            if ids is None:
-                break
-            state = ti_state(*ids[:4])
-            if state != "unknown":
-                break
-            time.sleep(0.2)
+        # Who owns the job and why the task stops come from Airflow's supervisor channel. Read
+        # in a helper thread with a bounded wait: the signal may have interrupted this thread
+        # inside a call on that channel, which holds its lock; then the facts stay unknown.
+        facts: dict[str, Any] = {}
+
+        def read() -> None:
+            try:
+                found = self._read_ledger()
+                facts["ledger"] = found
+            except Exception as e:
+                self.log.warning("cannot read the job's owner: %s", e)
+            for _ in range(3):  # a read can fail while the channel is busy: try again
+                if ids is None:
+                    break
+                facts["state"] = ti_state(*ids[:4])
+                if facts["state"] != "unknown":
+                    break
+                time.sleep(0.2)
+
+        reader = threading.Thread(target=read, name="tether-kill-facts", daemon=True)
+        reader.start()
+        reader.join(timeout=KILL_READ_TIMEOUT)
+        ledger: Ledger | None = facts.get("ledger")
+        owner = ledger.owner if ledger and ledger.app_handle == handle else None
+        state: str | None = facts.get("state", "unknown")
         cancel, reason = kill_cancels_job(state, owner, ids[4] if ids else 0)
         if not cancel:
             self.log.info("task killed: leaving tether job %s running (%s)", handle, reason)
