@@ -503,3 +503,47 @@ def test_dryrun_works_offline_without_kubeconfig(tmp_path: Path) -> None:
     assert [d["kind"] for d in docs] == ["Service", "Job"]
     assert docs[1]["metadata"]["namespace"] == "ml"
     assert "s3cr3t-value" not in doc["text"]
+
+
+# ---- secrets and env_from --------------------------------------------------------------------
+def test_role_secrets_render_as_secret_key_refs_never_values() -> None:
+    from tether.specs import SecretRef
+
+    role = Role("r", image="img", entrypoint="run", env={"A": "1"},
+                secrets={"DB_PASSWORD": SecretRef("db-creds", "password")})
+    _, objs = rendered(AppDef("s", roles=[role]))
+    (ctr,) = containers(objs)
+    entries = {e["name"]: e for e in ctr["env"]}
+    # only the reference is rendered
+    assert entries["DB_PASSWORD"] == {
+        "name": "DB_PASSWORD",
+        "valueFrom": {"secretKeyRef": {"name": "db-creds", "key": "password"}},
+    }
+    assert entries["A"]["value"] == "1"
+
+
+def test_env_from_secrets_and_config_maps() -> None:
+    app = AppDef("e", roles=[Role("r", image="img", entrypoint="run")])
+    _, objs = rendered(app, env_from=["secret:api-keys", "configmap:settings"])
+    (ctr,) = containers(objs)
+    assert ctr["envFrom"] == [{"secretRef": {"name": "api-keys"}},
+                              {"configMapRef": {"name": "settings"}}]
+
+
+def test_bad_env_from_and_secret_refs_are_named() -> None:
+    from tether.specs import SecretRef
+
+    msg = dryrun_error({"env_from": ["vault:x"]})
+    assert "env_from: 'vault:x' is not allowed" in msg and "'secret:NAME'" in msg
+    role = Role("r", image="img", entrypoint="run", secrets={"TOKEN": SecretRef("Bad_Name")})
+    msg = dryrun_error({}, AppDef("x", roles=[role]))
+    assert "role 'r': secrets['TOKEN']" in msg and "needs a Secret name" in msg
+
+
+def test_dashboard_url_is_rendered_into_an_annotation() -> None:
+    app = AppDef("d", roles=[Role("r", image="img", entrypoint="run")])
+    _, objs = rendered(app, namespace="ml", dashboard_url="https://dash/#/{namespace}/{name}")
+    ann = objs[0]["metadata"]["annotations"]
+    assert ann["tether.dev/ui-url"] == f"https://dash/#/ml/d-{SUFFIX}"
+    msg = dryrun_error({"dashboard_url": "https://dash/{job}"})
+    assert "dashboard_url='https://dash/{job}' may only use {namespace} and {name}" in msg

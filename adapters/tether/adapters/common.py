@@ -226,6 +226,7 @@ def describe_app(app: AppDef) -> dict[str, Any]:
                 "resource": {"cpu": r.resource.cpu, "gpu": r.resource.gpu,
                              "memMB": r.resource.memMB, "devices": dict(r.resource.devices)},
                 "env": mask_env(r.env),
+                "secrets": {k: str(ref) for k, ref in r.secrets.items()},
                 "max_retries": r.max_retries,
                 "retry_policy": r.retry_policy.value,
                 "mounts": [repr(m) for m in r.mounts],
@@ -332,6 +333,33 @@ class ComponentJob:
         )
         self.app_handle, self.reattached = outcome.app_handle, outcome.reattached
         return outcome.app_handle
+
+    def launch(self) -> str:
+        """Submits a new job with this job's key, whatever jobs the key already has.
+
+        For callers that decide themselves when to re-attach (see
+        :mod:`tether.adapters.airflow.attempts`).
+
+        Returns:
+            The app handle.
+        """
+        info = self.runner.dryrun(
+            self.app, self.scheduler, self.cfg, parent_run_id=self.parent_run_id, job_key=self.key
+        )
+        self.app_handle, self.reattached = self.runner.schedule(info), False
+        return self.app_handle
+
+    def adopt(self, app_handle: str) -> str:
+        """Follows a job launched earlier instead of submitting one.
+
+        Args:
+            app_handle: The earlier job.
+
+        Returns:
+            The app handle.
+        """
+        self.app_handle, self.reattached = app_handle, True
+        return app_handle
 
     def _handle(self) -> str:
         if self.app_handle is None:

@@ -615,6 +615,46 @@ class Runner:
         sched, app_id = self._scheduler_for(app_handle)
         sched.delete(app_id)
 
+    # ---- secrets the caller hands over -----------------------------------------------------
+    def put_secret(
+        self,
+        scheduler: str,
+        name: str,
+        values: Mapping[str, str],
+        cfg: Mapping[str, CfgVal] | None = None,
+    ) -> None:
+        """Stores values as a secret the scheduler holds (a Kubernetes Secret), for
+        :class:`~tether.specs.SecretRef` references ``(name, key)``. Creates or replaces it.
+
+        Args:
+            scheduler: The scheduler's name.
+            name: The secret's name.
+            values: Key to value.
+            cfg: Run options (where the secret lives, e.g. the Kubernetes namespace).
+
+        Raises:
+            NotImplementedError: When the scheduler holds no secrets.
+        """
+        sched = self._scheduler(scheduler)
+        opts = sched.run_opts()
+        resolved = opts.resolve(self.config.apply(scheduler, cfg, opts), scheduler)
+        sched.put_secret(name, values, resolved)
+
+    def delete_secret(
+        self, scheduler: str, name: str, cfg: Mapping[str, CfgVal] | None = None
+    ) -> None:
+        """Deletes a secret made by :meth:`put_secret` (idempotent).
+
+        Args:
+            scheduler: The scheduler's name.
+            name: The secret's name.
+            cfg: Run options (where the secret lives).
+        """
+        sched = self._scheduler(scheduler)
+        opts = sched.run_opts()
+        resolved = opts.resolve(self.config.apply(scheduler, cfg, opts), scheduler)
+        sched.delete_secret(name, resolved)
+
     def __repr__(self) -> str:
         return f"Runner(name={self._name!r}, schedulers={list(self._schedulers)})"
 

@@ -306,6 +306,32 @@ class Scheduler(abc.ABC, Generic[T]):
     ) -> Iterable[str]:
         """Backend log reading (stream already checked)."""
 
+    # ---- secrets ---------------------------------------------------------------------
+    def put_secret(self, name: str, values: Mapping[str, str], cfg: Mapping[str, CfgVal]) -> None:
+        """Stores values as a secret this backend holds (see :meth:`Runner.put_secret`).
+
+        Args:
+            name: The secret's name.
+            values: Key to value.
+            cfg: Resolved run options.
+
+        Raises:
+            NotImplementedError: The default: this backend holds no secrets.
+        """
+        raise NotImplementedError(
+            f"the {self.backend} scheduler cannot hold secrets for a job; give the job a "
+            "SecretRef to a secret the backend already has"
+        )
+
+    def delete_secret(self, name: str, cfg: Mapping[str, CfgVal]) -> None:
+        """Deletes a secret made by :meth:`put_secret` (idempotent).
+
+        Args:
+            name: The secret's name.
+            cfg: Resolved run options.
+        """
+        raise NotImplementedError(f"the {self.backend} scheduler cannot hold secrets")
+
     # ---- stop ------------------------------------------------------------------------
     def cancel(self, app_id: str) -> None:
         """Cancels the app. Idempotent: a finished or unknown app is left alone.

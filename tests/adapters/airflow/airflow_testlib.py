@@ -10,6 +10,7 @@ prints ``RESULT {"state": ..., "run_id": ...}`` when the run ends.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import importlib.util
 import json
@@ -70,6 +71,84 @@ def run_dag(dag_id: str, conf: dict[str, Any] | None = None, when: dt.datetime |
     dag = get_dag(dag_id, path, fresh=True)
     when = when or dt.datetime.now(dt.timezone.utc)
     return dag.test(run_conf=conf, logical_date=when, run_after=when)
+
+
+def _dag_run(session: Any, dag_id: str, run_id: str) -> Any:
+    from airflow.models.dagrun import DagRun
+    from sqlalchemy import select
+
+    dr = session.scalar(select(DagRun).where(DagRun.dag_id == dag_id, DagRun.run_id == run_id))
+    assert dr is not None, f"no DAG run {dag_id}/{run_id}"
+    return dr
+
+
+def clear_tasks(dag_id: str, run_id: str, task_ids: list[str]) -> None:
+    """Clears task instances of a DAG run as the UI's Clear does (Airflow's own function)."""
+    from airflow import settings
+    from airflow.models.taskinstance import clear_task_instances
+
+    session = settings.Session()
+    try:
+        dr = _dag_run(session, dag_id, run_id)
+        tis = [ti for ti in dr.get_task_instances(session=session) if ti.task_id in task_ids]
+        clear_task_instances(tis, session)
+        session.commit()
+    finally:
+        session.close()
+
+
+def fail_for_retry(dag_id: str, run_id: str, task_id: str) -> None:
+    """What the scheduler does to a running task whose worker died (no heartbeat): the try
+    fails and, with retries left, the task instance is up for retry."""
+    from airflow import settings
+    from airflow.utils.state import TaskInstanceState
+
+    session = settings.Session()
+    try:
+        dr = _dag_run(session, dag_id, run_id)
+        (ti,) = [t for t in dr.get_task_instances(session=session) if t.task_id == task_id]
+        ti.state = TaskInstanceState.UP_FOR_RETRY
+        ti.end_date = dt.datetime.now(dt.timezone.utc)
+        session.commit()
+    finally:
+        session.close()
+
+
+def continue_run(dag_id: str, run_id: str, path: Path = TEST_DAGS) -> Any:
+    """Runs an existing DAG run on to its end, with the loop of ``dag.test()``.
+
+    ``dag.test()`` deletes an existing run with the same logical date; a cleared or retried
+    task instance keeps its DAG run (and its ``task_state_store``), so this runs the tasks the
+    way ``dag.test()`` does without replacing the run.
+    """
+    from airflow import settings
+    from airflow.sdk.definitions.dag import _run_task
+    from airflow.serialization.serialized_objects import DagSerialization
+    from airflow.utils import timezone
+    from airflow.utils.state import DagRunState, TaskInstanceState
+
+    dag = get_dag(dag_id, path, fresh=True)
+    scheduler_dag = DagSerialization.deserialize_dag(DagSerialization.serialize_dag(dag))
+    session = settings.Session()
+    dr = _dag_run(session, dag_id, run_id)
+    dr.dag = scheduler_dag
+    dr.state = DagRunState.RUNNING
+    session.commit()
+    while dr.state == DagRunState.RUNNING:
+        session.expire_all()
+        schedulable, _ = dr.update_state(session=session)
+        for ti in schedulable:
+            if ti.state != TaskInstanceState.UP_FOR_RESCHEDULE:
+                ti.try_number += 1
+            ti.state = TaskInstanceState.SCHEDULED
+            ti.scheduled_dttm = timezone.utcnow()
+        session.commit()
+        for ti in [t for t in dr.get_task_instances(session=session)
+                   if t.state == TaskInstanceState.SCHEDULED]:
+            # dag.test() logs a task's exception and goes on: the task's state tells
+            with contextlib.suppress(Exception):
+                _run_task(ti=ti, task=dag.task_dict[ti.task_id], run_triggerer=True)
+    return dr
 
 
 def task_states(dag_run: Any) -> dict[str, str]:

@@ -83,13 +83,16 @@ def test_bad_arguments_fail_when_the_dag_is_parsed() -> None:
         ComponentOperator(task_id="c", component="utils.echo", wait_interval=0)
 
 
-def test_job_key_is_stable_across_tries_and_distinct_per_task_instance() -> None:
-    key = task_job_key("dag", "run1", "train", -1)
-    assert key == task_job_key("dag", "run1", "train", None)
+def test_job_key_is_distinct_per_task_instance_and_try() -> None:
+    key = task_job_key("dag", "run1", "train", -1, 1)
+    assert key == task_job_key("dag", "run1", "train", None, 1)
     assert key.startswith("airflow-")
-    others = {task_job_key("dag", "run2", "train", -1), task_job_key("dag", "run1", "eval", -1),
-              task_job_key("dag", "run1", "train", 0), task_job_key("dag2", "run1", "train", -1)}
-    assert key not in others and len(others) == 4
+    others = {task_job_key("dag", "run2", "train", -1, 1),
+              task_job_key("dag", "run1", "eval", -1, 1),
+              task_job_key("dag", "run1", "train", 0, 1),
+              task_job_key("dag2", "run1", "train", -1, 1),
+              task_job_key("dag", "run1", "train", -1, 2)}  # each try's job has its own key
+    assert key not in others and len(others) == 5
 
 
 # ---- factory -----------------------------------------------------------------------------
@@ -103,7 +106,7 @@ def test_operator_for_makes_typed_taskflow_tasks() -> None:
     assert set(ops) == {"trainer", "big"}
     first = ops["trainer"]
     assert isinstance(first, ComponentOperator)
-    assert first.component is trainer
+    assert first.component_ref is trainer
     assert first.component_args == {"lr": 0.1, "epochs": 5, "extra": ["--fast"]}
     assert first.retries == 3 and first.scheduler == "local_cwd"
     assert cast(Any, ops["big"]).scheduler == "kubernetes"
@@ -124,7 +127,7 @@ def test_operator_for_task_ids_are_made_unique_and_class_form_works() -> None:
         cls(task_id="classic", component_args={"lr": 0.3})
     assert sorted(t.task_id for t in dag.tasks) == ["classic", "trainer", "trainer__1"]
     assert issubclass(cls, ComponentOperator) and cls.__name__ == "TrainerOperator"
-    assert cast(Any, dag.task_dict["classic"]).component is trainer
+    assert cast(Any, dag.task_dict["classic"]).component_ref is trainer
 
 
 def test_expand_maps_over_the_cross_product_of_literal_values() -> None:
@@ -226,3 +229,105 @@ def test_dryrun_of_mapped_tasks() -> None:
     # an argument from an upstream output is shown as such
     again = render_dag(get_dag("tether_t_factory"), ["count_again"])
     assert "<xcom count_to.total>" in again
+
+
+def test_dryrun_shows_variables_connections_and_xcoms_as_placeholders() -> None:
+    with DAG("tether_t_dry_tpl", schedule=None, start_date=START):
+        op = ComponentOperator(
+            task_id="t", component="utils.sh",
+            component_args=["echo {{ var.value.bucket }} {{ conn.warehouse.host }} "
+                            "{{ var.json.settings['mode'] }} "
+                            "{{ ti.xcom_pull(task_ids='prep', key='path') }}"],
+            scheduler="kubernetes",
+            cfg={"namespace": "ml"},
+            image="busybox:1.36",
+            env={"HOST": "{{ conn.warehouse.host }}"},
+            secret_env={"DB_PASSWORD": "{{ conn.warehouse.password }}"},
+            conn_id="training_cluster",
+        )
+    text = render_operator(op)
+    assert "<var.value.bucket>" in text and "<conn.warehouse.host>" in text
+    assert "<var.json.settings.mode>" in text and "<xcom prep.path>" in text
+    # secret_env is never rendered: the operator layer masks it, the request only refers to it
+    assert '"DB_PASSWORD": "****"' in text and "conn.warehouse.password" not in text
+    assert "secretKeyRef" in text and "key: DB_PASSWORD" in text
+    assert '"conn_id": "training_cluster"' in text
+
+
+def test_dryrun_shows_what_it_cannot_render_instead_of_failing() -> None:
+    with DAG("tether_t_dry_bad", schedule=None, start_date=START):
+        op = ComponentOperator(task_id="t", component="utils.sh",
+                               component_args=["echo {{ undefined_thing.attr }}"])
+    text = render_operator(op)
+    assert "<cannot render component_args: UndefinedError" in text
+
+
+def test_bad_operator_choices_name_field_value_and_options() -> None:
+    from tether.adapters.airflow.attempts import AirflowAdapterError
+
+    with DAG("tether_t_bad_choice", schedule=None, start_date=START), \
+            pytest.raises(AirflowAdapterError) as e:
+        ComponentOperator(task_id="t", component="utils.sh", on_finish_action="delete_sucess")
+    msg = str(e.value)
+    assert "on_finish_action='delete_sucess'" in msg
+    assert "'keep', 'delete_succeeded', 'delete'" in msg
+    assert "did you mean 'delete_succeeded'" in msg
+
+
+def test_the_provider_entry_point_imports_no_tether_internals() -> None:
+    code = (
+        "import sys\n"
+        "from tether.adapters.airflow.provider import get_provider_info\n"
+        "get_provider_info()\n"
+        "print(sorted(m for m in sys.modules if m.startswith('tether')))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert proc.stdout.strip() == str(
+        ["tether", "tether.adapters", "tether.adapters.airflow",
+         "tether.adapters.airflow.provider"])
+
+
+def test_connections_give_the_runner_its_cluster(tmp_path: Path) -> None:
+    from tether.adapters.airflow.attempts import AirflowAdapterError
+    from tether.adapters.airflow.connections import params_from_connection
+
+    assert params_from_connection("c", "tether_local", {}) == {}
+    assert params_from_connection(
+        "c", "tether_kubernetes", {"kubeconfig": "/k.yaml", "context": "gpu", "namespace": "ml"}
+    ) == {"kubeconfig": "/k.yaml", "context": "gpu", "namespace": "ml"}
+    # the Kubernetes provider's connection extras work too
+    assert params_from_connection(
+        "c", "kubernetes", {"kube_config_path": "/k.yaml", "cluster_context": "a"}
+    ) == {"kubeconfig": "/k.yaml", "context": "a"}
+    assert params_from_connection("c", "tether_kubernetes", {"in_cluster": True}) == {}
+    inline = params_from_connection("c", "tether_kubernetes", {"kube_config": "apiVersion: v1"})
+    path = Path(inline["kubeconfig"])
+    assert path.read_text() == "apiVersion: v1" and (path.stat().st_mode & 0o777) == 0o600
+    with pytest.raises(AirflowAdapterError) as e:
+        params_from_connection("pg", "postgres", {})
+    assert "conn_id 'pg' has type 'postgres'" in str(e.value)
+    assert "'tether_kubernetes', 'tether_local'" in str(e.value)
+
+
+def test_task_labels_are_label_safe_and_annotations_exact() -> None:
+    from types import SimpleNamespace
+
+    from tether.adapters.airflow.labels import add_task_metadata, label_safe
+    from tether.runner import get_runner
+
+    ti = SimpleNamespace(dag_id="d", task_id="t", run_id="manual__2024-05-01T00:00:00+00:00",
+                         map_index=None, try_number=3)
+    with get_runner() as runner:
+        opts = runner.scheduler_run_opts("kubernetes")
+        cfg: dict[str, Any] = {"labels": {"team": "ml", "airflow-task-id": "mine"}}
+        add_task_metadata(cfg, opts, ti)
+        local: dict[str, Any] = {}
+        add_task_metadata(local, runner.scheduler_run_opts("local_cwd"), ti)
+    assert cfg["labels"]["team"] == "ml" and cfg["labels"]["airflow-task-id"] == "mine"
+    assert cfg["labels"]["airflow-try-number"] == "3"
+    assert "airflow-map-index" not in cfg["labels"]  # unmapped
+    run_label = cfg["labels"]["airflow-run-id"]
+    assert run_label == label_safe(ti.run_id) and ":" not in run_label and len(run_label) <= 63
+    assert cfg["annotations"]["tether.dev/airflow-run-id"] == ti.run_id
+    assert local == {}  # local_cwd has no labels

@@ -80,7 +80,7 @@ def test_pipeline_dryrun_command_line_switches_scheduler() -> None:
 
 
 @pytest.mark.skipif(
-    importlib.util.find_spec("tether.schedulers.kubernetes.scheduler") is None
+    importlib.util.find_spec("tether.schedulers.kubernetes_scheduler") is None
     or importlib.util.find_spec("kubernetes") is None,
     reason="the kubernetes scheduler is not available",
 )
@@ -150,3 +150,13 @@ def test_hparam_sweep_maps_one_job_per_learning_rate(capfd: pytest.CaptureFixtur
     assert "--lr 0.1" in text or "lr0.1" in text
     summary = xcoms("tether_hparam_sweep", dr.run_id, "report")["return_value"]
     assert summary["succeeded"] == 2
+
+
+def test_kubernetes_example_dryrun_shows_references_not_secrets() -> None:
+    dag = get_dag("tether_kubernetes_secrets", EXAMPLE_DAGS / "tether_kubernetes_secrets.py")
+    text = render_dag(dag)
+    assert "<var.value.get('training_table')>" in text and "<conn.warehouse.host>" in text
+    assert '"WAREHOUSE_PASSWORD": "****"' in text
+    assert "secretKeyRef" in text and "key: WAREHOUSE_PASSWORD" in text
+    assert "configMapRef" in text and "name: train-settings" in text
+    assert "tether.dev/ui-url: https://k8s-dashboard.example/#/job/ml/" in text

@@ -14,7 +14,16 @@ import uuid
 from pathlib import Path
 
 import pytest
-from airflow_testlib import HERE, run_dag, run_id_for, task_states, xcoms
+from airflow_testlib import (
+    HERE,
+    clear_tasks,
+    continue_run,
+    fail_for_retry,
+    run_dag,
+    run_id_for,
+    task_states,
+    xcoms,
+)
 
 from tether.adapters.airflow import task_job_key
 from tether.runner import get_runner
@@ -55,9 +64,11 @@ def _wait_for_job(key: str, pidfile: Path, proc: subprocess.Popen[bytes], log: P
     raise AssertionError(f"no running job with key {key}:\n{log.read_text()[-3000:]}")
 
 
-def _jobs_with_key(key: str) -> list[str]:
+def _jobs_of(dag_id: str, run_id: str, task_id: str = "long") -> list[str]:
+    """The jobs of any try of the task instance."""
+    keys = {task_job_key(dag_id, run_id, task_id, -1, t) for t in range(1, 6)}
     with get_runner() as runner:
-        return [a.app_handle for a in runner.list("local_cwd") if a.job_key == key]
+        return [a.app_handle for a in runner.list("local_cwd") if a.job_key in keys]
 
 
 def _group_alive(pgid: int) -> list[int]:
@@ -81,13 +92,13 @@ def test_worker_killed_after_submit_reattaches_without_duplicate(
 ) -> None:
     when = _when()
     run_id = run_id_for(when)
-    key = task_job_key("tether_t_long", run_id, "long", -1)
+    key = task_job_key("tether_t_long_retry", run_id, "long", -1, 1)
     pidfile = tmp_path / "pid"
     gate = tmp_path / "gate"
     conf = {"pidfile": str(pidfile), "gate": str(gate), "seconds": 60}
     log = tmp_path / "worker1.log"
 
-    worker = _start("tether_t_long", conf, when, log)
+    worker = _start("tether_t_long_retry", conf, when, log)
     try:
         handle, _ = _wait_for_job(key, pidfile, worker, log)
     finally:
@@ -100,22 +111,65 @@ def test_worker_killed_after_submit_reattaches_without_duplicate(
         status = runner.status(handle)
     assert status is not None and status.state == AppState.RUNNING, status
 
-    # Airflow runs the task again (same DAG run, task and map index: the same job key); the
-    # job finishes only after that try started (see the DAG's on_execute_callback)
+    # Airflow fails the try that lost its worker and runs the next one in the same DAG run;
+    # the job finishes only after that try started (see the DAG's on_execute_callback)
+    fail_for_retry("tether_t_long_retry", run_id, "long")
     capfd.readouterr()
-    dr = run_dag("tether_t_long", conf=conf, when=when)
+    dr = continue_run("tether_t_long_retry", run_id)
     text = "".join(capfd.readouterr())
     assert task_states(dr) == {"long": "success"}
-    assert f"re-attached to tether job {handle} (RUNNING)" in text
-    x = xcoms("tether_t_long", run_id, "long")
+    assert f"re-attached to tether job {handle} (RUNNING) launched by try 1" in text
+    x = xcoms("tether_t_long_retry", run_id, "long")
     assert x["app_handle"] == handle  # re-attached to the job the killed worker launched
     assert x["return_value"] == {"done": True}
-    assert _jobs_with_key(key) == [handle]  # and launched no second one
+    assert _jobs_of("tether_t_long_retry", run_id) == [handle]  # and launched no second one
+
+
+def test_clear_while_running_leaves_the_job_to_the_next_try(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    when = _when()
+    run_id = run_id_for(when)
+    key = task_job_key("tether_t_long_retry", run_id, "long", -1, 1)
+    pidfile = tmp_path / "pid"
+    conf = {"pidfile": str(pidfile), "gate": str(tmp_path / "gate"), "seconds": 60}
+    log = tmp_path / "worker1.log"
+    worker = _start("tether_t_long_retry", conf, when, log)
+    try:
+        handle, _ = _wait_for_job(key, pidfile, worker, log)
+        # the try is following its job (it pushed the handle: it is past its Airflow calls)
+        deadline = time.monotonic() + 60
+        while xcoms("tether_t_long_retry", run_id, "long").get("app_handle") != handle:
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.1)
+        # a user clears the running task (Airflow's clear: the task instance is RESTARTING),
+        # and the supervisor stops the try with SIGTERM, then SIGKILL
+        clear_tasks("tether_t_long_retry", run_id, ["long"])
+        worker.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while "task killed: leaving tether job" not in log.read_text():
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.1)
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=30)
+    assert "was cleared (restarting)" in log.read_text()
+    with get_runner() as runner:
+        status = runner.status(handle)
+    assert status is not None and status.state == AppState.RUNNING, status
+
+    fail_for_retry("tether_t_long_retry", run_id, "long")
+    capfd.readouterr()
+    dr = continue_run("tether_t_long_retry", run_id)
+    text = "".join(capfd.readouterr())
+    assert task_states(dr) == {"long": "success"}
+    assert f"re-attached to tether job {handle} (RUNNING) launched by try 1" in text
+    assert _jobs_of("tether_t_long_retry", run_id) == [handle]
 
 
 def test_sigterm_on_the_task_cancels_the_job_and_leaves_no_process(tmp_path: Path) -> None:
     when = _when()
-    key = task_job_key("tether_t_long", run_id_for(when), "long", -1)
+    key = task_job_key("tether_t_long", run_id_for(when), "long", -1, 1)
     pidfile = tmp_path / "pid"
     log = tmp_path / "worker.log"
     worker = _start("tether_t_long", {"pidfile": str(pidfile), "seconds": 120}, when, log)
@@ -148,10 +202,8 @@ def test_sigterm_on_the_task_cancels_the_job_and_leaves_no_process(tmp_path: Pat
 def test_execution_timeout_cancels_the_job(tmp_path: Path) -> None:
     pidfile = tmp_path / "pid"
     when = _when()
-    started = time.monotonic()
     dr = run_dag("tether_t_timeout", conf={"pidfile": str(pidfile)}, when=when)
     assert task_states(dr) == {"slow": "failed"}
-    assert time.monotonic() - started < 300  # the job sleeps 1200 s: it was stopped
     handle = xcoms("tether_t_timeout", dr.run_id, "slow")["app_handle"]
     with get_runner() as runner:
         status = runner.wait(handle, wait_interval=0.1, timeout=15)
@@ -161,3 +213,20 @@ def test_execution_timeout_cancels_the_job(tmp_path: Path) -> None:
     while _group_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _group_alive(pid) == []
+
+
+def test_execution_timeout_cancels_the_job_of_a_deferred_task(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    dr = run_dag("tether_t_timeout_deferred", conf={"pidfile": str(pidfile)}, when=_when())
+    assert task_states(dr) == {"slow_deferred": "failed"}
+    x = xcoms("tether_t_timeout_deferred", dr.run_id, "slow_deferred")
+    with get_runner() as runner:
+        status = runner.status(x["app_handle"])
+    assert status is not None and status.state == AppState.CANCELLED, status
+    pid = int(pidfile.read_text().strip())
+    deadline = time.monotonic() + 10
+    while _group_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _group_alive(pid) == []
+    # the trigger streamed the job's line while it ran and saved how far it got
+    assert x["tether_log_cursor"] == {"sh/0": 1}

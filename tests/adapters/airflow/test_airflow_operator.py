@@ -7,9 +7,17 @@ import uuid
 from pathlib import Path
 
 import pytest
-from airflow_testlib import run_dag, run_id_for, task_states, try_numbers, xcoms
+from airflow_testlib import (
+    clear_tasks,
+    continue_run,
+    run_dag,
+    task_states,
+    try_numbers,
+    xcoms,
+)
 
 from tether.adapters.airflow import task_job_key
+from tether.adapters.airflow.attempts import ENV_TRY_NUMBER
 from tether.runner import get_runner
 from tether.specs import AppState
 
@@ -24,9 +32,11 @@ def _when() -> dt.datetime:
 
 
 def _jobs(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> list[str]:
-    key = task_job_key(dag_id, run_id, task_id, map_index)
+    """The task instance's jobs, in the order of the tries that launched them."""
+    keys = [task_job_key(dag_id, run_id, task_id, map_index, t) for t in range(1, 6)]
     with get_runner() as runner:
-        return [a.app_id for a in runner.list("local_cwd") if a.job_key == key]
+        found = {a.job_key: a.app_id for a in runner.list("local_cwd") if a.job_key in keys}
+    return [found[k] for k in keys if k in found]
 
 
 def test_success_streams_every_replica_and_pushes_xcoms(capfd: pytest.CaptureFixture[str]) -> None:
@@ -106,22 +116,42 @@ def test_retry_after_a_failed_job_submits_a_new_one(tmp_path: Path) -> None:
     assert states == [AppState.FAILED, AppState.SUCCEEDED]
 
 
-def test_rerun_takes_the_result_of_the_finished_job(capfd: pytest.CaptureFixture[str]) -> None:
-    when = _when()
-    first = run_dag("tether_t_logs", when=when)
+def test_clear_after_success_runs_a_new_job(capfd: pytest.CaptureFixture[str]) -> None:
+    first = run_dag("tether_t_logs", when=_when())
     handle = xcoms("tether_t_logs", first.run_id, "two_replicas")["app_handle"]
     capfd.readouterr()
-    # the same DAG run again (the same task instance, a new try): the job succeeded, so the
-    # task takes its result instead of running it again
-    second = run_dag("tether_t_logs", when=when)
+    # a user clears the succeeded task: its next try runs the job again
+    clear_tasks("tether_t_logs", first.run_id, ["two_replicas"])
+    second = continue_run("tether_t_logs", first.run_id)
     text = "".join(capfd.readouterr())
-    assert second.run_id == first.run_id == run_id_for(when)
-    assert str(second.state) == "success"
-    assert f"re-attached to tether job {handle}" in text
-    x = xcoms("tether_t_logs", second.run_id, "two_replicas")
+    assert task_states(second) == {"two_replicas": "success"}
+    assert try_numbers(second) == {"two_replicas": 2}
+    x = xcoms("tether_t_logs", first.run_id, "two_replicas")
+    assert x["app_handle"] != handle
+    assert "try 1 recorded it: a new try runs anew" in text
+    jobs = _jobs("tether_t_logs", first.run_id, "two_replicas")
+    assert jobs == [handle.rsplit("/", 1)[-1], x["app_handle"].rsplit("/", 1)[-1]]
+    # the new job carries the try that launched it
+    with get_runner() as runner:
+        app = runner.describe(x["app_handle"])
+    assert app is not None and app.roles[0].env[ENV_TRY_NUMBER] == "2"
+
+
+def test_clear_after_success_with_reattach_always_returns_the_earlier_result(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    first = run_dag("tether_t_always", when=_when())
+    handle = xcoms("tether_t_always", first.run_id, "cached")["app_handle"]
+    capfd.readouterr()
+    clear_tasks("tether_t_always", first.run_id, ["cached"])
+    second = continue_run("tether_t_always", first.run_id)
+    text = "".join(capfd.readouterr())
+    assert task_states(second) == {"cached": "success"}
+    assert f"re-attached to tether job {handle} (SUCCEEDED) launched by try 1" in text
+    x = xcoms("tether_t_always", first.run_id, "cached")
     assert x["app_handle"] == handle
-    assert x["return_value"] == {"accuracy": 0.93, "model": {"uri": "file:///m"}}
-    assert len(_jobs("tether_t_logs", second.run_id, "two_replicas")) == 1
+    assert x["return_value"] == {"value": 7}
+    assert len(_jobs("tether_t_always", first.run_id, "cached")) == 1
 
 
 def test_factory_tasks_pass_outputs_downstream_and_map() -> None:
@@ -134,3 +164,15 @@ def test_factory_tasks_pass_outputs_downstream_and_map() -> None:
     mapped = [xcoms("tether_t_factory", dr.run_id, "fan_out", i) for i in (0, 1)]
     assert [m["return_value"] for m in mapped] == [{"n": 3}, {"n": 10}]
     assert mapped[0]["app_handle"] != mapped[1]["app_handle"]
+
+
+def test_secret_env_on_a_scheduler_without_secrets_fails_clearly(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    dr = run_dag("tether_t_secret_local", when=_when())
+    text = "".join(capfd.readouterr())
+    assert task_states(dr) == {"no_secret_store": "failed"}
+    assert try_numbers(dr) == {"no_secret_store": 1}  # bad input: not retried
+    assert "task 'no_secret_store': secret_env: the local_cwd scheduler cannot hold secrets" in text
+    assert "tok-123" not in text
+    assert _jobs("tether_t_secret_local", dr.run_id, "no_secret_store") == []

@@ -92,8 +92,15 @@ def test_pipeline_values_and_bad_quantities_in_settings_are_explained(tmp_path: 
 
 
 def test_launcher_job_runs_with_the_steps_env_and_secret_refs(
-        kfp_subprocess: Path, capfd: pytest.CaptureFixture[str]) -> None:
+        kfp_subprocess: Path, capfd: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from kfp import compiler, dsl, kubernetes
+
+    # local_cwd reads a secret reference at launch from $TETHER_SECRETS_DIR/<name>/<key>
+    secrets = kfp_subprocess.parent / "secrets"
+    (secrets / "hf").mkdir(parents=True)
+    (secrets / "hf" / "token").write_text("hf-s3cr3t")
+    monkeypatch.setenv("TETHER_SECRETS_DIR", str(secrets))
 
     report = step(f"{COMP}:report", scheduler="local_cwd", launcher=FAST, outputs=["seen"])
 
@@ -118,6 +125,7 @@ def test_launcher_job_runs_with_the_steps_env_and_secret_refs(
     log = capfd.readouterr().out
     assert "report/0 TEAM=ml-platform" in log
     assert "[tether] secrets by reference: HF_TOKEN=secret:hf/token" in log
+    assert "hf-s3cr3t" not in log
     # outputs went under the pipeline root (they outlive the launcher's pod)
     published = list((kfp_subprocess / "tether-outputs" / "local_cwd").glob("*/seen.json"))
     assert len(published) == 1, list(kfp_subprocess.rglob("*"))

@@ -8,8 +8,11 @@ Both layers are rendered without running anything::
 
 Template fields are rendered with a small context: the DAG's params (overridden by ``-p``),
 ``ds``/``ts``/``logical_date`` of ``--logical-date`` (default now), ``run_id`` ``dryrun`` and
-the ids of the DAG and task. Values that come from upstream XComs are shown as
-``<xcom task_id.key>`` placeholders. ``ComponentOperator.dry_run()`` logs the same text.
+the ids of the DAG and task. Values known only at run time are shown as placeholders:
+upstream XComs as ``<xcom task_id.key>``, Variables and Connections as ``<var.value.name>`` and
+``<conn.id.password>`` (so a dry-run reads no secret). ``secret_env`` values are never rendered:
+the request shows the secret references the job would get. A field that cannot be rendered
+shows why in its place. ``ComponentOperator.dry_run()`` logs the same text.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from tether.adapters.common import describe_app, render_dryrun
 from tether.specs import mask_env
+from tether.specs.secrets import MASK
 
 if TYPE_CHECKING:
     from airflow.sdk import DAG, Context
@@ -44,6 +48,32 @@ def _placeholders(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_placeholders(v) for v in value]
     return value
+
+
+class _Placeholder:
+    """Stands in for ``var`` and ``conn`` in templates: ``{{ conn.db.password }}`` renders as
+    ``<conn.db.password>``, so a dry-run needs no Variable or Connection and shows no secret."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+
+    def __getattr__(self, name: str) -> _Placeholder:
+        # private names, and the markers Jinja's sandbox looks up, are no placeholders
+        if name.startswith("_") or name in ("unsafe_callable", "alters_data"):
+            raise AttributeError(name)
+        return _Placeholder(f"{self._path}.{name}")
+
+    def __getitem__(self, key: Any) -> _Placeholder:
+        return _Placeholder(f"{self._path}.{key}")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> _Placeholder:
+        first = f"({args[0]!r})" if args else "()"
+        return _Placeholder(f"{self._path}{first}")
+
+    def __str__(self) -> str:
+        return f"<{self._path}>"
+
+    __repr__ = __str__
 
 
 class _DryrunTaskInstance:
@@ -87,7 +117,9 @@ def dryrun_context(
         "task_id": op.task_id,
         "map_index": -1,
         "ti": _DryrunTaskInstance(),
-        "var": {"value": {}, "json": {}},
+        "task_instance": _DryrunTaskInstance(),
+        "var": _Placeholder("var"),
+        "conn": _Placeholder("conn"),
     }
 
 
@@ -104,7 +136,10 @@ def render_fields(op: ComponentOperator, context: Mapping[str, Any]) -> dict[str
     out: dict[str, Any] = {}
     for name in op.template_fields:
         value = _placeholders(getattr(op, name))
-        out[name] = op.render_template(value, cast("Context", dict(context)))
+        try:
+            out[name] = op.render_template(value, cast("Context", dict(context)))
+        except Exception as e:  # a dry-run shows what it cannot render instead of failing
+            out[name] = f"<cannot render {name}: {type(e).__name__}: {e}>"
     return out
 
 
@@ -125,16 +160,20 @@ def describe_operator(op: ComponentOperator, fields: Mapping[str, Any]) -> dict[
     return {
         "task_id": op.task_id,
         "operator": f"{type(op).__module__}.{type(op).__qualname__}",
-        "component": op.component_name,
+        "component": str(fields.get("component") or op.component_name),
         "component_args": fields.get("component_args"),
         "scheduler": fields.get("scheduler"),
         "cfg": fields.get("cfg"),
         "image": fields.get("image"),
         "env": mask_env({str(k): str(v) for k, v in env.items()}) if env else env,
+        "secret_env": {k: MASK for k in op.secret_env} or None,
+        "conn_id": op.conn_id,
+        "reattach": op.reattach,
+        "on_finish_action": op.on_finish_action,
         "deferrable": op.deferrable,
         "wait_interval": op.wait_interval,
         "retries": op.retries,
-        "job_key": "derived at run time from (dag_id, run_id, task_id, map_index)",
+        "job_key": "derived at run time from (dag_id, run_id, task_id, map_index, try_number)",
         "parent_run_id": dag_run_parent_id(dag_id, "{run_id}"),
         "upstream": sorted(op.upstream_task_ids),
     }
@@ -175,13 +214,22 @@ def render_operator(
             return "\n".join(parts)
         try:
             app = build_component_app(
-                op.component, fields.get("component_args"), fields.get("image"),
-                fields.get("env"), runner,
+                _component(op, fields.get("component")), fields.get("component_args"),
+                fields.get("image"), fields.get("env"), runner,
             )
         except Exception as e:
             parts += ["# AppDef", f"(cannot materialize {op.component_name}: "
                       f"{type(e).__name__}: {e})"]
             return "\n".join(parts)
+        if op.secret_env:
+            from tether.adapters.airflow.labels import secret_name
+            from tether.specs import SecretRef
+
+            ref_name = secret_name(f"airflow-{DRYRUN_RUN_ID}")
+            for role in app.roles:
+                for var in op.secret_env:
+                    role.env.pop(var, None)
+                    role.secrets[var] = SecretRef(ref_name, var)
         parts += ["# AppDef", json.dumps(describe_app(app), indent=2, default=str),
                   f"# {scheduler} request (scheduler layer)"]
         try:
@@ -192,6 +240,15 @@ def render_operator(
         else:
             parts.append(str(info))
     return "\n".join(parts)
+
+
+def _component(op: ComponentOperator, rendered: Any) -> Any:
+    """The component to materialize: the rendered name, or the operator's function."""
+    from tether.adapters.airflow.operator import ComponentFunction
+
+    if isinstance(rendered, ComponentFunction):
+        return rendered.fn
+    return rendered if isinstance(rendered, str) and rendered else op.component_ref
 
 
 def render_dag(

@@ -5,7 +5,7 @@ pipeline parameter or an upstream output) can reach it only as a KFP input place
 (``{{$.inputs.parameters['epochs']}}``; an artifact's path for artifact parameters), which KFP
 substitutes when the step runs. To find
 where each value goes, the component is rendered once with a distinctive stand-in value per
-parameter (an ``int`` like ``73400017``, a ``float`` like ``7340017.25``, ``True``, or the
+parameter (an ``int`` like ``7307``, a ``float`` like ``7340017.25``, ``True``, or the
 placeholder itself for a ``str``), and once more per parameter with another stand-in for that
 parameter only. The two renders must differ only in the entrypoint or args, where the first
 stand-in's text appears exactly where the second's does; that text becomes the placeholder.
@@ -37,7 +37,8 @@ Build = Callable[[Mapping[str, Any]], AppDef]
 
 _SHAPE_FIELDS = frozenset({"roles", "num_replicas", "min_replicas"})
 _RESOURCE_PATHS = frozenset({"roles[0].resource.gpu", "roles[0].resource.cpu"})
-_INT_BASE, _INT_ALT = 73_400_017, 91_800_029
+# ints stay below tether's replica bound (10,000): a replica count may be a pipeline value
+_INT_BASE, _INT_ALT = 7_307, 8_209
 _FLOAT_BASE, _FLOAT_ALT = 7_340_017.25, 9_180_029.125
 _STR_ALT = "tether-kfp-probe-"
 
@@ -89,7 +90,7 @@ def stand_in(inp: StepInput, index: int, alt: bool = False) -> Any:
         The value.
     """
     if inp.scalar == "int":
-        return (_INT_ALT if alt else _INT_BASE) + 1000 * index
+        return (_INT_ALT if alt else _INT_BASE) + 7 * index
     if inp.scalar == "float":
         return (_FLOAT_ALT if alt else _FLOAT_BASE) + 1000 * index
     if inp.scalar == "bool":

@@ -35,6 +35,15 @@ class KubernetesOpts(StructuredOpts):
     image_pull_secrets: list[str] = field(default_factory=list)
     """Names of Secrets holding registry credentials (``imagePullSecrets``)."""
 
+    dashboard_url: str | None = None
+    """URL of the job's page in a dashboard, with ``{namespace}`` and ``{name}`` (e.g.
+    ``https://dash.example/#/job/{namespace}/{name}``); ``status``/``describe`` return it as
+    ``ui_url`` (the Airflow task's link)."""
+
+    env_from: list[str] = field(default_factory=list)
+    """Secrets and ConfigMaps whose keys become env vars, each ``secret:NAME`` or
+    ``configmap:NAME`` (``envFrom``; the values stay in the cluster)."""
+
     node_selector: dict[str, str] = field(default_factory=dict)
     """Extra node labels the pods must land on (merged with named-resource capabilities)."""
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +63,7 @@ ANN_JOB_KEY = "tether.dev/job-key"
 ANN_GANG = "tether.dev/gang"
 ANN_NUM_RESTARTS = "tether.dev/num-restarts"
 ANN_IMAGE_PULL_TIMEOUT = "tether.dev/image-pull-timeout"
+ANN_UI_URL = "tether.dev/ui-url"
 ANN_ROLE_NAME = "tether.dev/role-name"
 ANN_ROLE_INDEX = "tether.dev/role-index"
 ANN_NUM_REPLICAS = "tether.dev/num-replicas"
@@ -360,6 +361,19 @@ def check_opts(opts: KubernetesOpts) -> None:
     for secret in opts.image_pull_secrets or []:
         if not _DNS_SUBDOMAIN.match(secret):
             errs.append(f"image_pull_secrets: {secret!r} is not a valid Secret name")
+    if opts.dashboard_url:
+        try:
+            opts.dashboard_url.format(namespace="ns", name="app")
+        except (KeyError, IndexError, ValueError) as e:
+            errs.append(
+                f"dashboard_url={opts.dashboard_url!r} may only use {{namespace}} and {{name}} "
+                f"({type(e).__name__}: {e})"
+            )
+    for entry in opts.env_from or []:
+        try:
+            parse_env_from(entry)
+        except ValueError as e:
+            errs.append(str(e))
     if errs:
         raise ValueError("invalid kubernetes run options:\n  - " + "\n  - ".join(errs))
 
@@ -385,6 +399,12 @@ def check_app(app: AppDef) -> None:
         for dev in role.resource.devices:
             if not is_label_key(dev):
                 errs.append(f"{where}: device {dev!r} is not an extended resource name")
+        for var, ref in role.secrets.items():
+            if not ref.key or not _DNS_SUBDOMAIN.match(ref.name):
+                errs.append(
+                    f"{where}: secrets[{var!r}] = {ref} needs a Secret name (a DNS subdomain) "
+                    "and a key: SecretRef('my-secret', 'password')"
+                )
         slug = role_slug(role.name)
         if slug in slugs:
             errs.append(f"roles {slugs[slug]!r} and {role.name!r} map to the same name {slug!r}")
@@ -546,6 +566,8 @@ def app_annotations(
     ann[ANN_IMAGE_PULL_TIMEOUT] = str(opts.image_pull_timeout)
     if job_key:
         ann[ANN_JOB_KEY] = job_key
+    if opts.dashboard_url:
+        ann[ANN_UI_URL] = opts.dashboard_url.format(namespace=opts.namespace, name=name)
     return ann
 
 
@@ -596,6 +618,64 @@ def _volumes(role: Role) -> tuple[list[dict[str, Any]], list[dict[str, Any]], bo
     return volumes, mounts, privileged
 
 
+def secret_env(role: Role) -> list[dict[str, Any]]:
+    """The role's :attr:`~tether.specs.Role.secrets` as env ``valueFrom.secretKeyRef`` entries.
+
+    The values stay in the cluster's Secrets: the manifest names only the Secret and key.
+
+    Args:
+        role: The role.
+
+    Returns:
+        One env entry per secret variable.
+    """
+    return [
+        {"name": var, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}}
+        for var, ref in role.secrets.items()
+    ]
+
+
+ENV_FROM_KINDS = {"secret": "secretRef", "configmap": "configMapRef"}
+
+
+def parse_env_from(entry: str) -> tuple[str, str]:
+    """Splits an ``env_from`` entry, ``secret:NAME`` or ``configmap:NAME``.
+
+    Args:
+        entry: The entry.
+
+    Returns:
+        ``(kind, name)`` with kind ``secret`` or ``configmap``.
+
+    Raises:
+        ValueError: Naming the entry and the allowed forms.
+    """
+    kind, sep, name = entry.partition(":")
+    kind = kind.strip().lower().replace("_", "").replace("-", "")
+    if not sep or kind not in ENV_FROM_KINDS or not _DNS_SUBDOMAIN.match(name.strip()):
+        raise ValueError(
+            f"env_from: {entry!r} is not allowed; use 'secret:NAME' or 'configmap:NAME' "
+            "(NAME a Secret or ConfigMap of the namespace)"
+        )
+    return kind, name.strip()
+
+
+def render_env_from(entries: Iterable[str] | None) -> list[dict[str, Any]]:
+    """The container's ``envFrom``: every key of the named Secrets and ConfigMaps as env.
+
+    Args:
+        entries: ``secret:NAME`` / ``configmap:NAME`` entries.
+
+    Returns:
+        The ``envFrom`` list.
+    """
+    out: list[dict[str, Any]] = []
+    for entry in entries or []:
+        kind, name = parse_env_from(entry)
+        out.append({ENV_FROM_KINDS[kind]: {"name": name}})
+    return out
+
+
 def render_pod_template(
     app: AppDef,
     role: Role,
@@ -635,8 +715,12 @@ def render_pod_template(
         "name": role_slug(role.name),
         "image": resolve_image(rep.image, opts.image_repo),
         "command": [rep.entrypoint, *rep.args],
-        "env": [{"name": k, "value": v} for k, v in env.items()],
+        "env": [{"name": k, "value": v} for k, v in env.items() if k not in role.secrets]
+        + secret_env(role),
     }
+    env_from = render_env_from(opts.env_from)
+    if env_from:
+        container["envFrom"] = env_from
     if opts.image_pull_policy:
         container["imagePullPolicy"] = opts.image_pull_policy
     resources = container_resources(rep.resource, opts)

@@ -163,7 +163,7 @@ class KubernetesScheduler(Scheduler[KubernetesRequest], ImageWorkspaceMixin):
         gang=True,
         elastic=True,
         mounts=frozenset(MountKind),
-        secrets=False,
+        secrets=True,
     )
     workspace_needs_push = True
 
@@ -368,6 +368,7 @@ class KubernetesScheduler(Scheduler[KubernetesRequest], ImageWorkspaceMixin):
             roles_statuses=list(roles_statuses.values()),
             roles=view.roles,
             job_key=view.job_key,
+            ui_url=view.ui_url,
         )
 
     def reconcile(self, app_id: str) -> None:
@@ -707,6 +708,41 @@ class KubernetesScheduler(Scheduler[KubernetesRequest], ImageWorkspaceMixin):
         for job in view.jobs:  # older attempts still running
             if job_active(job):
                 self._stop(api, view, job, "cancelled", why)
+
+    # ---- secrets ------------------------------------------------------------------------
+    def put_secret(self, name: str, values: Mapping[str, str], cfg: Mapping[str, CfgVal]) -> None:
+        """Creates (or replaces) an Opaque Secret in the run options' namespace.
+
+        Args:
+            name: The Secret's name.
+            values: Key to value (sent as ``stringData``; never logged).
+            cfg: Resolved run options.
+        """
+        ns = str(cfg.get("namespace") or self._namespace)
+        body = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "labels": {LABEL_MANAGED_BY: MANAGED_BY}},
+            "type": "Opaque",
+            "stringData": {str(k): str(v) for k, v in values.items()},
+        }
+        api = self._kube()
+        try:
+            api.create(core_path(ns, "secrets"), body)
+        except KubernetesApiError as e:
+            if e.status != 409:
+                raise
+            api.merge_patch(core_path(ns, "secrets", name), {"stringData": body["stringData"]})
+
+    def delete_secret(self, name: str, cfg: Mapping[str, CfgVal]) -> None:
+        """Deletes a Secret (a missing one is fine).
+
+        Args:
+            name: The Secret's name.
+            cfg: Resolved run options.
+        """
+        ns = str(cfg.get("namespace") or self._namespace)
+        self._kube().delete(core_path(ns, "secrets", name))
 
     def delete(self, app_id: str) -> None:
         """Cancels the app if needed, then removes every object tether created for it.

@@ -32,6 +32,7 @@ from tether.schedulers.kubernetes.render import (
     ANN_ROLE_NAME,
     ANN_STOP_REASON,
     ANN_STOPPED,
+    ANN_UI_URL,
     DEVICE_VOLUME_PREFIX,
     GANG_APPWRAPPER,
     GANG_KUEUE,
@@ -476,6 +477,7 @@ class AppView:
         app_name: ``AppDef.name``.
         job_key: The job identity.
         created: Creation time (seconds since the epoch).
+        ui_url: The job's page in a dashboard (the ``dashboard_url`` option), if any.
         stops: ``(object, stopped-kind, reason)`` to stop.
         creates: Jobs to create (next attempts).
     """
@@ -494,6 +496,7 @@ class AppView:
     app_name: str = ""
     job_key: str | None = None
     created: float | None = None
+    ui_url: str | None = None
     stops: list[tuple[dict[str, Any], str, str]] = field(default_factory=list)
     creates: list[dict[str, Any]] = field(default_factory=list)
 
@@ -701,6 +704,7 @@ def analyze(
         app_name=ann.get(ANN_APP_NAME, name),
         job_key=ann.get(ANN_JOB_KEY),
         created=min(created).timestamp() if created else None,
+        ui_url=ann.get(ANN_UI_URL),
     )
     metas: dict[str, RoleMeta] = {}
     if vcjob is not None:

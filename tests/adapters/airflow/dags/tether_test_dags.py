@@ -99,27 +99,38 @@ with DAG("tether_t_retry", schedule=None, start_date=START, catchup=False,
         wait_interval=0.2,
     )
 
-with DAG("tether_t_long", schedule=None, start_date=START, catchup=False,
-         params={"pidfile": Param("/nonexistent", type="string"),
-                 "gate": Param("/nonexistent", type="string"),
-                 "seconds": Param(60, type="integer")}) as long_dag:
-    # records its pid ($$: a value without macros passes through as is), waits until the gate
-    # file exists (at most `seconds`), then publishes an output: the worker-kill and on_kill
-    # tests run this DAG in a subprocess and kill it. A later try of the task opens the gate
-    # as it starts, so the job is still running when that try looks for it.
-    ComponentOperator(
-        task_id="long",
-        component="utils.sh",
-        component_args=[
-            "echo $$ > '{{ params.pidfile }}'; echo started; "
-            "for i in $(seq 1 {{ params.seconds * 10 }}); do "
-            "[ -e '{{ params.gate }}' ] && break; sleep 0.1; done; "
-            "sleep 1; echo finished; " + publish(done=True)
-        ],
-        on_execute_callback=open_gate_on_retry,
-        deferrable=False,
-        wait_interval=0.2,
-    )
+def long_dag(dag_id: str, retries: int) -> DAG:
+    """A DAG whose task records its pid, waits for a gate file, then publishes an output.
+
+    It records its pid ($$: a value without macros passes through as is), waits until the
+    gate file exists (at most `seconds`), then publishes an output: the worker-kill and
+    on_kill tests run this DAG in a subprocess and kill it. A later try of the task opens the
+    gate as it starts, so the job is still running when that try looks for it.
+    """
+    with DAG(dag_id, schedule=None, start_date=START, catchup=False,
+             params={"pidfile": Param("/nonexistent", type="string"),
+                     "gate": Param("/nonexistent", type="string"),
+                     "seconds": Param(60, type="integer")}) as dag:
+        ComponentOperator(
+            task_id="long",
+            component="utils.sh",
+            component_args=[
+                "echo $$ > '{{ params.pidfile }}'; echo started; "
+                "for i in $(seq 1 {{ params.seconds * 10 }}); do "
+                "[ -e '{{ params.gate }}' ] && break; sleep 0.1; done; "
+                "sleep 1; echo finished; " + publish(done=True)
+            ],
+            on_execute_callback=open_gate_on_retry,
+            retries=retries,
+            retry_delay=dt.timedelta(seconds=0),
+            deferrable=False,
+            wait_interval=0.2,
+        )
+    return dag
+
+
+long_dag_once = long_dag("tether_t_long", 0)
+long_dag_retry = long_dag("tether_t_long_retry", 1)
 
 
 def count_to(n: int, label: str = "n") -> AppDef:
@@ -151,8 +162,84 @@ with DAG("tether_t_timeout", schedule=None, start_date=START, catchup=False,
     ComponentOperator(
         task_id="slow",
         component="utils.sh",
-        component_args=["echo $$ > '{{ params.pidfile }}'; sleep 1200"],
+        component_args=["echo $$ > '{{ params.pidfile }}'; sleep 120"],
         execution_timeout=dt.timedelta(seconds=3),
+        deferrable=False,
+        wait_interval=0.2,
+    )
+
+with DAG("tether_t_always", schedule=None, start_date=START, catchup=False) as always_dag:
+    # a clear re-uses the job that succeeded (reattach="always")
+    ComponentOperator(
+        task_id="cached",
+        component="utils.sh",
+        component_args=["echo computing; " + publish(value=7)],
+        reattach="always",
+        deferrable=False,
+        wait_interval=0.2,
+    )
+
+with DAG("tether_t_timeout_deferred", schedule=None, start_date=START, catchup=False,
+         params={"pidfile": Param("/nonexistent", type="string")}) as timeout_deferred_dag:
+    # deferred: the trigger cancels the job at execution_timeout, the task fails with it
+    ComponentOperator(
+        task_id="slow_deferred",
+        component="utils.sh",
+        component_args=["echo $$ > '{{ params.pidfile }}'; echo waiting; sleep 120"],
+        execution_timeout=dt.timedelta(seconds=3),
+        deferrable=True,
+        wait_interval=0.2,
+    )
+
+
+def k8s_echo(message: str = "hello") -> AppDef:
+    """A one-container job for the Kubernetes tests (the test kubelet plays the node).
+
+    Args:
+        message: What it echoes.
+
+    Returns:
+        The AppDef.
+    """
+    return AppDef("k8secho", [Role("main", image="busybox:1.36", entrypoint="echo",
+                                   args=[message])])
+
+
+with DAG("tether_t_k8s", schedule=None, start_date=START, catchup=False,
+         params={"namespace": Param("default", type="string")}) as k8s_dag:
+    # the cluster comes from the connection; the password from a Variable, handed to the job
+    # as a Kubernetes Secret the task creates and deletes
+    ComponentOperator(
+        task_id="with_secret",
+        component=k8s_echo,
+        scheduler="kubernetes",
+        cfg={"namespace": "{{ params.namespace }}", "labels": {"e2e-suite": "airflow-k8s"},
+             "dashboard_url": "https://dash.example/#/job/{namespace}/{name}"},
+        conn_id="tether_k8s_e2e",
+        secret_env={"DB_PASSWORD": "{{ var.value.tether_db_password }}"},
+        env={"PLAIN": "visible"},
+        deferrable=False,
+        wait_interval=0.2,
+    )
+    ComponentOperator(
+        task_id="deleted_after",
+        component=k8s_echo,
+        scheduler="kubernetes",
+        cfg={"namespace": "{{ params.namespace }}", "labels": {"e2e-suite": "airflow-k8s"}},
+        conn_id="tether_k8s_e2e",
+        on_finish_action="delete",
+        deferrable=True,
+        wait_interval=0.2,
+    )
+
+with DAG("tether_t_secret_local", schedule=None, start_date=START, catchup=False) as secret_local:
+    # local_cwd holds no secrets: the task fails at once, naming secret_env (no retry helps)
+    ComponentOperator(
+        task_id="no_secret_store",
+        component="utils.sh",
+        component_args=["echo never"],
+        secret_env={"API_TOKEN": "tok-123"},
+        retries=2,
         deferrable=False,
         wait_interval=0.2,
     )
