@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,17 @@ class LocalHarness(BackendHarness):
         store = sched.store  # type: ignore[attr-defined]
         path = store.state_path(app_id)
         return path.read_bytes() if path.exists() else None
+
+    def kill_controller(self, sched: Scheduler[Any], app_id: str) -> bool:
+        from tests.schedulers.contract.harness import wait_for
+        from tether.schedulers.local.supervisor import pid_alive
+
+        rec = sched.store.load(app_id)  # type: ignore[attr-defined]
+        assert rec is not None and rec.supervisor_pid is not None, rec
+        os.kill(rec.supervisor_pid, signal.SIGKILL)
+        wait_for("the supervisor to die",
+                 lambda: not pid_alive(rec.supervisor_pid, rec.supervisor_start_time))  # fmt: skip
+        return True
 
     def expected_rank0_host(self, app_id: str, app: AppDef) -> str:
         return "localhost"

@@ -84,6 +84,11 @@ class BackendHarness(abc.ABC):
         Equal fingerprints before and after a call prove the call changed nothing.
         """
 
+    def kill_controller(self, sched: Scheduler[Any], app_id: str) -> bool:
+        """Kills what tether runs to control the app (e.g. a supervisor process) and waits
+        until it is gone; False when the backend has no such thing of tether's own."""
+        return False
+
     def expected_rank0_host(self, app_id: str, app: AppDef) -> str | None:
         """What ``$TETHER_RANK0_HOST`` must be for a multi-replica app (None: not checked)."""
         return None

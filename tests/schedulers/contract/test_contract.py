@@ -528,3 +528,29 @@ def test_stop_signal_reaches_the_program(harness: BackendHarness) -> None:
         sched.cancel(app_id)
         wait_for("SIGTERM handled", lambda: (shared / "termed").exists())
         assert wait_state(sched, app_id).state == AppState.CANCELLED
+
+
+def test_describe_after_the_controller_died_is_a_read(harness: BackendHarness) -> None:
+    """When tether's controller of an app died, describe still only reads; reconcile cleans up."""
+    shared = _host_dir(harness)
+    code = (
+        "import os, time\n"
+        "open(os.path.join(os.environ['CONTRACT_DIR'], 'pid'), 'w').write(str(os.getpid()))\n"
+        "time.sleep(3600)\n"
+    )
+    with harness.open_scheduler() as sched:
+        app_id = _submit(sched, harness, AppDef("orphan", roles=[harness.role("m", code)]))
+        pid = int(wait_for("the program to start", lambda: (shared / "pid").exists()
+                           and (shared / "pid").read_text().strip()))  # fmt: skip
+        if not harness.kill_controller(sched, app_id):
+            sched.cancel(app_id)
+            pytest.skip(f"{harness.name}: tether runs no controller of its own for an app")
+        alive = _pid_alive(pid)
+        before = harness.fingerprint(sched, app_id)
+        for _ in range(100):
+            assert sched.describe(app_id) is not None
+        assert harness.fingerprint(sched, app_id) == before, "describe changed the app"
+        assert _pid_alive(pid) == alive, "describe stopped the app's process"
+        desc = wait_state(sched, app_id)  # reconcile finishes the orphaned app
+        assert desc.state == AppState.FAILED, desc
+        wait_for("the orphaned process to be stopped", lambda: not _pid_alive(pid))
