@@ -2,7 +2,7 @@
 
 Each step is one tether job. By default every job runs on ``local_cwd`` (processes on the
 worker's machine); the ``scheduler`` param switches the whole DAG to another scheduler
-(``kubernetes``, ``slurm``...) and ``cfg`` passes that scheduler's run options as
+(``kubernetes``, or any other installed one) and ``cfg`` passes that scheduler's run options as
 ``tether run -cfg`` takes them (``namespace=ml,queue=gpu``)::
 
     airflow dags trigger tether_train_pipeline

@@ -13,7 +13,7 @@ components turned into KFP steps with :func:`tether.adapters.kfp.step`:
 
 All three are launcher steps (they declare outputs, and train has several replicas): the
 step runs tether, which submits the job to ``$TETHER_KFP_SCHEDULER`` (default
-``kubernetes``; ``slurm``, ``aws_batch``... work the same way), streams every replica's log
+``kubernetes``; any other installed scheduler works the same way), streams every replica's log
 into the step's log and cancels the job if the run is terminated. On a cluster the job image
 (``$TETHER_EXAMPLE_IMAGE``) must contain ``examples/apps`` and the directories must be on
 storage every job sees.

@@ -21,7 +21,7 @@ Run it here, jobs on ``local_cwd`` (Prefect starts a temporary API server unless
 
     python examples/pipelines/prefect_train.py --workdir /tmp/tether-prefect-train
 
-Elsewhere: ``--scheduler kubernetes`` (or ``slurm``, ``aws_batch``...), an image holding
+Elsewhere: ``--scheduler kubernetes`` (or any other installed scheduler), an image holding
 ``examples/apps`` (``--image``) and directories on storage every job sees.
 """
 

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.plugin import ensure_test_plugin
 from tether.cli.main import main
 
 
@@ -22,12 +21,6 @@ class Result:
     code: int
     out: str
     err: str
-
-
-@pytest.fixture(scope="session")
-def test_plugin() -> None:
-    """The test plugin package is installed (its entry points are registered)."""
-    ensure_test_plugin()
 
 
 @pytest.fixture(autouse=True)

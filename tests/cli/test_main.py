@@ -146,3 +146,24 @@ def test_console_script_is_installed() -> None:
     proc = subprocess.run([str(script), "--version"], capture_output=True, text=True,
                           check=False, timeout=60)
     assert proc.returncode == 0 and proc.stdout.startswith("tether ")
+
+
+def test_builtin_summaries_match_the_commands() -> None:
+    """``tether --help`` lists commands without importing them: the summaries must not drift."""
+    from tether.cli.main import BUILTIN_SUMMARIES, _load
+
+    assert set(BUILTIN_SUMMARIES) == set(BUILTIN_COMMANDS)
+    for name, target in BUILTIN_COMMANDS.items():
+        assert BUILTIN_SUMMARIES[name] == _load(target)().summary(), name
+
+
+def test_help_imports_no_command_module_and_no_metadata_scanner() -> None:
+    mods = imported_modules("--help")
+    assert not [m for m in mods if m.startswith("tether.cli.cmd_") and m != "tether.cli.cmd_base"]
+    # on a warm entry-point cache (imported_modules ran `tether --help` before) no scan
+    assert "importlib.metadata" not in imported_modules("--help")
+
+
+def test_version_is_looked_up_only_when_asked(tether: Callable[..., Result]) -> None:
+    res = tether("--version")
+    assert res.code == 0 and res.out.startswith("tether ")

@@ -21,13 +21,36 @@ def handle_of(res: Result) -> str:
     return next(ln for ln in res.out.splitlines() if ln.startswith("local_cwd://"))
 
 
-def test_run_waits_on_local_and_reports_success(tether: Callable[..., Result]) -> None:
+def test_run_on_local_streams_the_output_and_reports_success(
+    tether: Callable[..., Result],
+) -> None:
     res = tether("run", "utils.echo", "--msg", "hi")
     assert res.code == 0, res.err
     handle = handle_of(res)
-    assert res.out.splitlines()[-1] == f"{handle} SUCCEEDED"
-    # not a TTY: plain progress lines on stderr
+    # the handle first, then the app's own output (one replica: no prefix), then the result
+    assert res.out.splitlines() == [handle, "hi", f"{handle} SUCCEEDED"]
+    # not a TTY: plain progress lines on stderr, no terminal control codes anywhere
     assert f"{handle}: SUCCEEDED" in res.err
+    assert "\x1b" not in res.err + res.out
+
+
+def test_run_on_local_prefixes_lines_when_there_are_several_replicas(
+    tether: Callable[..., Result],
+) -> None:
+    res = tether("run", "utils.sh", "--num_replicas", "3", "echo line-$TETHER_REPLICA_ID")
+    assert res.code == 0, res.err
+    lines = res.out.splitlines()
+    assert {"sh/0 line-0", "sh/1 line-1", "sh/2 line-2"} <= set(lines)
+
+
+def test_failed_app_output_is_shown_and_exit_code_is_non_zero(
+    tether: Callable[..., Result],
+) -> None:
+    res = tether("run", "utils.python", "-c",
+                 "import sys; print('partial result'); print('boom', file=sys.stderr); "
+                 "sys.exit(7)")
+    assert res.code == 1
+    assert "partial result" in res.out.splitlines() and "boom" in res.out.splitlines()
 
 
 def test_failed_app_exit_code_and_status(tether: Callable[..., Result]) -> None:
@@ -45,10 +68,14 @@ def test_run_log_streams_every_replica_prefixed(tether: Callable[..., Result]) -
     assert "sh/0 from-0" in lines and "sh/1 from-1" in lines
 
 
-def test_detach_then_manage_the_app(tether: Callable[..., Result]) -> None:
-    res = tether("run", "--detach", "utils.sh", "sleep 60")
+def test_detach_prints_the_handle_and_returns_then_manage_the_app(
+    tether: Callable[..., Result],
+) -> None:
+    res = tether("run", "--detach", "utils.sh", "echo started; sleep 60")
     assert res.code == 0, res.err
     handle = res.out.strip()
+    # only the handle on stdout: the command did not wait for (or stream) the app
+    assert res.out.splitlines() == [handle] and handle.startswith("local_cwd://")
     assert "launched" in res.err
     status = tether("status", handle)
     assert status.code == 0 and ("RUNNING" in status.out or "PENDING" in status.out)
@@ -135,7 +162,7 @@ def test_file_component_from_the_project(tether: Callable[..., Result], project:
     )
     res = tether("run", "--log", "comps.py:hello", "--who", "file")
     assert res.code == 0, res.err
-    assert "hi/0 hello file" in res.out
+    assert "hello file" in res.out.splitlines()
 
 
 def test_cancelled_app_exit_code_3(tether_proc: Callable[..., Result], project: Path) -> None:
@@ -191,7 +218,37 @@ def test_demo_ddp_two_ranks_on_local_cwd(tether: Callable[..., Result]) -> None:
     res = tether("run", "--log", "-s", "local_cwd", "dist.ddp", "-j", "1x2",
                  "--script", str(script), "--", "--epochs", "2")
     assert res.code == 0, res.out + res.err
-    assert "train_ddp/0 [train_ddp0]:rank 0: done" in res.out
-    assert "train_ddp/0 [train_ddp1]:rank 1: done" in res.out
+    # one replica (torchrun starts the two ranks): lines without a role/replica prefix
+    lines = res.out.splitlines()
+    assert any(ln.startswith("[train_ddp0]:rank 0: done") for ln in lines), res.out
+    assert any(ln.startswith("[train_ddp1]:rank 1: done") for ln in lines), res.out
     assert res.out.splitlines()[-1].endswith(" SUCCEEDED")
     assert os.environ["PATH"]  # the job used this venv's python (see conftest)
+
+
+def test_progress_on_a_terminal_is_one_redrawn_line(project: Path) -> None:
+    """stderr on a real pseudo-terminal: the status line is redrawn in place, stdout stays plain."""
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tether.cli.main", "run", "utils.sh", "sleep 1; echo done"],
+        stdout=subprocess.PIPE, stderr=slave, text=True,
+    )
+    os.close(slave)
+    out, _ = proc.communicate(timeout=120)
+    chunks: list[bytes] = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:  # EIO: the terminal's last writer is gone
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    err = b"".join(chunks).decode()
+    assert proc.returncode == 0, err
+    assert "\r\x1b[2K" in err and "RUNNING" in err
+    assert out.splitlines()[1:] == ["done", out.splitlines()[0] + " SUCCEEDED"]
+    assert "\x1b" not in out

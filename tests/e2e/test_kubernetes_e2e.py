@@ -24,7 +24,6 @@ from kubernetes import client
 from tests.e2e.infra.kube import KubeCluster, create_namespace
 from tests.e2e.infra.kubelet import Behaviour, FakeKubelet
 from tether.runner import Runner
-from tether.schedulers.api import JOB_KEY
 from tether.schedulers.kubernetes.client import KubeApi, KubernetesApiError
 from tether.schedulers.kubernetes.scheduler import create_scheduler
 from tether.specs import (
@@ -215,7 +214,9 @@ def test_pending_reasons_image_pull_unschedulable_crash_loop(
                     and s)  # fmt: skip
     assert st.state == AppState.FAILED and "ErrImagePull" in st.msg
     assert "image_pull_timeout=1s" in st.msg
-    # the app was stopped, and the reason is kept after its pod is gone
+    # status is a read; the reconcile step (Runner.wait and the adapters' pollers call it)
+    # stops the app, and the reason is kept after its pod is gone
+    runner.reconcile(h_fast)
     name = h_fast.rsplit(":", 1)[1]
     wait_until("pull pod removed", lambda: not client.CoreV1Api(kube_api).list_namespaced_pod(
         ns, label_selector=f"tether.dev/app-id={name}").items)  # fmt: skip
@@ -397,11 +398,9 @@ def test_idempotent_submit_with_job_key(runner: Runner, script: Script, ns: str,
     with Runner(scheduler_params={"kubernetes": {"kubeconfig": str(kube_cluster.kubeconfig_path)}}
                 ) as other:  # fmt: skip
         assert other.run(app("idem", n=2), "kubernetes", cfg(ns, case), job_key=key) == first
-    # and the scheduler itself does not create a second one
+    # the lookup is the Runner's; the scheduler records the key so find_jobs finds the job
     sched = create_scheduler("tether", client=kube_api)
-    dup = app("idem", n=2)
-    dup.metadata[JOB_KEY] = key
-    assert sched.submit(dup, cfg(ns, case)) == first.split("/", 3)[-1]
+    assert [j.app_id for j in sched.find_jobs(key)] == [first.split("/", 3)[-1]]
     assert len(objects(kube_api, ns, first.split("/", 3)[-1])["jobs"]) == 2
     all_jobs = client.BatchV1Api(kube_api).list_namespaced_job(ns).items
     assert len(all_jobs) == 2

@@ -412,9 +412,13 @@ def test_app_errors_name_the_role() -> None:
     role = Role("r", image="", entrypoint="run", workspace=Workspace({".": ""}))
     bad_cap = Role("c", image="img", entrypoint="run",
                    resource=Resource(cpu=1, gpu=0, memMB=10, capabilities={"bad key!": 1}))
+    # what the declared capabilities rule out, named with the backend
     msg = dryrun_error({}, AppDef("x", roles=[role, bad_cap]))
+    assert "kubernetes cannot run app 'x'" in msg
     assert "role 'r': image is empty" in msg
     assert "role 'r': has a workspace" in msg
+    # what only Kubernetes checks
+    msg = dryrun_error({}, AppDef("x", roles=[bad_cap]))
     assert "role 'c': capability 'bad key!'" in msg
 
 

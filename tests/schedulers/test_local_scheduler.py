@@ -355,14 +355,26 @@ def test_a_killed_supervisor_never_leaves_the_app_running(
     assert rec is not None and rec.supervisor_pid is not None
     os.kill(rec.supervisor_pid, signal.SIGKILL)
     assert wait_gone([rec.supervisor_pid]) == []
+    state_file = sched.store.state_path(app_id)
+    before = state_file.read_bytes()
     d = sched.describe(app_id)
     assert d is not None and d.state == AppState.FAILED
     assert f"supervisor pid {rec.supervisor_pid} died" in d.msg
     rep = d.roles_statuses[0].replicas[0]
     assert rep.state == AppState.FAILED
     assert rep.msg == f"supervisor pid {rec.supervisor_pid} died; exit status of replica unknown"
-    assert wait_gone([pid]) == []  # its replica was stopped, not left unsupervised
     assert sched.list()[0].state == AppState.FAILED
+    # describe and list are reads: nothing written, nothing stopped
+    assert state_file.read_bytes() == before
+    assert wait_gone([pid], timeout=0.2) == [pid]
+    sched.reconcile(app_id)  # what the Runner's wait and the adapters' pollers call
+    assert wait_gone([pid]) == []  # its replica was stopped, not left unsupervised
+    assert state_file.read_bytes() != before
+    again = state_file.read_bytes()
+    sched.reconcile(app_id)  # idempotent
+    assert state_file.read_bytes() == again
+    d = sched.describe(app_id)
+    assert d is not None and d.state == AppState.FAILED
 
 
 def test_wait_for_change_returns_quickly_after_the_last_process_exits(

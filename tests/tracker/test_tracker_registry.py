@@ -5,10 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 
 from tether.tracker import (
     BUILTIN_TRACKERS,

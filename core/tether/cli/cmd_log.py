@@ -10,18 +10,15 @@ finish.
 from __future__ import annotations
 
 import argparse
-import queue
 import sys
-import threading
-from collections.abc import Iterator
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tether.cli.cmd_base import SubCommand
 from tether.cli.common import CLIError, check_handle, get_runner, parse_time
 
 if TYPE_CHECKING:
-    from tether.runner import LogLine, Runner
+    from tether.runner import Runner
 
 STREAMS = ("stdout", "stderr", "combined")
 
@@ -67,15 +64,12 @@ def split_identifier(runner: Runner, identifier: str) -> tuple[str, str | None, 
 
 def _targets(
     runner: Runner, handle: str, role: str | None, replicas: list[int] | None
-) -> tuple[list[tuple[str, int]], list[str]]:
-    from tether.specs.secrets import secret_values
-
+) -> dict[str, list[int]]:
+    """The replicas to read, by role, after checking the names and indices the user gave."""
     app = runner.describe(handle)
     status = runner.status(handle)
     by_role: dict[str, int] = {}
-    secrets: list[str] = []
     if app is not None and app.roles:
-        secrets = secret_values(r.env for r in app.roles)
         by_role = {r.name: r.num_replicas for r in app.roles}
     elif status is not None:
         by_role = {rs.role: len(rs.replicas) for rs in status.roles}
@@ -84,63 +78,16 @@ def _targets(
             raise CLIError(f"app {handle} has no role {role!r}; roles: "
                            f"{', '.join(by_role) or 'none'}")
         by_role = {role: by_role[role]}
-    pairs: list[tuple[str, int]] = []
+    selected: dict[str, list[int]] = {}
     for name, count in by_role.items():
         ks = replicas if replicas is not None else list(range(count))
         bad = [k for k in ks if not 0 <= k < count]
         if bad:
             raise CLIError(f"role {name!r} of {handle} has replicas 0..{count - 1}; "
                            f"there is no replica {bad[0]}")
-        pairs.extend((name, k) for k in ks)
-    return pairs, secrets
-
-
-def merged_lines(
-    runner: Runner,
-    handle: str,
-    pairs: list[tuple[str, int]],
-    secrets: list[str],
-    **log_kwargs: Any,
-) -> Iterator[LogLine]:
-    """Reads the replicas' logs in parallel and yields lines as they arrive.
-
-    Args:
-        runner: The runner.
-        handle: The app.
-        pairs: ``(role, replica)`` to read.
-        secrets: Values to redact.
-        **log_kwargs: Passed to :meth:`Runner.log_lines` (regex, since, until, ...).
-
-    Yields:
-        Lines.
-    """
-    from tether.runner import LogLine
-    from tether.specs.secrets import redact
-
-    done = object()
-    q: queue.Queue[Any] = queue.Queue(maxsize=10000)
-    errors: list[str] = []
-
-    def pump(role: str, k: int) -> None:
-        try:
-            for line in runner.log_lines(handle, role, k, **log_kwargs):
-                q.put(LogLine(role, k, redact(line, secrets)))
-        except Exception as e:
-            errors.append(f"{role}/{k}: {e}")
-        finally:
-            q.put(done)
-
-    for role, k in pairs:
-        threading.Thread(target=pump, args=(role, k), daemon=True).start()
-    remaining = len(pairs)
-    while remaining:
-        item = q.get()
-        if item is done:
-            remaining -= 1
-        else:
-            yield item
-    if errors:
-        raise CLIError(f"cannot read the logs of {errors[0]}")
+        if ks:
+            selected[name] = ks
+    return selected
 
 
 class CmdLog(SubCommand):
@@ -170,6 +117,7 @@ class CmdLog(SubCommand):
     def run(self, args: argparse.Namespace) -> None:
         import re
 
+        from tether.runner.logs import LogReadError, fan_in
         from tether.schedulers.api import Stream
 
         since: datetime | None = parse_time(args.since) if args.since else None
@@ -193,15 +141,18 @@ class CmdLog(SubCommand):
                 except ValueError:
                     raise CLIError(f"--replica {args.replicas!r} must be indices like 0 or 0,1"
                                    ) from None
-            pairs, secrets = _targets(runner, handle, role, replicas)
-            if not pairs:
+            selected = _targets(runner, handle, role, replicas)
+            if not selected:
                 raise CLIError(f"app {handle} has no replicas to read logs from")
-            lines = merged_lines(
-                runner, handle, pairs, secrets, regex=args.regex, since=since, until=until,
-                should_tail=args.tail,
-                streams=Stream(args.streams) if args.streams else None,
+            lines = fan_in(
+                runner, handle, roles=selected, regex=args.regex, since=since, until=until,
+                should_tail=args.tail, streams=Stream(args.streams) if args.streams else None,
+                raise_errors=True,
             )
-            for line in lines:
-                text = line.format() if args.prefix else line.line.rstrip("\n")
-                sys.stdout.write(text + "\n")
-                sys.stdout.flush()
+            try:
+                for line in lines:
+                    text = line.format() if args.prefix else line.line.rstrip("\n")
+                    sys.stdout.write(text + "\n")
+                    sys.stdout.flush()
+            except LogReadError as e:
+                raise CLIError(str(e)) from None

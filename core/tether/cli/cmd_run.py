@@ -2,11 +2,14 @@
 
 ``tether run [-s SCHEDULER] [-cfg K=V,...] [--dryrun|--wait|--log|--detach] COMPONENT [ARGS]``
 
-The app handle is printed on stdout. Local schedulers (``local_*``) wait for the app by default
-(``--detach`` returns at once: the app keeps running and ``tether status/log/cancel`` find it),
-and Ctrl-C while waiting cancels a local app; other schedulers return at once unless
-``--wait`` or ``--log`` is given, and Ctrl-C only stops waiting. When the command waits, its
-exit code is the app's: 0 SUCCEEDED, 1 FAILED, 3 CANCELLED (130 after Ctrl-C).
+The app handle is printed on stdout first. On a local scheduler the command then streams the
+output of every replica to stdout (``role/replica`` before each line when the app has more than
+one replica) and waits for the app; ``--detach`` returns at once instead (the app keeps running
+and ``tether status/log/cancel`` find it), and Ctrl-C while waiting cancels the app. Other
+schedulers return once submitted unless ``--wait`` or ``--log`` is given, and Ctrl-C only
+stops waiting. Progress goes to stderr: one line redrawn in place on a terminal (a spinner
+while the app is pending), a plain line per state change otherwise. When the command waits,
+its exit code is the app's: 0 SUCCEEDED, 1 FAILED, 3 CANCELLED (130 after Ctrl-C).
 """
 
 from __future__ import annotations
@@ -34,15 +37,18 @@ LOG_DRAIN_TIMEOUT_S = 30.0
 """How long ``--log`` keeps reading after the app finished, for the last lines."""
 
 
-def waits_by_default(runner: Runner, scheduler: str) -> bool:
-    """Whether ``tether run`` waits for apps of this scheduler unless ``--detach``.
+def runs_on_this_machine(runner: Runner, scheduler: str) -> bool:
+    """Whether apps of this scheduler run on this machine (its capabilities say so).
+
+    For those, ``tether run`` streams the output and waits unless ``--detach``, and Ctrl-C
+    cancels the app. This is the one place that decides it.
 
     Args:
         runner: The runner.
         scheduler: The scheduler's name.
 
     Returns:
-        True when the scheduler runs the replicas on this machine (its capabilities say so).
+        True when the scheduler runs the replicas on this host.
     """
     return runner.scheduler_capabilities(scheduler).runs_on_this_host
 
@@ -52,8 +58,9 @@ class CmdRun(SubCommand):
 
     def add_arguments(self, subparser: argparse.ArgumentParser) -> None:
         subparser.epilog = (
-            "Local schedulers (local_cwd) wait for the app unless --detach; Ctrl-C then "
-            "cancels it. Other schedulers return once submitted unless --wait or --log. "
+            "Local schedulers (local_cwd) stream every replica's output and wait for the app "
+            "unless --detach; Ctrl-C then cancels it. Other schedulers return once submitted "
+            "unless --wait or --log. "
             "Exit code when waiting: 0 SUCCEEDED, 1 FAILED, 3 CANCELLED, 130 Ctrl-C. "
             "Example: tether run --log dist.ddp -j 1x2 --script train.py -- --lr 0.1"
         )
@@ -71,7 +78,8 @@ class CmdRun(SubCommand):
         mode.add_argument("--dryrun", action="store_true",
                           help="print the app and the scheduler's request; submit nothing")
         mode.add_argument("--detach", action="store_true",
-                          help="return once submitted, also on local schedulers")
+                          help="print the handle and return once submitted (local schedulers "
+                               "otherwise stream the output and wait)")
         subparser.add_argument("--wait", action="store_true",
                                help="wait until the app finishes; exit with its result")
         subparser.add_argument("--log", action="store_true",
@@ -144,13 +152,13 @@ class CmdRun(SubCommand):
                 parent_run_id=args.parent_run_id, job_key=args.job_key,
             )
             print(handle, flush=True)
-            default_wait = waits_by_default(runner, scheduler) and not args.detach
-            if not (args.wait or args.log or default_wait):
+            local = runs_on_this_machine(runner, scheduler)
+            if args.detach or not (args.wait or args.log or local):
                 eprint(f"tether: launched {handle}; follow it with `tether status {handle}` "
                        f"or `tether log --tail {handle}`")
                 return
-            code = self._wait(runner, handle, log=args.log,
-                              cancel_on_interrupt=waits_by_default(runner, scheduler))
+            code = self._wait(runner, handle, log=args.log or local,
+                              cancel_on_interrupt=local)
         sys.exit(code)
 
     @staticmethod
@@ -171,11 +179,12 @@ class CmdRun(SubCommand):
     def _wait(runner: Runner, handle: str, log: bool, cancel_on_interrupt: bool) -> int:
         from tether.cli.progress import Progress, wait_with_progress
 
-        progress = Progress(handle, quiet=log and not sys.stderr.isatty())
+        progress = Progress(handle)
         log_thread: threading.Thread | None = None
         if log:
             log_thread = threading.Thread(
-                target=_print_logs, args=(runner, handle, progress), daemon=True,
+                target=_print_logs, args=(runner, handle, progress, _replica_count(runner, handle)),
+                daemon=True,
                 name="tether-run-logs",
             )
             log_thread.start()
@@ -197,13 +206,21 @@ class CmdRun(SubCommand):
         return exit_code_for(status.state if status else None)
 
 
-def _print_logs(runner: Runner, handle: str, progress: Any) -> None:
+def _replica_count(runner: Runner, handle: str) -> int:
+    """How many replicas the app has (0 when the scheduler cannot describe it)."""
+    app = runner.describe(handle)
+    return sum(role.num_replicas for role in app.roles) if app is not None else 0
+
+
+def _print_logs(runner: Runner, handle: str, progress: Any, replicas: int) -> None:
     from tether.runner import fan_in
 
+    prefixed = replicas != 1
     try:
         for line in fan_in(runner, handle, should_tail=True):
             progress.clear()
-            sys.stdout.write(line.format() + "\n")
+            text = line.format() if prefixed else line.line.rstrip("\n")
+            sys.stdout.write(text + "\n")
             sys.stdout.flush()
     except BrokenPipeError:
         return

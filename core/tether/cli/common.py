@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
-import re
 import sys
-from datetime import datetime, timedelta, timezone
-from enum import Enum
-from typing import TYPE_CHECKING, Any, TextIO
 
-from tether.specs import AppState
-from tether.specs.secrets import mask_env
-
+# typing, dataclasses, json, re and datetime are imported where used: `tether --help` needs none
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from datetime import datetime
+    from typing import Any, TextIO
+
     from tether.runner import Runner
-    from tether.specs import AppDef, AppStatus
+    from tether.specs import AppDef, AppState, AppStatus
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -48,6 +44,8 @@ def exit_code_for(state: AppState | None) -> int:
     Returns:
         0 SUCCEEDED, 1 FAILED, 3 CANCELLED, 4 anything else.
     """
+    from tether.specs import AppState
+
     if state == AppState.SUCCEEDED:
         return EXIT_OK
     if state == AppState.FAILED:
@@ -65,6 +63,9 @@ def get_runner() -> Runner:
 
 
 def _plain(value: Any) -> Any:
+    import dataclasses
+    from enum import Enum
+
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Enum):
@@ -87,6 +88,8 @@ def app_to_dict(app: AppDef) -> dict[str, Any]:
     Returns:
         JSON-serializable data.
     """
+    from tether.specs.secrets import mask_env
+
     doc = _plain(app)
     for role, data in zip(app.roles, doc.get("roles", [])):
         data["env"] = mask_env(role.env)
@@ -102,10 +105,12 @@ def format_app(app: AppDef) -> str:
     Returns:
         The text (JSON, indented).
     """
+    import json
+
     return json.dumps(app_to_dict(app), indent=2, sort_keys=False)
 
 
-_REL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
+_REL = r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$"
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
@@ -122,8 +127,11 @@ def parse_time(text: str, now: datetime | None = None) -> datetime:
     Raises:
         CLIError: When the value is neither.
     """
+    import re
+    from datetime import datetime, timedelta, timezone
+
     now = now or datetime.now(timezone.utc)
-    m = _REL.match(text)
+    m = re.match(_REL, text, re.IGNORECASE)
     if m:
         return now - timedelta(**{_UNITS[m.group(2).lower()]: float(m.group(1))})
     try:

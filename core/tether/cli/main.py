@@ -2,26 +2,32 @@
 
 Built-in subcommands are listed in :data:`BUILTIN_COMMANDS`; plugins add more through the
 entry-point group ``tether.cli.cmds`` (a plugin that reuses a built-in name is ignored with a
-warning). Only the chosen plugin command is imported.
+warning). Only the chosen command's module is imported: the others appear in ``tether --help``
+with their one-line summary (:data:`BUILTIN_SUMMARIES`).
 
 User mistakes print one line on stderr and exit 1 (2 for command-line usage errors);
-``--debug`` (or ``TETHER_DEBUG=1``) shows the traceback instead. Importing this module and
-``tether --help`` import no scheduler backend, no torch and no cloud SDK.
+``--debug`` (or ``TETHER_DEBUG=1``) shows the traceback instead. Start-up is kept short:
+importing this module and ``tether --help`` import no scheduler backend, no torch, no cloud
+SDK and not ``importlib.metadata`` (entry points come from :mod:`tether.util.entry_points`'
+cache).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import os
 import sys
-import traceback
 from collections.abc import Sequence
-from importlib.metadata import EntryPoint, entry_points
 
 from tether.cli.cmd_base import SubCommand
 from tether.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, CLIError, eprint
+
+TYPE_CHECKING = False  # `typing` is not imported at start-up (annotations are not evaluated)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from tether.util.entry_points import EntryPointLike
 
 ENTRY_POINT_GROUP = "tether.cli.cmds"
 
@@ -39,6 +45,22 @@ BUILTIN_COMMANDS: dict[str, str] = {
     "tracker": "tether.cli.cmd_tracker:CmdTracker",
 }
 """Built-in subcommands: name -> ``module:Class``."""
+
+BUILTIN_SUMMARIES: dict[str, str] = {
+    "builtins": "List the registered components (builtins and entry points).",
+    "run": "Run a component (`tether builtins` lists them) on a scheduler.",
+    "status": "Show the status of an app (state, restarts, every replica).",
+    "describe": "Show the definition of a launched app (secret env values masked).",
+    "log": "Print the logs of an app's replicas (HANDLE[/ROLE[/REPLICA,...]]).",
+    "list": "List the apps launched on a scheduler, oldest first.",
+    "cancel": "Cancel apps (finished apps are left alone).",
+    "delete": "Delete apps: cancel them if running and remove their records and logs.",
+    "runopts": "Show the run options (-cfg) of one or every scheduler.",
+    "configure": "Write a .tetherconfig with the required (or all) run options of schedulers.",
+    "tracker": "Query tracked runs: jobs, metadata, artifacts and lineage.",
+}
+"""The one-line help of each built-in command, shown without importing its module (a test
+checks that each equals the command's own summary)."""
 
 _USER_ERRORS: tuple[type[BaseException], ...] = (
     CLIError,
@@ -61,8 +83,8 @@ def _load(target: str) -> type[SubCommand]:
 
 
 def plugin_commands(
-    eps: Sequence[EntryPoint] | None = None, warn: bool = True
-) -> dict[str, EntryPoint]:
+    eps: Sequence[EntryPointLike] | None = None, warn: bool = True
+) -> dict[str, EntryPointLike]:
     """The plugin commands of the ``tether.cli.cmds`` group that do not clash.
 
     A plugin that reuses a built-in command's name is ignored, with a warning on stderr:
@@ -76,8 +98,10 @@ def plugin_commands(
         Command name to entry point.
     """
     if eps is None:
-        eps = list(entry_points(group=ENTRY_POINT_GROUP))
-    found: dict[str, EntryPoint] = {}
+        from tether.util.entry_points import entry_points
+
+        eps = entry_points(group=ENTRY_POINT_GROUP)
+    found: dict[str, EntryPointLike] = {}
     for ep in eps:
         if ep.name in BUILTIN_COMMANDS:
             if warn:
@@ -112,14 +136,40 @@ def _chosen_command(argv: Sequence[str], names: Sequence[str]) -> str | None:
     return None
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: looks the version up only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 **kwargs: Any) -> None:
+        super().__init__(option_strings, dest=dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        print(f"tether {_version()}")
+        parser.exit()
+
+
+def _add_command(sub: Any, name: str, cmd: SubCommand) -> SubCommand:
+    sp = sub.add_parser(name, help=cmd.summary(), description=cmd.summary(), allow_abbrev=False)
+    cmd.add_arguments(sp)
+    return cmd
+
+
 def create_parser(
-    argv: Sequence[str] = (), plugins: dict[str, EntryPoint] | None = None
+    argv: Sequence[str] = (),
+    plugins: dict[str, EntryPointLike] | None = None,
+    all_commands: bool = False,
 ) -> tuple[argparse.ArgumentParser, dict[str, SubCommand]]:
     """Builds the ``tether`` parser.
 
+    Only the chosen command (the first argument naming one) gets its full parser; the others
+    are listed with their summary, without importing their modules.
+
     Args:
-        argv: The arguments (to find which plugin command, if any, must be imported).
+        argv: The arguments (to find which command must be imported).
         plugins: Plugin commands (default: the installed ones).
+        all_commands: Build every built-in command's full parser (for the CLI reference).
 
     Returns:
         The parser and the commands it dispatches to, by name.
@@ -136,16 +186,15 @@ def create_parser(
                         help="show tracebacks of errors")
     parser.add_argument("--log_level", "--log-level", default=os.environ.get("LOGLEVEL", ""),
                         help="Python logging level of tether's messages (default WARNING)")
-    parser.add_argument("--version", action="version", version=f"tether {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     commands: dict[str, SubCommand] = {}
-    for name, target in BUILTIN_COMMANDS.items():
-        cmd = _load(target)()
-        sp = sub.add_parser(name, help=cmd.summary(), description=cmd.summary(),
-                               allow_abbrev=False)
-        cmd.add_arguments(sp)
-        commands[name] = cmd
     chosen = _chosen_command(argv, [*BUILTIN_COMMANDS, *plugins])
+    for name, target in BUILTIN_COMMANDS.items():
+        if all_commands or name == chosen:
+            commands[name] = _add_command(sub, name, _load(target)())
+        else:
+            sub.add_parser(name, help=BUILTIN_SUMMARIES.get(name, ""), add_help=False)
     for name, ep in plugins.items():
         if name == chosen:
             try:
@@ -156,11 +205,7 @@ def create_parser(
                 raise CLIError(
                     f"cannot load plugin command {name!r} ({ep.value}): {type(e).__name__}: {e}"
                 ) from e
-            cmd = cls()
-            sp = sub.add_parser(name, help=cmd.summary(), description=cmd.summary(),
-                               allow_abbrev=False)
-            cmd.add_arguments(sp)
-            commands[name] = cmd
+            commands[name] = _add_command(sub, name, cls())
         else:
             sub.add_parser(name, help=f"(plugin: {ep.value})", add_help=False)
     return parser, commands
@@ -211,6 +256,8 @@ def _apply_cli_defaults(
 
 
 def _configure_logging(level: str) -> None:
+    import logging
+
     name = (level or "WARNING").upper()
     numeric = logging.getLevelName(name)
     if not isinstance(numeric, int):
@@ -268,6 +315,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             sys.exit(0)
     except Exception as e:
         if debug:
+            import traceback
+
             traceback.print_exc()
         code = e.code if isinstance(e, CLIError) else EXIT_FAILED
         if isinstance(e, _USER_ERRORS):

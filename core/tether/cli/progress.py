@@ -1,7 +1,8 @@
 """Waiting for an app with visible progress.
 
-On a terminal one line is redrawn in place (state, replicas running/succeeded, elapsed time);
-otherwise a plain line is printed each time the status changes, so CI logs stay readable.
+On a terminal one line is redrawn in place (state, replicas running/succeeded, elapsed time,
+and a spinner while the app waits to start); otherwise a plain line is printed each time the
+status changes, so CI logs stay readable.
 """
 
 from __future__ import annotations
@@ -16,6 +17,14 @@ from tether.cli.common import status_line
 if TYPE_CHECKING:
     from tether.runner import Runner
     from tether.specs import AppHandle, AppStatus
+
+
+SPINNER = "|/-\\"
+"""Frames of the spinner shown while an app is not running yet."""
+
+_WAITING_STATES = ("UNSUBMITTED", "SUBMITTED", "PENDING")
+SPIN_INTERVAL_S = 0.25
+"""How often the live line is redrawn while the app waits to start."""
 
 
 def _elapsed(seconds: float) -> str:
@@ -50,6 +59,7 @@ class Progress:
         self._last = ""
         self._lock = threading.Lock()
         self._drawn = False
+        self._frame = 0
 
     def update(self, status: AppStatus | None) -> None:
         """Shows a new status.
@@ -63,6 +73,9 @@ class Progress:
         with self._lock:
             if self.live:
                 text = f"{self.handle} {line} [{_elapsed(time.monotonic() - self.start)}]"
+                if status is not None and status.state.name in _WAITING_STATES:
+                    text = f"{SPINNER[self._frame % len(SPINNER)]} {text}"
+                    self._frame += 1
                 self.stream.write("\r\x1b[2K" + text)
                 self.stream.flush()
                 self._drawn = True
@@ -100,7 +113,9 @@ def wait_with_progress(
     status = runner.status(handle)
     progress.update(status)
     while status is not None and not status.is_terminal():
-        status = runner.wait(handle, wait_interval=poll_interval, timeout=poll_interval)
+        waiting = progress.live and status.state.name in _WAITING_STATES
+        interval = min(poll_interval, SPIN_INTERVAL_S) if waiting else poll_interval
+        status = runner.wait(handle, wait_interval=interval, timeout=interval)
         progress.update(status)
     progress.clear()
     return status

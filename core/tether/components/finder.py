@@ -35,11 +35,14 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib.metadata import EntryPoint, entry_points
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tether.components.params import inspect_component, returns_appdef_annotation
+from tether.util.entry_points import entry_points
+
+if TYPE_CHECKING:
+    from tether.util.entry_points import EntryPointLike
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +208,7 @@ def discover(
     return found, problems
 
 
-def registered_groups(eps: Iterable[EntryPoint] | None = None) -> dict[str, str]:
+def registered_groups(eps: Iterable[EntryPointLike] | None = None) -> dict[str, str]:
     """The registrations in effect: the entry points, or the builtins when there are none.
 
     Args:
@@ -215,7 +218,7 @@ def registered_groups(eps: Iterable[EntryPoint] | None = None) -> dict[str, str]
         Prefix to module name.
     """
     if eps is None:
-        eps = entry_points(group=ENTRY_POINT_GROUP)
+        eps = entry_points(ENTRY_POINT_GROUP)
     groups = {ep.name: ep.value for ep in eps}
     if not groups:
         groups = {"_": BUILTINS_PACKAGE}

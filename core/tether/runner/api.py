@@ -170,7 +170,7 @@ class Runner:
         return self._scheduler(parsed.scheduler_backend), parsed.app_id
 
     def scheduler_capabilities(self, scheduler: str) -> Capabilities:
-        """What a scheduler supports (its declared :class:`~tether.schedulers.capabilities.Capabilities`).
+        """What a scheduler supports (its declared capabilities).
 
         Args:
             scheduler: The scheduler's name.
@@ -478,7 +478,9 @@ class Runner:
         """Blocks until the app is finished.
 
         Schedulers that can notice completion directly (``local_cwd``) return within tens of
-        milliseconds; others are polled every ``wait_interval`` seconds.
+        milliseconds; others are polled every ``wait_interval`` seconds. Each poll first calls
+        the scheduler's :meth:`~tether.schedulers.api.Scheduler.reconcile` (retries the engine
+        lacks), so a waiting caller drives them; the status itself is a pure read.
 
         Args:
             app_handle: The handle.
@@ -491,7 +493,10 @@ class Runner:
         sched, app_id = self._scheduler_for(app_handle)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
+            sched.reconcile(app_id)
             status = self.status(app_handle)
+            if status is not None and is_terminal(status.state):
+                sched.reconcile(app_id)  # e.g. stop the other replicas after a final failure
             if status is None or is_terminal(status.state):
                 return status
             pause = wait_interval
@@ -501,6 +506,18 @@ class Runner:
                     return status
                 pause = min(pause, left)
             sched.wait_for_change(app_id, pause)
+
+    def reconcile(self, app_handle: AppHandle) -> None:
+        """Applies what the scheduler's engine cannot do itself (see ``Scheduler.reconcile``).
+
+        :meth:`wait` calls it on every poll; a caller that polls :meth:`status` on its own
+        (an orchestrator's trigger) calls it before each poll. Idempotent.
+
+        Args:
+            app_handle: The handle.
+        """
+        sched, app_id = self._scheduler_for(app_handle)
+        sched.reconcile(app_id)
 
     def describe(self, app_handle: AppHandle) -> AppDef | None:
         """Rebuilds the AppDef of an app as far as the scheduler can.

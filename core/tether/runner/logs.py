@@ -11,6 +11,7 @@ import queue
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from tether.specs.secrets import redact, secret_values
@@ -43,6 +44,10 @@ class LogLine:
 _DONE = object()
 
 
+class LogReadError(RuntimeError):
+    """A replica's log could not be read (see ``fan_in(raise_errors=True)``)."""
+
+
 def _replicas(runner: Runner, app_handle: AppHandle) -> tuple[list[tuple[str, int]], list[str]]:
     app = runner.describe(app_handle)
     pairs: list[tuple[str, int]] = []
@@ -65,6 +70,9 @@ def fan_in(
     should_tail: bool = True,
     streams: Stream | None = None,
     regex: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    raise_errors: bool = False,
 ) -> Iterator[LogLine]:
     """Merges the log streams of the app's replicas as lines arrive.
 
@@ -78,26 +86,38 @@ def fan_in(
         should_tail: Follow the logs while the app runs.
         streams: stdout, stderr or combined (default combined).
         regex: Only lines matching this expression.
+        since: Only lines at or after this time.
+        until: Only lines before this time.
+        raise_errors: When a replica's log cannot be read, raise :class:`LogReadError` after
+            the other replicas' lines (default: a ``[tether] cannot read logs`` line instead).
 
     Yields:
         One :class:`LogLine` per line.
+
+    Raises:
+        LogReadError: With ``raise_errors``, naming the first replica that could not be read.
     """
     pairs, secrets = _replicas(runner, app_handle)
     if roles is not None:
         pairs = [(r, k) for r, k in pairs if r in roles and (not roles[r] or k in roles[r])]
     q: queue.Queue[object] = queue.Queue(maxsize=10000)
     stop = threading.Event()
+    errors: list[str] = []
 
     def pump(role: str, k: int) -> None:
         try:
             for line in runner.log_lines(
-                app_handle, role, k, regex=regex, should_tail=should_tail, streams=streams
+                app_handle, role, k, regex=regex, since=since, until=until,
+                should_tail=should_tail, streams=streams,
             ):
                 if stop.is_set():
                     break
                 q.put(LogLine(role, k, redact(line, secrets) if secrets else line))
         except Exception as e:
-            q.put(LogLine(role, k, f"[tether] cannot read logs of {role}/{k}: {e}\n"))
+            if raise_errors:
+                errors.append(f"{role}/{k}: {e}")
+            else:
+                q.put(LogLine(role, k, f"[tether] cannot read logs of {role}/{k}: {e}\n"))
         finally:
             q.put(_DONE)
 
@@ -118,3 +138,5 @@ def fan_in(
                 yield item
     finally:
         stop.set()
+    if errors:
+        raise LogReadError(f"cannot read the logs of {errors[0]}")

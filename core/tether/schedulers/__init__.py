@@ -26,11 +26,12 @@ BUILTIN_SCHEDULERS: dict[str, str] = {
 
 
 def entry_points(group: str) -> Any:
-    """The installed entry points of ``group`` (importlib.metadata is imported on first use:
-    it costs tens of milliseconds, and the local supervisor imports this package)."""
-    from importlib.metadata import entry_points as _entry_points
+    """The installed entry points of ``group``, from tether's entry-point cache (scanning the
+    installed metadata costs tens of milliseconds, and the local supervisor imports this
+    package)."""
+    from tether.util.entry_points import entry_points as _entry_points
 
-    return _entry_points(group=group)
+    return _entry_points(group)
 
 
 class SchedulerFactory(Protocol):

@@ -55,6 +55,7 @@ class Capabilities:
     Attributes:
         runs_on_this_host: Replicas run on the launcher's machine (``tether run`` then waits
             and streams the output unless ``--detach``).
+        needs_image: Every role must name a container image.
         durable: Apps outlive the process that launched them and can be described, logged
             and cancelled from any process later.
         workspaces: Workspace kinds the scheduler builds (``dir``: replicas run in the
@@ -76,6 +77,7 @@ class Capabilities:
     """
 
     runs_on_this_host: bool = False
+    needs_image: bool = True
     durable: bool = True
     workspaces: frozenset[str] = frozenset()
     streams: frozenset[Stream] = frozenset({Stream.COMBINED})
@@ -118,6 +120,13 @@ def check_app(app: AppDef, caps: Capabilities, backend: str) -> None:
         errs.append(f"the app has {len(app.roles)} roles; {backend} runs at most {caps.max_roles}")
     for role in app.roles:
         where = f"role {role.name!r}"
+        if caps.needs_image and not role.image:
+            errs.append(f"{where}: image is empty; {backend} runs a container image")
+        if role.workspace is not None and not caps.workspaces:
+            errs.append(
+                f"{where}: has a workspace ({role.workspace}), but {backend} does not build "
+                "workspaces; bake the code into the image and drop --workspace"
+            )
         if role.max_retries > 0 and role.retry_policy not in caps.retries:
             allowed = sorted(p.value for p in caps.retries) or ["none (max_retries=0)"]
             errs.append(

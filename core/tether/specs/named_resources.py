@@ -44,13 +44,13 @@ def _generic(cpu: int, gpu: int, mem_gib: int) -> Callable[[], Resource]:
 
 
 def _load() -> dict[str, Callable[[], Resource]]:
-    from importlib.metadata import entry_points
-
     from tether.specs.named_resources_aws import NAMED_RESOURCES as AWS
 
     reg: dict[str, Callable[[], Resource]] = {n: _generic(*v) for n, v in _GENERIC.items()}
     reg.update(AWS)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    from tether.util.entry_points import entry_points
+
+    for ep in entry_points(ENTRY_POINT_GROUP):
         reg[ep.name] = ep.load()
     custom = os.environ.get(CUSTOM_ENV)
     if custom:

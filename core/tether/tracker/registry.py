@@ -16,8 +16,9 @@ from __future__ import annotations
 import difflib
 import importlib
 from collections.abc import Callable, Mapping
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
+
+from tether.util.entry_points import entry_points
 
 if TYPE_CHECKING:
     from tether.tracker.api import TrackerBase

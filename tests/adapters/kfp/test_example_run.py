@@ -17,6 +17,7 @@ TRAIN_APP = REPO / "examples" / "apps" / "train_ddp.py"
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.e2e,  # kfp.local runs the pipeline's steps
     pytest.mark.filterwarnings("ignore:You may be attemping to run a task:RuntimeWarning"),
 ]
 

@@ -76,6 +76,7 @@ class TetherJobTrigger(BaseTrigger):
         def poll() -> AppStatus | None:
             if not runners:
                 runners.append(get_runner())
+            runners[0].reconcile(self.app_handle)  # retries the engine lacks (idempotent)
             return runners[0].status(self.app_handle)
 
         last: AppState | None = None

@@ -8,7 +8,7 @@ inputs. A call becomes one of:
   role's image, command, env, resources, retries and pod settings
   (:mod:`tether.adapters.kfp.native`);
 * a **launcher** step (several roles or replicas, run options, declared outputs, or any
-  scheduler other than Kubernetes: Slurm, AWS Batch, ``local_cwd``...): a lightweight Python
+  scheduler other than Kubernetes, e.g. ``local_cwd``): a lightweight Python
   component that runs tether, which submits the job, streams every replica's log into the
   step's log, waits, publishes the job's outputs as the step's output parameters and cancels
   the job when the step is terminated (:mod:`tether.adapters.kfp.launcher`,

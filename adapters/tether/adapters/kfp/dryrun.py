@@ -3,7 +3,7 @@
 Three layers, nothing submitted::
 
     python -m tether.adapters.kfp.dryrun utils.echo -a msg=hi
-    python -m tether.adapters.kfp.dryrun dist.ddp -s slurm -a script=train.py -a j=2x8
+    python -m tether.adapters.kfp.dryrun dist.ddp -s local_cwd -a script=train.py -a j=2x8
 
 ``TetherStep.dryrun(**kwargs)`` returns the same as a :class:`StepDryRun`. Secret-looking env
 values are masked in every layer.

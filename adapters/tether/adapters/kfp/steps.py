@@ -409,7 +409,7 @@ def step(
         component: A component name (``dist.ddp``, ``pkg.module:fn``, ``path/file.py:fn``) or
             function.
         scheduler: Where the job runs. ``kubernetes`` (the pipeline's own cluster) allows
-            native steps; any other scheduler (``slurm``, ``aws_batch``, ``local_cwd``...)
+            native steps; any other scheduler (``local_cwd``, or one a plugin adds)
             gets a launcher step.
         cfg: Run options of the scheduler (they make the step a launcher step).
         mode: ``auto``, ``native`` or ``launcher``.

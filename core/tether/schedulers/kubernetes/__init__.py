@@ -25,19 +25,21 @@ or stop replicas one by one.
 
 **Retries.** ``RetryPolicy.REPLICA``: the Job's ``backoffLimit`` is ``max_retries`` (Kubernetes
 recreates the failed pod). ``ROLE`` and ``APPLICATION``: ``backoffLimit`` is 0 and tether
-restarts: when :meth:`~KubernetesScheduler.describe` (which ``wait``/``status`` poll) sees a
-failed replica whose role has retries left, it stops the affected Jobs (the role's, or every
-Job of the app) and creates their next attempt (``<app>-<role>-<k>-r<n>``, label
-``tether.dev/attempt``, restart count in the ``tether.dev/num-restarts`` annotation). A replica
+restarts them in :meth:`~.scheduler.KubernetesScheduler.reconcile` (which the Runner's
+``wait`` and the adapters' pollers call; ``describe`` is a pure read and reports such a replica
+PENDING, "restarting"): for a failed replica whose role has retries left, it stops the affected
+Jobs (the role's, or every Job of the app) and creates their next attempt
+(``<app>-<role>-<k>-r<n>``, label ``tether.dev/attempt``, restart count in the
+``tether.dev/num-restarts`` annotation). A replica
 is restarted at most ``max_retries`` times; names are deterministic, so two processes that
-describe at once create each attempt once. When a failure is final, the app is FAILED and
-tether stops its other replicas (they would wait for the failed one forever).
+reconcile at once create each attempt once. When a failure is final, the app is FAILED and
+``reconcile`` stops its other replicas (they would wait for the failed one forever).
 
 **Status** comes from the Job conditions and the pods (the state tables
 :data:`POD_PHASE_STATE`, :data:`JOB_CONDITION_STATE`, :data:`VOLCANO_PHASE_STATE`,
 :data:`APPWRAPPER_STATE`, defined with the pure analysis in
-:mod:`tether.schedulers.kubernetes.status` and re-exported here, and the rules of
-:meth:`~KubernetesScheduler.describe`): an unschedulable pod is PENDING with the
+:mod:`tether.schedulers.kubernetes.status` and and the rules of
+:meth:`~.scheduler.KubernetesScheduler.describe`): an unschedulable pod is PENDING with the
 scheduler's reason in ``msg``; ``ErrImagePull``/``ImagePullBackOff`` are PENDING with the reason
 until they persisted ``image_pull_timeout`` seconds, then FAILED (``InvalidImageName`` and
 ``ErrImageNeverPull`` at once) and the app is stopped; ``CrashLoopBackOff`` keeps RUNNING (the

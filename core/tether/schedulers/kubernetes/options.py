@@ -21,6 +21,11 @@ class KubernetesOpts(StructuredOpts):
     namespace: str = DEFAULT_NAMESPACE
     """Namespace to create the app's objects in."""
 
+    context: str | None = None
+    """Kubeconfig context (cluster and user) to submit to (default: the kubeconfig's current
+    context). Set it in ``[kubernetes]`` of .tetherconfig to have status, logs and cancel of
+    later commands use it too."""
+
     service_account: str | None = None
     """Service account the pods run as (default: the namespace's ``default``)."""
 

@@ -365,7 +365,7 @@ def check_opts(opts: KubernetesOpts) -> None:
 
 
 def check_app(app: AppDef) -> None:
-    """Checks what the kubernetes scheduler needs beyond :func:`tether.specs.validate`.
+    """Checks what only Kubernetes needs (beyond the spec and the declared capabilities).
 
     Args:
         app: The app.
@@ -377,13 +377,6 @@ def check_app(app: AppDef) -> None:
     slugs: dict[str, str] = {}
     for role in app.roles:
         where = f"role {role.name!r}"
-        if not role.image:
-            errs.append(f"{where}: image is empty; the kubernetes scheduler runs a container image")
-        if role.workspace is not None:
-            errs.append(
-                f"{where}: has a workspace ({role.workspace}), but the kubernetes scheduler "
-                "does not build images; bake the code into the image and drop --workspace"
-            )
         for key in role.resource.capabilities:
             if not is_label_key(str(key)):
                 errs.append(
@@ -477,6 +470,7 @@ class KubernetesRequest:
         gang: The gang option the manifests were rendered for.
         manifests: Object dicts (camelCase, as ``kubectl apply`` takes them).
         job_key: The caller's job identity, if any.
+        context: The kubeconfig context to submit to (None: the scheduler's).
     """
 
     namespace: str
@@ -484,6 +478,7 @@ class KubernetesRequest:
     gang: str
     manifests: list[dict[str, Any]]
     job_key: str | None = None
+    context: str | None = None
 
     @property
     def app_id(self) -> str:
@@ -928,7 +923,7 @@ def render(app: AppDef, opts: KubernetesOpts, name: str) -> KubernetesRequest:
             manifests = [render_appwrapper(app, name, opts, manifests + jobs, job_key)]
         else:
             manifests.extend(jobs)
-    return KubernetesRequest(opts.namespace, name, opts.gang, manifests, job_key)
+    return KubernetesRequest(opts.namespace, name, opts.gang, manifests, job_key, opts.context)
 
 
 def manifest_summary(manifests: list[Mapping[str, Any]]) -> list[str]:

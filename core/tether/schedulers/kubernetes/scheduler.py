@@ -172,12 +172,19 @@ class KubernetesScheduler(Scheduler[KubernetesRequest]):
         self._context = context
         self._namespace = namespace or DEFAULT_NAMESPACE
         self._api: KubeApi | None = None
+        self._context_apis: dict[str, tuple[Any, KubeApi]] = {}
         self._lock = threading.Lock()
         self._namespaces_seen: set[str] = {self._namespace}
 
     # ---- plumbing ----------------------------------------------------------------------
-    def _kube(self) -> KubeApi:
+    def _kube(self, context: str | None = None) -> KubeApi:
+        """The API of the scheduler's context, or of another kubeconfig ``context``."""
         with self._lock:
+            if context and context != self._context and self._own_client:
+                if context not in self._context_apis:
+                    client = load_api_client(self._kubeconfig, context)
+                    self._context_apis[context] = (client, KubeApi(client))
+                return self._context_apis[context][1]
             if self._api is None:
                 if self._client is None:
                     self._client = load_api_client(self._kubeconfig, self._context)
@@ -194,6 +201,12 @@ class KubernetesScheduler(Scheduler[KubernetesRequest]):
                     log.debug("closing the kubernetes client failed", exc_info=True)
                 self._client = None
             self._api = None
+            for client, _ in self._context_apis.values():
+                try:
+                    client.close()
+                except Exception:  # closing is best effort
+                    log.debug("closing a kubernetes client failed", exc_info=True)
+            self._context_apis.clear()
 
     def _parse_app_id(self, app_id: str) -> tuple[str, str]:
         ns, sep, name = app_id.partition(":")
@@ -229,9 +242,9 @@ class KubernetesScheduler(Scheduler[KubernetesRequest]):
     def schedule(self, dryrun_info: AppDryRunInfo[KubernetesRequest]) -> str:
         """Creates the rendered objects (Service first); returns ``{namespace}:{name}``.
 
-        With a job key, an app of that key that is still running (or succeeded) in the
-        namespace is returned instead of creating a second one. When a create fails, the
-        objects created so far are removed again.
+        The job key is recorded as a label (re-attaching to an existing job of that key is the
+        Runner's one job-identity lookup, not this method's). When a create fails, the objects
+        created so far are removed again.
 
         Args:
             dryrun_info: What :meth:`submit_dryrun` returned.
@@ -243,16 +256,8 @@ class KubernetesScheduler(Scheduler[KubernetesRequest]):
             KubernetesApiError: When the apiserver refuses an object (the message names it).
         """
         req = dryrun_info.request
-        api = self._kube()
+        api = self._kube(req.context)
         self._namespaces_seen.add(req.namespace)
-        if req.job_key:
-            for found in self._find(req.job_key, [req.namespace]):
-                if found.state not in (AppState.FAILED, AppState.CANCELLED):
-                    log.info(
-                        "job key %r already has app %s (%s): not submitting a second one",
-                        req.job_key, found.app_id, found.state.name,
-                    )
-                    return found.app_id
         created: list[dict[str, Any]] = []
         for manifest in req.manifests:
             try:
@@ -306,9 +311,9 @@ class KubernetesScheduler(Scheduler[KubernetesRequest]):
         (unschedulable, image pull, Kueue admission...).
         UNKNOWN when the apiserver cannot be reached or answers with a server error (the
         error in ``msg``); other API errors (forbidden, bad credentials) are raised.
-        A failed replica with retries left is PENDING ("restarting") and, for plain Jobs,
-        this call performs the restart (see the module docs); a final failure stops the
-        app's other replicas.
+        A failed replica with retries left is PENDING ("restarting"). This is a pure read:
+        the restart, and stopping the other replicas after a final failure, are
+        :meth:`reconcile`'s.
 
         Args:
             app_id: ``{namespace}:{name}``.
@@ -326,9 +331,6 @@ class KubernetesScheduler(Scheduler[KubernetesRequest]):
             return DescribeAppResponse(app_id=f"{ns}:{name}", state=AppState.UNKNOWN, msg=str(e))
         if view is None:
             return None
-        if view.stops or view.creates:
-            self._apply(view)
-            view = self._fetch(ns, name) or view
         roles_statuses: dict[str, RoleStatus] = {}
         for rep in sorted(view.replicas, key=lambda r: (r.role_index, r.replica_id)):
             rs = roles_statuses.setdefault(rep.role, RoleStatus(rep.role))
@@ -346,6 +348,30 @@ class KubernetesScheduler(Scheduler[KubernetesRequest]):
             roles=view.roles,
             job_key=view.job_key,
         )
+
+    def reconcile(self, app_id: str) -> None:
+        """Applies the ROLE/APPLICATION retries and final-failure stops the engine lacks.
+
+        Reads the app, then performs what :func:`~.status.analyze` planned: creates the next
+        attempt of replicas that are due a restart, then stops what must stop (the old
+        attempts, or every replica after a final failure). Idempotent and safe from two
+        watchers at once: attempts have fixed names (a second create gets 409 and is
+        ignored), and a watcher killed between the two steps leaves old attempts next to
+        newer ones, which the next call stops.
+
+        Args:
+            app_id: ``{namespace}:{name}``.
+        """
+        ns, name = self._parse_app_id(app_id)
+        try:
+            view = self._fetch(ns, name)
+        except KubernetesApiError as e:
+            if e.status and e.status < 500:
+                raise
+            log.warning("reconcile of %s skipped: %s", app_id, e)
+            return
+        if view is not None and (view.stops or view.creates):
+            self._apply(view)
 
     def _apply(self, view: AppView) -> None:
         """Performs the stops and restarts that :func:`analyze` planned (idempotent)."""
@@ -738,7 +764,8 @@ def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:
     Args:
         session_name: The runner's session.
         **kwargs: ``client`` (an ``ApiClient``), ``kubeconfig``, ``context``, ``namespace``;
-            other keys (meant for other schedulers) are ignored.
+            other keys (meant for other schedulers) are ignored. Without ``context``, the
+            ``context`` of ``[kubernetes]`` in .tetherconfig is used, when there is one.
 
     Returns:
         The scheduler.
@@ -751,9 +778,15 @@ def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:
         session_name,
         client=kwargs.get("client"),
         kubeconfig=kwargs.get("kubeconfig"),
-        context=kwargs.get("context"),
+        context=kwargs.get("context") or _configured_context(),
         namespace=kwargs.get("namespace"),
     )
+
+
+def _configured_context() -> str | None:
+    from tether.config import load_config
+
+    return load_config().section(BACKEND).get("context") or None
 
 
 __all__ = [

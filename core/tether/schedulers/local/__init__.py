@@ -9,9 +9,11 @@ Apps are durable: ``schedule`` writes the app's record under ``$TETHER_STATE_DIR
 (see :mod:`tether.schedulers.local.state`) and starts a detached supervisor process
 (:mod:`tether.schedulers.local.supervisor`) that runs the replicas, tees their logs, applies
 retries and records every change. ``describe``, ``log_iter``, ``cancel`` and ``list`` read
-that record, so they work from any process and after the launcher exited. When the
-supervisor died (say, SIGKILL), ``describe`` notices it, stops the processes it left and
-marks the app FAILED with the reason, so no app stays RUNNING forever.
+that record, so they work from any process and after the launcher exited; they never change
+anything. When the supervisor died (say, SIGKILL), ``describe`` shows the app FAILED with the
+reason, and :meth:`~.scheduler.LocalScheduler.reconcile` (called by the Runner's ``wait``,
+the adapters' pollers and ``cancel``) stops the processes it left and records the outcome, so
+no app stays RUNNING forever.
 
 Retries: a failed replica of a role with ``max_retries`` left restarts per the role's
 ``retry_policy``: ``REPLICA`` restarts only that replica (each replica has its own

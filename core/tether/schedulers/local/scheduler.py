@@ -89,6 +89,7 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
 
     capabilities: ClassVar[Capabilities] = Capabilities(
         runs_on_this_host=True,
+        needs_image=False,
         durable=True,
         workspaces=frozenset({"dir"}),
         streams=frozenset(Stream),
@@ -294,7 +295,7 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
             if pid_alive(rec.supervisor_pid, rec.supervisor_start_time):
                 self._cancel_existing(record.app_id)  # too slow: stop it and what it started
             else:
-                self._load(record.app_id)  # it died: stop what it started, record why
+                self.reconcile(record.app_id)  # it died: stop what it started, record why
         tail = stderr_tail(record.supervisor_log, lines=20)
         self._mark_failed(record.app_id, f"the supervisor did not start:\n{tail}")
         raise RuntimeError(
@@ -326,7 +327,7 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         Returns:
             The description, or None when there is no such app.
         """
-        rec = self._load(app_id)
+        rec = self._view(app_id)
         if rec is None:
             return None
         roles: dict[str, RoleStatus] = {}
@@ -378,7 +379,7 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         out: builtins.list[ListAppResponse] = []
         for app_id in app_ids:
             try:
-                rec = self._load(app_id)
+                rec = self._view(app_id)
             except (OSError, ValueError) as e:
                 log.warning("skipping unreadable local_cwd record of app %s: %s", app_id, e)
                 continue
@@ -412,22 +413,47 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
             return
         wait_pid_exit(rec.supervisor_pid, rec.supervisor_start_time, timeout)
 
-    def _load(self, app_id: str) -> AppRecord | None:
-        """The app's record, with a dead supervisor's unfinished app resolved."""
+    def _view(self, app_id: str) -> AppRecord | None:
+        """The app's record as it stands, read only.
+
+        An unfinished app whose supervisor is gone is shown as it will be recorded (FAILED,
+        with the reason) without writing anything or touching a process: that is
+        :meth:`reconcile`'s.
+        """
         rec = self._store.load(app_id)
         if rec is None or rec.app_state.is_terminal() or self._supervised(rec):
             return rec
+        _mark_unsupervised(rec)
+        return rec
+
+    def reconcile(self, app_id: str) -> None:
+        """Finishes an app whose supervisor died: stops what it left running, records why.
+
+        Idempotent and safe from several processes at once (under the app's lock); an app
+        whose supervisor lives is left alone (the supervisor applies retries itself).
+
+        Args:
+            app_id: The app.
+        """
+        rec = self._store.load(app_id)
+        if rec is None or rec.app_state.is_terminal() or self._supervised(rec):
+            return
         with contextlib.ExitStack() as stack:
             try:
                 stack.enter_context(self._store.lock(app_id))
             except FileNotFoundError:
-                return None  # deleted meanwhile
+                return  # deleted meanwhile
             rec = self._store.load(app_id)
             if rec is None or rec.app_state.is_terminal() or self._supervised(rec):
-                return rec
-            self._resolve_unsupervised(rec)
+                return
+            groups = [
+                (r.pid, r.start_time)
+                for r in rec.replicas
+                if r.pid is not None and not r.app_state.is_terminal()
+            ]
+            stop_groups(groups, min(rec.grace_period, DEAD_SUPERVISOR_GRACE_S))
+            _mark_unsupervised(rec)
             self._store.save(rec)
-            return rec
 
     @staticmethod
     def _supervised(rec: AppRecord) -> bool:
@@ -435,32 +461,6 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
             # the launcher is still starting the supervisor (or died doing so)
             return time.time() - rec.created < SUPERVISOR_START_TIMEOUT_S
         return pid_alive(rec.supervisor_pid, rec.supervisor_start_time)
-
-    @staticmethod
-    def _resolve_unsupervised(rec: AppRecord) -> None:
-        """Finishes an app whose supervisor is gone: stops its processes, records why."""
-        groups = [
-            (r.pid, r.start_time)
-            for r in rec.replicas
-            if r.pid is not None and not r.app_state.is_terminal()
-        ]
-        stop_groups(groups, min(rec.grace_period, DEAD_SUPERVISOR_GRACE_S))
-        if rec.supervisor_pid is None:
-            why = "the supervisor never started"
-        else:
-            why = f"supervisor pid {rec.supervisor_pid} died"
-        for rep in rec.replicas:
-            if not rep.app_state.is_terminal():
-                rep.state = AppState.FAILED.name
-                rep.msg = f"{why}; exit status of replica unknown"
-                rep.exit_code = None
-                rep.finished_at = time.time()
-        if all(r.app_state == AppState.SUCCEEDED for r in rec.replicas):
-            rec.state = AppState.SUCCEEDED.name
-        else:
-            rec.state = AppState.FAILED.name
-            rec.msg = f"{why} (see {rec.supervisor_log}); the app's processes were stopped"
-        rec.finished_at = time.time()
 
     # ---- logs --------------------------------------------------------------------------
     def _log_iter(
@@ -497,7 +497,7 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         if should_tail:
 
             def finished() -> bool:
-                cur = self._load(app_id)
+                cur = self._view(app_id)
                 if cur is None or cur.app_state.is_terminal():
                     return True
                 r = cur.replica(role_name, k)
@@ -611,3 +611,24 @@ def create_scheduler(session_name: str, **kwargs: Any) -> LocalScheduler:
     if kwargs:
         log.debug("local_cwd ignores scheduler arguments %s", sorted(kwargs))
     return LocalScheduler(session_name, **known)
+
+
+def _mark_unsupervised(rec: AppRecord) -> None:
+    """Records (in memory) the outcome of an app whose supervisor is gone."""
+    now = time.time()
+    if rec.supervisor_pid is None:
+        why = "the supervisor never started"
+    else:
+        why = f"supervisor pid {rec.supervisor_pid} died"
+    for rep in rec.replicas:
+        if not rep.app_state.is_terminal():
+            rep.state = AppState.FAILED.name
+            rep.msg = f"{why}; exit status of replica unknown"
+            rep.exit_code = None
+            rep.finished_at = now
+    if all(r.app_state == AppState.SUCCEEDED for r in rec.replicas):
+        rec.state = AppState.SUCCEEDED.name
+    else:
+        rec.state = AppState.FAILED.name
+        rec.msg = f"{why} (see {rec.supervisor_log}); the app's processes were stopped"
+    rec.finished_at = now

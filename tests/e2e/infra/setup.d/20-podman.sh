@@ -31,6 +31,6 @@ fi
 
 log "installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq >&2 || log "apt-get update failed; trying the install anyway"
-apt-get install -y -qq --no-install-recommends podman runc busybox-static >&2
+apt-get update >&2 || log "apt-get update failed; trying the install anyway"
+apt-get install -y --no-install-recommends podman runc busybox-static >&2
 log "installed: $(podman --version)"
