@@ -31,7 +31,7 @@ def _scheduler() -> tuple[str, dict[str, Any]]:
 
 
 def run_runner(workdir: Path) -> str:
-    """The Runner API, as ``tether run`` uses it: run, wait, read outputs, run the next."""
+    """The Runner API: run, wait, read the outputs, run the next."""
     from tests.e2e.matrix.components import TEXT, consume, produce
     from tether.runner import get_runner
     from tether.specs import AppState
@@ -47,6 +47,30 @@ def run_runner(workdir: Path) -> str:
         st = runner.wait(second, wait_interval=0.5, timeout=300)
         if st is None or st.state != AppState.SUCCEEDED:
             raise RuntimeError(f"consume ended {st}")
+        return str(runner.outputs(second)["shout"])
+
+
+def run_cli(workdir: Path) -> str:
+    """``tether run --wait`` for each component; the output read with ``Runner.outputs``."""
+    from tether.runner import get_runner
+
+    scheduler, cfg = _scheduler()
+
+    def tether_run(component: str, *args: str) -> str:
+        argv = [sys.executable, "-m", "tether.cli.main", "run", "-s", scheduler, "--wait"]
+        if cfg:
+            argv += ["-cfg", ",".join(f"{k}={v}" for k, v in cfg.items())]
+        argv += [f"{COMPONENTS}:{component}", *args]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv[3:])} exited {proc.returncode}: {proc.stderr}")
+        return proc.stdout.splitlines()[0].strip()  # the handle comes first
+
+    first = tether_run("produce", "--text", "portable")
+    with get_runner() as runner:
+        message = runner.outputs(first)["message"]
+    second = tether_run("consume", "--message", str(message))
+    with get_runner() as runner:
         return str(runner.outputs(second)["shout"])
 
 
@@ -152,6 +176,7 @@ def run_kfp(workdir: Path) -> str:
 
 
 ADAPTERS: dict[str, Callable[[Path], str]] = {
+    "cli": run_cli,
     "runner": run_runner,
     "airflow": run_airflow,
     "prefect": run_prefect,
