@@ -64,7 +64,9 @@ def make_pipeline(scheduler: str = SCHEDULER, image: str = IMAGE,
                    launcher=launcher,
                    # str: they go into the train job's command line
                    outputs={"data_dir": str, "samples": int, "features": str, "seed": str})
-    train = step("dist.ddp", scheduler=scheduler, image=image, name="train", launcher=launcher)
+    # launcher: the number of nodes and processes (j) is a pipeline parameter
+    train = step("dist.ddp", scheduler=scheduler, image=image, name="train", launcher=launcher,
+                 mode="launcher")
     evaluate = step("utils.python", scheduler=scheduler, image=image, name="evaluate",
                     launcher=launcher, outputs={"mse": float, "passed": bool})
 

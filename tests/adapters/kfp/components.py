@@ -7,6 +7,9 @@ environment.
 from __future__ import annotations
 
 import sys
+from typing import Annotated
+
+from kfp.dsl import Dataset, Input, Model, Output
 
 from tether.specs import AppDef, Role, VolumeMount, macros, parse_mounts, resource
 
@@ -196,3 +199,167 @@ def sleeper(seconds: int = 60) -> AppDef:
     code = "import sys, time; print('sleeping', flush=True); time.sleep(int(sys.argv[1]))"
     return AppDef("sleeper", [Role("sleeper", image="", entrypoint=sys.executable,
                                    args=["-c", code, str(seconds)])])
+
+
+def fit(lr: float, epochs: int = 3, fp16: bool = False, tag: str = "run", gpu: int = 1,
+        image: str = IMAGE) -> AppDef:
+    """A trainer with typed parameters that go into its command line.
+
+    Args:
+        lr: Learning rate.
+        epochs: Epochs.
+        fp16: Mixed precision.
+        tag: A label.
+        gpu: GPUs.
+        image: The image.
+
+    Returns:
+        The AppDef.
+    """
+    return AppDef("fit", [Role(
+        "fit", image=image, entrypoint="python",
+        args=["-m", "trainer.fit", f"--lr={lr}", "--epochs", str(epochs),
+              "--fp16", str(fp16).lower(), "--tag", tag],
+        resource=resource(cpu=4, gpu=gpu, memMB=16384),
+        max_retries=3,
+    )])
+
+
+def echo_typed(epochs: int, ratio: float, flag: bool, msg: str,
+               image: str = "localhost/bb:latest") -> AppDef:
+    """Echoes typed values (for container runs).
+
+    Args:
+        epochs: An int.
+        ratio: A float.
+        flag: A bool.
+        msg: A str.
+        image: The image.
+
+    Returns:
+        The AppDef.
+    """
+    return AppDef("echo-typed", [Role(
+        "echo", image=image, entrypoint="echo",
+        args=[f"epochs={epochs}", f"ratio={ratio}", f"flag={flag}", f"msg={msg}"],
+    )])
+
+
+def scaled(epochs: int = 3, image: str = IMAGE) -> AppDef:
+    """Computes an argument from a parameter (twice the epochs): a launcher step for pipeline
+    values.
+
+    Args:
+        epochs: Epochs.
+        image: The image.
+
+    Returns:
+        The AppDef.
+    """
+    return AppDef("scaled", [Role("scaled", image=image, entrypoint="echo",
+                                  args=[str(epochs * 2)])])
+
+
+_REPORT = """
+import os, sys
+from tether.tracker import AppRun
+name = sys.argv[1]
+print(f"{name}={os.environ.get(name, '<unset>')}", flush=True)
+AppRun.run_from_env().add_output("seen", os.environ.get(name, ""))
+"""
+
+
+def report(name: str = "TEAM") -> AppDef:
+    """A local job that prints one env variable and publishes it as the output ``seen``.
+
+    Args:
+        name: The variable.
+
+    Returns:
+        The AppDef.
+    """
+    return AppDef("report", [Role("report", image="", entrypoint=sys.executable,
+                                  args=["-c", _REPORT, name])])
+
+
+_WRITE_ROWS = """
+import os, sys
+path, rows = sys.argv[1], int(sys.argv[2])
+os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+with open(path, "w") as f:
+    f.writelines(f"row {i}\\n" for i in range(rows))
+print(f"wrote {rows} rows", flush=True)
+"""
+
+_COUNT_ROWS = """
+import os, sys
+from tether.tracker import AppRun
+data, model = sys.argv[1], sys.argv[2]
+with open(data) as f:
+    n = sum(1 for _ in f)
+os.makedirs(os.path.dirname(model) or ".", exist_ok=True)
+with open(model, "w") as f:
+    f.write(f"rows={n}\\n")
+print(f"counted {n} rows", flush=True)
+AppRun.run_from_env().add_output("rows", n)
+"""
+
+
+def write_rows(data: Annotated[str, Output[Dataset]], rows: int = 3) -> AppDef:
+    """A local job that writes a data set (an output artifact).
+
+    Args:
+        data: Where to write it.
+        rows: How many rows.
+
+    Returns:
+        The AppDef.
+    """
+    return AppDef("write-rows", [Role("write", image="", entrypoint=sys.executable,
+                                      args=["-c", _WRITE_ROWS, data, str(rows)])])
+
+
+def count_rows(data: Annotated[str, Input[Dataset]],
+               model: Annotated[str, Output[Model]]) -> AppDef:
+    """A local job that reads a data set and writes a model (input and output artifacts).
+
+    Args:
+        data: The data set.
+        model: Where to write the model.
+
+    Returns:
+        The AppDef.
+    """
+    return AppDef("count-rows", [Role("count", image="", entrypoint=sys.executable,
+                                      args=["-c", _COUNT_ROWS, data, model])])
+
+
+def seq_rows(data: Annotated[str, Output[Dataset]], rows: int = 3,
+             image: str = "localhost/bb:latest") -> AppDef:
+    """Writes ``rows`` lines to a data set with the image's ``seq`` (a native step).
+
+    Args:
+        data: Where to write it.
+        rows: How many rows.
+        image: The image.
+
+    Returns:
+        The AppDef.
+    """
+    return AppDef("seq-rows", [Role("seq", image=image, entrypoint="sh",
+                                    args=["-c", 'mkdir -p "$(dirname "$0")" && seq "$1" > "$0"',
+                                          data, str(rows)])])
+
+
+def wc_rows(data: Annotated[str, Input[Dataset]], image: str = "localhost/bb:latest") -> AppDef:
+    """Counts the lines of a data set with the image's ``wc`` (a native step).
+
+    Args:
+        data: The data set.
+        image: The image.
+
+    Returns:
+        The AppDef.
+    """
+    return AppDef("wc-rows", [Role("wc", image=image, entrypoint="sh",
+                                   args=["-c", 'echo "rows: $(wc -l < "$0")"', data])])

@@ -44,9 +44,9 @@ def native_pipeline() -> Any:
 
 
 def launcher_pipeline() -> Any:
-    """Launcher steps: a multi-role app on Kubernetes, typed outputs wired downstream, run
-    options and a forced launcher step."""
-    from kfp import dsl
+    """Launcher steps: a multi-role app on Kubernetes with task settings for its job, typed
+    outputs wired downstream, run options and a forced launcher step."""
+    from kfp import dsl, kubernetes
 
     pair = step(c.pair, launcher=_LAUNCHER)
     publish = step(
@@ -57,8 +57,33 @@ def launcher_pipeline() -> Any:
 
     @dsl.pipeline(name="tether-launcher", description="launcher KFP steps")
     def pipeline(msg: str = "hi") -> None:
-        pair(msg=msg)
+        # the task's settings are the job's: env, secrets, resources, node selector, toleration
+        served = pair(msg=msg)
+        served.set_env_variable("WANDB_MODE", "offline")
+        served.set_cpu_limit("2").set_memory_limit("8Gi").set_accelerator_limit(1)
+        kubernetes.use_secret_as_env(served, secret_name="hf",
+                                     secret_key_to_env={"token": "HF_TOKEN"})
+        kubernetes.add_node_selector(served, label_key="pool", label_value="a100")
+        kubernetes.add_toleration(served, key="nvidia.com/gpu", operator="Exists",
+                                  effect="NoSchedule")
         out = publish(msg=msg, times=3)
         shout(msg=out.outputs["message"], times=out.outputs["length"])
+
+    return pipeline
+
+
+def typed_pipeline() -> Any:
+    """Typed pipeline parameters: native where they only reach the command (int, float,
+    bool, str), launcher where the number of replicas depends on one (with a warning)."""
+    from kfp import dsl
+
+    fit = step(c.fit, k8s=KubernetesOptions(accelerator_type="nvidia.com/a100"))
+    workers = step(c.workers, launcher=_LAUNCHER)
+
+    @dsl.pipeline(name="tether-typed", description="typed pipeline parameters")
+    def pipeline(lr: float = 0.01, epochs: int = 3, fp16: bool = True, tag: str = "exp",
+                 replicas: int = 2, gpus: int = 2) -> None:
+        fit(lr=lr, epochs=epochs, fp16=fp16, tag=tag, gpu=gpus)
+        workers(msg=tag, n=replicas)
 
     return pipeline

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -63,3 +64,45 @@ def test_own_dev_shm_mount_replaces_the_default_and_gpus_need_no_toleration() ->
     assert pod["pvcMount"][0]["mountPath"] == "/dev/shm"  # type: ignore[index]
     pod = _pod(step(c.trainer).dryrun(gpu=2).kfp_yaml, "exec-trainer")
     assert "tolerations" not in pod  # explicit only (KubernetesOptions), as on `kubernetes`
+
+
+_TYPED_PIPELINE = '''
+from kfp import dsl
+from tests.adapters.kfp import components as c
+from tether.adapters.kfp import step
+
+fit = step(c.fit)
+workers = step(c.workers)
+
+
+@dsl.pipeline(name="typed")
+def typed(lr: float = 0.1, epochs: int = 3, replicas: int = 2) -> None:
+    fit(lr=lr, epochs=epochs)
+    workers(msg="x", n=replicas)
+'''
+
+
+def test_pipeline_dryrun_shows_each_steps_mode_and_the_fallback(tmp_path: Path) -> None:
+    import argparse
+
+    from tether.adapters.kfp.cli import CmdKfp
+
+    path = tmp_path / "typed_pipeline.py"
+    path.write_text(_TYPED_PIPELINE)
+    res = subprocess.run(
+        [sys.executable, "-m", "tether.adapters.kfp.dryrun", f"{path}:typed"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0] == f"# KFP pipeline {path}:typed: 2 tether step(s)"
+    assert lines[1].split()[:2] == ["fit", "native"]
+    assert lines[2].split()[:2] == ["workers", "launcher"]
+    assert ("warning: step 'workers' is a launcher step because parameter 'n' decides role "
+            "'worker' num_replicas (the job's shape)") in res.stdout
+
+    # the same as the `tether kfp dryrun` plugin command
+    cmd = CmdKfp()
+    parser = argparse.ArgumentParser(prog="tether kfp")
+    cmd.add_arguments(parser)
+    cmd.run(parser.parse_args(["dryrun", f"{path}:typed"]))

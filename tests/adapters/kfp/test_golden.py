@@ -141,7 +141,22 @@ def test_launcher_pipeline_golden(tmp_path: Path) -> None:
     assert loaded.name == "tether-launcher"
 
     spec, platform = docs(path)
-    assert platform == {}  # launcher steps need no pod settings
+    # Kubernetes launcher pods learn the pipeline's namespace (downward API) for their job
+    assert platform["exec-pair"]["fieldPathAsEnv"] == [
+        {"fieldPath": "metadata.namespace", "name": "TETHER_KFP_NAMESPACE"}]
+    assert "exec-publish" not in platform  # local_cwd: no namespace
+    # the task's settings are the job's: in the step's spec, secrets by reference only
+    pair_spec = launch_spec_in(spec["deploymentSpec"]["executors"]["exec-pair"]["container"][
+        "command"][-1])
+    assert pair_spec.env == {"WANDB_MODE": "offline"}
+    assert pair_spec.inherit == {
+        "resource": {"cpu": 2.0, "memMB": 8192, "gpu": 1},
+        "secrets": {"HF_TOKEN": ["hf", "token"]},
+        "node_selector": {"pool": "a100"},
+        "tolerations": ["nvidia.com/gpu:NoSchedule"],
+    }
+    # ... and the launcher pod does not hold the job's resources
+    assert "resources" not in spec["deploymentSpec"]["executors"]["exec-pair"]["container"]
     comps = spec["components"]
     publish = comps["comp-publish"]
     assert set(publish["outputDefinitions"]["parameters"]) == {
@@ -150,7 +165,7 @@ def test_launcher_pipeline_golden(tmp_path: Path) -> None:
         "NUMBER_INTEGER"
     assert set(publish["inputDefinitions"]["parameters"]) == {
         "msg", "times", "fail", "tether_kfp_run_id", "tether_kfp_task_name",
-        "tether_kfp_task_id"}
+        "tether_kfp_task_id", "tether_kfp_pipeline_root"}
 
     execs = spec["deploymentSpec"]["executors"]
     for name in ("exec-pair", "exec-publish", "exec-shout"):
@@ -164,6 +179,10 @@ def test_launcher_pipeline_golden(tmp_path: Path) -> None:
     assert spec_of_publish.scheduler == "local_cwd"
     assert spec_of_publish.cfg == {"grace_period": 5.0}
     assert spec_of_publish.outputs == [("message", "str"), ("length", "int"), ("ratio", "float")]
+    # the component's module ships with the step (the cluster need not have it)
+    assert spec_of_publish.source is not None
+    assert spec_of_publish.source["module"] == "tests.adapters.kfp.components"
+    assert "def publish(" in spec_of_publish.source["text"]
     assert launch_spec_in(execs["exec-shout"]["container"]["command"][-1]).env == {"TEAM": "ml"}
 
     tasks = spec["root"]["dag"]["tasks"]
@@ -177,3 +196,51 @@ def test_launcher_pipeline_golden(tmp_path: Path) -> None:
         assert t["retryPolicy"]["maxRetryCount"] == 1
         assert t["inputs"]["parameters"]["tether_kfp_task_id"] == {
             "runtimeValue": {"constant": "{{$.pipeline_task_uuid}}"}}
+        assert t["inputs"]["parameters"]["tether_kfp_pipeline_root"] == {
+            "runtimeValue": {"constant": "{{$.pipeline_root}}"}}
+
+
+def test_typed_pipeline_golden(tmp_path: Path) -> None:
+    from tether.adapters.kfp.steps import LauncherFallbackWarning
+
+    with pytest.warns(LauncherFallbackWarning) as warned:
+        text, path = compile_text(pipelines.typed_pipeline, tmp_path)
+    check_golden("typed_pipeline.yaml", text)
+    # one warning, at compile time, naming the step and the parameter
+    messages = [str(w.message) for w in warned]
+    assert len(messages) == 1
+    assert messages[0].startswith("KFP step 'workers' (tests.adapters.kfp.components:workers) "
+                                  "runs in launcher mode")
+    assert "parameter 'n' decides role 'worker' num_replicas (the job's shape)" in messages[0]
+
+    spec, platform = docs(path)
+    fit_inputs = spec["components"]["comp-fit"]["inputDefinitions"]["parameters"]
+    assert {n: fit_inputs[n]["parameterType"] for n in ("lr", "epochs", "fp16", "tag")} == {
+        "lr": "NUMBER_DOUBLE", "epochs": "NUMBER_INTEGER", "fp16": "BOOLEAN", "tag": "STRING"}
+    fit = spec["deploymentSpec"]["executors"]["exec-fit"]["container"]
+    assert fit["command"] == ["python"]  # native: the job's own container, no launcher
+    assert fit["args"] == [
+        "-m", "trainer.fit", "--lr={{$.inputs.parameters['lr']}}",
+        "--epochs", "{{$.inputs.parameters['epochs']}}",
+        "--fp16", "{{$.inputs.parameters['fp16']}}",
+        "--tag", "{{$.inputs.parameters['tag']}}",
+    ]
+    assert fit["resources"]["accelerator"]["resourceType"] == "nvidia.com/a100"
+    # the GPU count is the pipeline parameter gpus: KFP fills it in
+    assert fit["resources"]["accelerator"]["resourceCount"] == \
+        "{{$.inputs.parameters['pipelinechannel--gpus']}}"
+    assert fit["resources"]["resourceCpuLimit"] == "4"
+    assert fit["resources"]["resourceMemoryLimit"] == "16384Mi"
+    tasks = spec["root"]["dag"]["tasks"]
+    assert tasks["fit"]["retryPolicy"]["maxRetryCount"] == 3
+    assert tasks["fit"]["inputs"]["parameters"]["epochs"] == {
+        "componentInputParameter": "epochs"}
+    # one caching default for both modes: off (a job has effects outside the step)
+    assert tasks["fit"]["cachingOptions"] == {} and tasks["workers"]["cachingOptions"] == {}
+
+    workers = spec["deploymentSpec"]["executors"]["exec-workers"]["container"]
+    assert workers["image"] == pipelines.LAUNCHER_IMAGE
+    assert "_tether_launch.run_step(" in workers["command"][-1]
+    assert tasks["workers"]["inputs"]["parameters"]["n"] == {
+        "componentInputParameter": "replicas"}
+    assert set(platform["exec-workers"]) == {"fieldPathAsEnv"}  # namespace only

@@ -17,7 +17,7 @@ from tether.adapters.kfp import (
     StepArgumentError,
     step,
 )
-from tether.specs import AppDef, InvalidRunConfigException, Role
+from tether.specs import AppDef, InvalidRunConfigException, Role, resource
 
 COMP = "tests.adapters.kfp.components"
 
@@ -98,10 +98,75 @@ def test_forced_native_rejects_spliced_value_naming_parameter() -> None:
     assert "mode='launcher'" in msg
 
 
-def test_non_str_pipeline_value_goes_to_launcher() -> None:
-    plan = step(c.trainer).plan(epochs=channel("epochs", "Integer"))
+def test_typed_pipeline_values_stay_native_as_placeholders() -> None:
+    plan = step(c.fit).plan(lr=channel("lr", "Double"), epochs=channel("epochs", "Integer"),
+                            fp16=channel("fp16", "Boolean"), tag=channel("tag"), gpu=2)
+    assert plan.mode == "native", plan.reason
+    assert plan.warnings == []
+    assert plan.role is not None
+    assert plan.role.args == [
+        "-m", "trainer.fit", "--lr={{$.inputs.parameters['lr']}}",
+        "--epochs", "{{$.inputs.parameters['epochs']}}",
+        "--fp16", "{{$.inputs.parameters['fp16']}}",  # str(fp16).lower(): KFP's true/false
+        "--tag", "{{$.inputs.parameters['tag']}}",
+    ]
+    assert plan.role.resource.gpu == 2 and plan.role.max_retries == 3
+
+
+def per_gpu(gpu: int = 1) -> AppDef:
+    """8 CPUs per GPU: the CPUs are computed from the parameter.
+
+    Args:
+        gpu: GPUs.
+
+    Returns:
+        The AppDef.
+    """
+    return AppDef("x", [Role("r", image="img", entrypoint="true",
+                             resource=resource(cpu=8 * gpu, gpu=gpu, memMB=1024))])
+
+
+def test_gpu_count_from_a_pipeline_value_stays_native() -> None:
+    plan = step(c.fit).plan(lr=0.1, gpu=channel("gpu", "Integer"))
+    assert plan.mode == "native", plan.reason
+    assert plan.resources == {"gpu": "gpu"}  # KFP sets the accelerator limit from the value
+
+
+def test_int_spliced_into_shell_script_stays_native() -> None:
+    # a number cannot inject shell syntax (KFP checks its type); a str would go to launcher
+    plan = step(c.shout).plan(msg=channel("msg"), times=channel("times", "Integer"))
+    assert plan.mode == "native", plan.reason
+    assert plan.role is not None
+    assert "seq {{$.inputs.parameters['times']}}" in plan.role.args[1]
+
+
+@pytest.mark.parametrize(
+    ("component", "kwargs", "expected", "shape"),
+    [
+        (c.workers, {"msg": "x", "n": channel("n", "Integer")},
+         "parameter 'n' decides role 'worker' num_replicas (the job's shape)", True),
+        (per_gpu, {"gpu": channel("gpu", "Integer")},
+         "parameter 'gpu' decides role 'r' resource.cpu", False),
+        (c.scaled, {"epochs": channel("epochs", "Integer")},
+         "parameter 'epochs': the component computes role 'scaled' args[0] from it", False),
+        (c.bound, {"mounts": channel("mounts", "List")},
+         "parameter 'mounts' has type Optional[List[str]]", False),
+    ],
+)
+def test_value_the_job_depends_on_makes_a_launcher_step_and_says_so(
+    component: Any, kwargs: dict[str, Any], expected: str, shape: bool
+) -> None:
+    plan = step(component).plan(**kwargs)
     assert plan.mode == "launcher"
-    assert "parameter 'epochs'" in plan.reason and "only for str parameters" in plan.reason
+    assert expected in plan.reason
+    assert any(expected in w for w in plan.warnings)
+
+
+def test_no_warning_when_launcher_anyway() -> None:
+    plan = step(c.workers, scheduler="local_cwd").plan(msg="x", n=channel("n", "Integer"))
+    assert plan.mode == "launcher" and plan.warnings == []
+    assert step(c.workers, mode="launcher").plan(msg="x", n=channel("n", "Integer")
+                                                 ).warnings == []
 
 
 def test_value_the_component_consumes_cannot_be_native() -> None:
@@ -203,20 +268,6 @@ def test_unknown_run_option_checked_when_compiling() -> None:
 def test_bad_outputs(outputs: Any, expected: str) -> None:
     with pytest.raises(ValueError, match=expected):
         step(c.hello, outputs=outputs)
-
-
-def test_launcher_needs_an_importable_component() -> None:
-    def local_component(msg: str = "x") -> AppDef:
-        """Local.
-
-        Args:
-            msg: The message.
-        """
-        return AppDef("x", [Role("r", image="img", entrypoint="echo", args=[msg])])
-
-    st = step(local_component, scheduler="local_cwd")
-    with pytest.raises(ValueError, match="cannot be imported by another process"):
-        st.launch_spec()
 
 
 def test_launcher_options_validated() -> None:

@@ -14,9 +14,16 @@ inputs. A call becomes one of:
   the job when the step is terminated (:mod:`tether.adapters.kfp.launcher`,
   :mod:`tether.adapters.kfp.launch`).
 
-Compile a pipeline with ``python -m tether.adapters.kfp.compile module:pipeline out.yaml``;
-show what a step becomes with :meth:`TetherStep.dryrun` or ``python -m
-tether.adapters.kfp.dryrun COMPONENT -a NAME=VALUE``.
+Pipeline values of ``str``/``int``/``float``/``bool`` parameters keep a step native
+(:mod:`~tether.adapters.kfp.probe`); a launcher step ships the component's code
+(:mod:`~tether.adapters.kfp.ship`) and passes the task's settings to its job
+(:mod:`~tether.adapters.kfp.inherit`); artifact parameters map to paths/URIs
+(:mod:`~tether.adapters.kfp.artifacts`); :meth:`TetherStep.as_component` is the step as a
+KFP component. User guide: ``docs/kfp.md``.
+
+Compile a pipeline with ``tether kfp compile module:pipeline out.yaml``; show the mode of each
+step with ``tether kfp dryrun module:pipeline``, or what one step becomes with
+:meth:`TetherStep.dryrun` / ``tether kfp dryrun COMPONENT -a NAME=VALUE``.
 
 Requires ``kfp`` 2.x and ``kfp-kubernetes`` (``pip install 'tether[kfp]'``). KFP is imported
 when a step is called, not when this package is imported.
@@ -26,10 +33,17 @@ from __future__ import annotations
 
 from tether.adapters.kfp.native import NativeStepError
 from tether.adapters.kfp.options import KubernetesOptions, LauncherOptions
-from tether.adapters.kfp.steps import StepArgumentError, StepPlan, TetherStep, step
+from tether.adapters.kfp.steps import (
+    LauncherFallbackWarning,
+    StepArgumentError,
+    StepPlan,
+    TetherStep,
+    step,
+)
 
 __all__ = [
     "KubernetesOptions",
+    "LauncherFallbackWarning",
     "LauncherOptions",
     "NativeStepError",
     "StepArgumentError",

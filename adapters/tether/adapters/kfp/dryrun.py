@@ -1,12 +1,18 @@
-"""Dry-run of a KFP step: the mode and why, the AppDef, the scheduler's request, the KFP step.
+"""Dry-run of a KFP step or pipeline: the mode of each step and why, nothing submitted.
 
-Three layers, nothing submitted::
+A step: the mode and why, the AppDef, the scheduler's request, the compiled step::
 
-    python -m tether.adapters.kfp.dryrun utils.echo -a msg=hi
-    python -m tether.adapters.kfp.dryrun dist.ddp -s local_cwd -a script=train.py -a j=2x8
+    tether kfp dryrun utils.echo -a msg=hi
+    tether kfp dryrun dist.ddp -s kubernetes -a script=train.py -a j=2x8
 
-``TetherStep.dryrun(**kwargs)`` returns the same as a :class:`StepDryRun`. Secret-looking env
-values are masked in every layer.
+A pipeline (``path/file.py:PIPELINE`` or ``pkg.module:PIPELINE``): one line per tether step
+with its mode, and why a step that depends on a pipeline value is a launcher step::
+
+    tether kfp dryrun examples/pipelines/kfp_train.py:train_pipeline
+
+(``python -m tether.adapters.kfp.dryrun`` is the same command.) ``TetherStep.dryrun(**kwargs)``
+returns a :class:`StepDryRun`, :func:`dryrun_pipeline` a :class:`PipelineDryRun`.
+Secret-looking env values are masked in every layer.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -26,6 +32,7 @@ from tether.adapters.kfp.compile import parse_value
 from tether.specs.secrets import redact, secret_values
 
 if TYPE_CHECKING:
+    from tether.adapters.kfp.records import StepRecord
     from tether.adapters.kfp.steps import TetherStep
 
 
@@ -41,6 +48,7 @@ class StepDryRun:
         app: The AppDef summary (None when it can only be built at run time).
         scheduler_request: For launcher steps, the scheduler's native request (redacted).
         kfp_yaml: The compiled one-step pipeline (secrets masked).
+        warnings: Why pipeline values made it a launcher step.
     """
 
     step: str
@@ -50,11 +58,13 @@ class StepDryRun:
     app: dict[str, Any] | None
     scheduler_request: str | None
     kfp_yaml: str
+    warnings: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
         parts = [
             f"# KFP step {self.step!r} ({self.component}): {self.mode} mode",
             f"# why: {self.reason}",
+            *[f"# warning: {w}" for w in self.warnings],
             "## AppDef",
             yaml.safe_dump(self.app, sort_keys=False) if self.app else "(built at run time)\n",
         ]
@@ -110,7 +120,58 @@ def dryrun_step(step: TetherStep, **kwargs: Any) -> StepDryRun:
         app=describe_app(plan.app) if plan.app else None,
         scheduler_request=redact(request, secrets) if request else request,
         kfp_yaml=redact(_compile_one(step, kwargs), secrets),
+        warnings=list(plan.warnings),
     )
+
+
+@dataclass
+class PipelineDryRun:
+    """The tether steps of a pipeline and their modes.
+
+    Attributes:
+        target: The pipeline.
+        steps: One record per step call, in call order.
+    """
+
+    target: str
+    steps: list[StepRecord]
+
+    def __str__(self) -> str:
+        lines = [f"# KFP pipeline {self.target}: {len(self.steps)} tether step(s)"]
+        width = max([len(r.step) for r in self.steps] + [4])
+        for r in self.steps:
+            lines.append(f"{r.step:<{width}}  {r.mode:<8}  {r.component}: {r.reason}")
+        warned = [r for r in self.steps if r.warnings]
+        if warned:
+            lines.append("")
+            lines += [f"warning: step {r.step!r} is a launcher step because "
+                      + "; ".join(r.warnings) for r in warned]
+        return "\n".join(lines) + "\n"
+
+
+def dryrun_pipeline(target: str) -> PipelineDryRun:
+    """Defines a pipeline and reports the mode of each of its tether steps.
+
+    The pipeline's module is loaded afresh (pipelines are defined when their module runs).
+
+    Args:
+        target: ``path/file.py:PIPELINE`` or ``package.module:PIPELINE``.
+
+    Returns:
+        The steps and their modes.
+    """
+    import warnings
+
+    from tether.adapters.kfp.compile import load_pipeline
+    from tether.adapters.kfp.records import recording
+    from tether.adapters.kfp.steps import LauncherFallbackWarning
+
+    module_ref = target.rpartition(":")[0]
+    with recording() as records, warnings.catch_warnings():
+        warnings.simplefilter("ignore", LauncherFallbackWarning)  # reported per step below
+        sys.modules.pop(module_ref, None)  # a package module: define its pipelines again
+        load_pipeline(target)
+    return PipelineDryRun(target, list(records))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -122,11 +183,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The exit code.
     """
-    from tether.adapters.kfp.steps import step
+    p = argparse.ArgumentParser(prog="tether kfp dryrun",
+                                description="Show what a tether component becomes as a KFP step, "
+                                "or the mode of every tether step of a pipeline.")
+    add_arguments(p)
+    return run(p.parse_args(argv), p)
 
-    p = argparse.ArgumentParser(prog="python -m tether.adapters.kfp.dryrun",
-                                description="Show what a tether component becomes as a KFP step.")
-    p.add_argument("component", help="component name, e.g. utils.echo or pkg.module:fn")
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Declares the dry-run's arguments.
+
+    Args:
+        p: The parser.
+    """
+    p.add_argument("component", help="component name (utils.echo, pkg.module:fn, file.py:fn) "
+                   "or pipeline (file.py:PIPELINE, pkg.module:PIPELINE; add --pipeline when "
+                   "the name is ambiguous)")
+    p.add_argument("--pipeline", action="store_true",
+                   help="the target is a pipeline: show the mode of each of its steps")
     p.add_argument("-s", "--scheduler", default="kubernetes")
     p.add_argument("--mode", default="auto", choices=["auto", "native", "launcher"])
     p.add_argument("--image", default=None)
@@ -134,7 +208,30 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="a component argument (VALUE is read as JSON when it parses)")
     p.add_argument("-c", "--cfg", action="append", default=[], metavar="KEY=VALUE",
                    help="a run option of the scheduler")
-    ns = p.parse_args(argv)
+
+
+def run(ns: argparse.Namespace, p: argparse.ArgumentParser) -> int:
+    """Runs the dry-run.
+
+    Args:
+        ns: The parsed arguments.
+        p: The parser (for usage errors).
+
+    Returns:
+        The exit code.
+    """
+    from tether.adapters.kfp.compile import CompileTargetError
+    from tether.adapters.kfp.steps import step
+
+    if ns.pipeline:
+        print(dryrun_pipeline(ns.component), end="")
+        return 0
+    if not ns.arg and ":" in ns.component:
+        try:
+            print(dryrun_pipeline(ns.component), end="")
+            return 0
+        except CompileTargetError:
+            pass  # not a pipeline: a component
 
     def pairs(items: list[str], what: str) -> dict[str, Any]:
         out: dict[str, Any] = {}

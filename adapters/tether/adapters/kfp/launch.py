@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
+import os
 import signal
 import sys
 import threading
@@ -40,8 +42,15 @@ from tether.adapters.common import (
     job_key,
     materialize,
 )
-from tether.adapters.kfp.spec import LaunchSpec
+from tether.adapters.kfp.artifacts import artifact_values, collect_outputs
+from tether.adapters.kfp.ship import ShippedSource, load_shipped
+from tether.adapters.kfp.spec import ENV_NAMESPACE, LaunchSpec
 from tether.runner import Runner
+from tether.specs import AppDef, SecretRef
+from tether.tracker.outputs import ENV_OUTPUTS_ROOT
+
+OUTPUTS_DIR = "tether-outputs"
+"""Under the pipeline root: where launched jobs publish their outputs by default."""
 
 _PREFIX = "[tether]"
 
@@ -58,11 +67,14 @@ class StepIds:
         run_id: The pipeline run's id.
         task_name: The task's name in the pipeline.
         task_id: The task's id (unique within the run, also across loop iterations).
+        pipeline_root: The run's pipeline root (where outputs go unless
+            ``$TETHER_OUTPUTS_ROOT`` says otherwise).
     """
 
     run_id: str = ""
     task_name: str = ""
     task_id: str = ""
+    pipeline_root: str = ""
 
     def job_key(self) -> str | None:
         """The job identity (None outside KFP, where there is nothing to re-attach to)."""
@@ -154,6 +166,81 @@ class _StopSignals:
                 raise _Terminated(pending)
 
 
+def pipeline_outputs_root(pipeline_root: str) -> str:
+    """Where launched jobs publish outputs by default: ``<pipeline root>/tether-outputs``.
+
+    KFP's in-cluster object store root ``minio://bucket/...`` is S3 to everyone else, so it
+    is written ``s3://bucket/...`` (the job needs the store's endpoint and credentials, e.g.
+    ``AWS_ENDPOINT_URL``).
+
+    Args:
+        pipeline_root: The run's pipeline root.
+
+    Returns:
+        The outputs root URL.
+    """
+    root = pipeline_root.rstrip("/")
+    if root.startswith("minio://"):
+        root = "s3://" + root[len("minio://"):]
+    return f"{root}/{OUTPUTS_DIR}"
+
+
+def inherit_settings(app: AppDef, spec: LaunchSpec) -> dict[str, Any]:
+    """Applies the step's settings to the job (:mod:`tether.adapters.kfp.inherit`).
+
+    Every role gets the step's resources and secret references; on ``kubernetes`` the node
+    selectors and tolerations become run options, and the job goes to the pipeline's
+    namespace (``$TETHER_KFP_NAMESPACE``) unless the ``namespace`` run option is set.
+
+    Args:
+        app: The job (modified).
+        spec: The step's spec.
+
+    Returns:
+        The run options to submit with.
+    """
+    inherit = spec.inherit
+    resource = inherit.get("resource") or {}
+    secrets = {env: SecretRef(str(ref[0]), str(ref[1]) if len(ref) > 1 else "")
+               for env, ref in (inherit.get("secrets") or {}).items()}
+    for role in app.roles:
+        changes = {k: resource[k] for k in ("cpu", "memMB", "gpu") if k in resource}
+        if changes:
+            role.resource = dataclasses.replace(role.resource, **changes)
+        role.secrets.update(secrets)
+        for name in secrets:
+            role.env.pop(name, None)  # the reference wins over a plain value
+    cfg: dict[str, Any] = dict(spec.cfg)
+    if spec.scheduler == "kubernetes":
+        if inherit.get("node_selector"):
+            cfg["node_selector"] = {**inherit["node_selector"], **(cfg.get("node_selector") or {})}
+        if inherit.get("tolerations"):
+            cfg["tolerations"] = [*(cfg.get("tolerations") or []),
+                                  *[t for t in inherit["tolerations"]
+                                    if t not in (cfg.get("tolerations") or [])]]
+        namespace = os.environ.get(ENV_NAMESPACE)
+        if namespace and not cfg.get("namespace"):
+            cfg["namespace"] = namespace
+    return cfg
+
+
+@contextlib.contextmanager
+def _env(name: str, value: str | None) -> Iterator[None]:
+    """Sets an environment variable for the block (nothing when ``value`` is None)."""
+    if value is None:
+        yield
+        return
+    previous = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = previous
+
+
 def _clean_args(args: Mapping[str, Any]) -> dict[str, Any]:
     # KFP hands over every input; None stands for "not given", so the component's default wins
     return {k: v for k, v in args.items() if v is not None}
@@ -182,18 +269,29 @@ def launch(
         SystemExit: With ``128 + signal`` when the step was terminated (the job is cancelled
             first).
     """
-    app = materialize(spec.component, _clean_args(args), image=spec.image, env=spec.env)
+    component: str | Callable[..., Any] = spec.component
+    if spec.source:
+        component = load_shipped(ShippedSource.from_dict(spec.source))
+    app = materialize(component, _clean_args(args), image=spec.image, env=spec.env)
+    cfg = inherit_settings(app, spec)
     key = ids.job_key()
-    job = ComponentJob(
-        app, spec.scheduler, spec.cfg, key=key, parent_run_id=ids.parent_run_id(), runner=runner
-    )
-    with _StopSignals() as signals:
+    outputs_root = None
+    if ids.pipeline_root and not os.environ.get(ENV_OUTPUTS_ROOT):
+        # outputs outlive the step's pod: under the pipeline root, as KFP's artifacts
+        outputs_root = pipeline_outputs_root(ids.pipeline_root)
+    with _env(ENV_OUTPUTS_ROOT, outputs_root), _StopSignals() as signals:
+        job = ComponentJob(
+            app, spec.scheduler, cfg, key=key, parent_run_id=ids.parent_run_id(), runner=runner
+        )
         try:
             with signals.held():
                 handle = job.submit()
             verb = "re-attached to" if job.reattached else "launched"
             sink(f"{_PREFIX} {verb} {handle} ({spec.component} on {spec.scheduler}"
                  + (f", job key {key})" if key else ")"))
+            refs = sorted({f"{env}={ref}" for r in app.roles for env, ref in r.secrets.items()})
+            if refs:  # references only: the values never pass through the step
+                sink(f"{_PREFIX} secrets by reference: {', '.join(refs)}")
             # logs on a helper thread, waits in slices: a signal interrupts promptly, and a
             # log stream that outlives the job cannot hang the step
             result = job.follow(sink, poll_interval=spec.wait_interval)
@@ -273,6 +371,7 @@ def run_step(
     run_id: str = "",
     task_name: str = "",
     task_id: str = "",
+    pipeline_root: str = "",
 ) -> tuple[Any, ...]:
     """The body of a launcher step (called by its generated code).
 
@@ -282,6 +381,7 @@ def run_step(
         run_id: The KFP run id.
         task_name: The KFP task name.
         task_id: The KFP task id.
+        pipeline_root: The run's pipeline root.
 
     Returns:
         The step's output parameters (see :func:`output_values`).
@@ -290,9 +390,14 @@ def run_step(
         JobFailedError: When the job did not succeed (the step fails with the job's error).
     """
     spec = LaunchSpec.from_json(spec_json)
-    result = launch(spec, args, StepIds(run_id, task_name, task_id))
+    root = "" if _unresolved(pipeline_root) else pipeline_root
+    job_args = artifact_values(args, list(spec.artifacts))
+    result = launch(spec, job_args, StepIds(run_id, task_name, task_id, root))
     if not result.succeeded:
         raise JobFailedError(result)
+    outputs = [n for n, d in spec.artifacts.items() if d == "output"]
+    for uri in collect_outputs(args, outputs):
+        _print(f"{_PREFIX} output artifact {uri} copied to the step for KFP's upload")
     return output_values(spec, result)
 
 

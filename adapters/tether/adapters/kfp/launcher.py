@@ -41,6 +41,19 @@ def _docstring(description: str, inputs: Sequence[StepInput]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _type_source(inp: StepInput) -> str:
+    if not inp.artifact:
+        return inp.type_text
+    import kfp.dsl
+
+    name = str(getattr(inp.artifact_class, "__name__", inp.artifact_class))
+    if getattr(kfp.dsl, name, None) is not inp.artifact_class:
+        raise ValueError(
+            f"artifact parameter {inp.name!r} has type {name}; a launcher step takes "
+            "the artifact types of kfp.dsl (Artifact, Dataset, Model, Metrics...)")
+    return f"{'Input' if inp.artifact == 'input' else 'Output'}[{name}]"
+
+
 def launcher_source(
     func_name: str,
     inputs: Sequence[StepInput],
@@ -60,11 +73,11 @@ def launcher_source(
     """
     if func_name in _RESERVED_FUNCTION_NAMES:
         func_name = f"tether_{func_name}"
-    ordered = [i for i in inputs if i.required] + [i for i in inputs if not i.required]
+    first = [i for i in inputs if i.required or i.artifact]
     params = []
-    for i in ordered:
-        default = "" if i.required else f" = {i.default_source()}"
-        params.append(f"{i.name}: {i.type_text}{default}")
+    for i in first + [i for i in inputs if i not in first]:
+        default = "" if i in first else f" = {i.default_source()}"
+        params.append(f"{i.name}: {_type_source(i)}{default}")
     params += [f"{h}: str = ''" for h in HIDDEN_INPUTS]
     fields = [f"({n!r}, str)" for n in RESERVED_OUTPUTS]
     fields += [f"({n!r}, {t})" for n, t in spec.outputs]
@@ -92,6 +105,10 @@ def _define(source: str, func_name: str) -> Callable[..., Any]:
         "NamedTuple": typing.NamedTuple, "List": typing.List, "Dict": typing.Dict,  # noqa: UP006
         "Optional": typing.Optional, "__name__": "tether_kfp_generated",
     }
+    if "Input[" in source or "Output[" in source:
+        import kfp.dsl
+
+        namespace.update({n: getattr(kfp.dsl, n) for n in dir(kfp.dsl) if n[:1].isupper()})
     exec(compile(source, filename, "exec", dont_inherit=True), namespace)  # noqa: S102 - our own generated code
     fn: Callable[..., Any] = namespace[func_name]
     return fn

@@ -6,8 +6,9 @@ tolerations and a memory-backed ``/dev/shm`` are set through ``kfp-kubernetes``.
 to KFP: ``${app_id}`` becomes ``<run id>-<task id>`` (through the step's hidden inputs),
 ``${replica_id}`` becomes ``0``, ``${img_root}`` the image's root (empty).
 
-Pipeline values reach the container as KFP input placeholders: only ``str`` parameters that
-the component passes through into an argument can take them (:func:`runtime_problems`).
+Pipeline values reach the container as KFP input placeholders (``str``, ``int``, ``float``
+and ``bool`` parameters the component passes into its command; see
+:mod:`tether.adapters.kfp.probe` and :func:`runtime_problems`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import inspect
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tether.adapters.kfp.options import KubernetesOptions
@@ -97,6 +98,10 @@ def role_problems(role: Role) -> list[str]:
     if role.resource.devices:
         out.append(f"{where}: resource.devices={dict(role.resource.devices)}; a KFP task "
                    "requests one accelerator type only (GPUs)")
+    for k, ref in role.secrets.items():
+        if not ref.key:
+            out.append(f"{where}: secrets[{k!r}] = {ref} names no key; a Kubernetes secret "
+                       "env var takes one key of the Secret")
     for k, v in role.env.items():
         if macros.app_id in v:
             out.append(f"{where}: env {k} uses {macros.app_id}; KFP cannot fill run-time "
@@ -130,15 +135,16 @@ def _interpreter_script_index(role: Role) -> int | None:
 
 
 def runtime_problems(role: Role, runtime: Sequence[StepInput]) -> list[str]:
-    """Why pipeline values of ``runtime`` inputs cannot reach the container verbatim.
+    """Why pipeline values of ``runtime`` inputs cannot reach the container as placeholders.
 
-    A value must be a ``str`` parameter that the component passes into the entrypoint or an
-    argument; it may not be spliced into a shell or interpreter script (``sh -c``,
-    ``python -c``: quoting there is the component's job, which only a launcher step does with
-    the real value) nor end up in env or the image.
+    Where each value goes is found by :func:`tether.adapters.kfp.probe.probe`; what is left
+    is quoting: a ``str`` value may not be spliced into a shell or interpreter script
+    (``sh -c``, ``python -c``), since KFP substitutes it unquoted and only a launcher step
+    hands the component the real value to quote. (Numbers and booleans are safe there: KFP
+    checks their type.)
 
     Args:
-        role: The role, macros substituted, built with placeholders for the runtime inputs.
+        role: The role, macros substituted, with placeholders for the runtime inputs.
         runtime: The inputs wired to pipeline values.
 
     Returns:
@@ -146,24 +152,14 @@ def runtime_problems(role: Role, runtime: Sequence[StepInput]) -> list[str]:
     """
     out: list[str] = []
     script_at = _interpreter_script_index(role)
+    if script_at is None:
+        return out
     for inp in runtime:
-        ph = input_placeholder(inp.name)
-        what = f"parameter {inp.name!r} is wired to a pipeline value, but"
-        if not inp.scalar_str:
-            out.append(f"{what} it has type {inp.type_text} (native steps take pipeline "
-                       "values only for str parameters)")
-            continue
-        if ph in role.image or any(ph in v for v in role.env.values()):
-            out.append(f"{what} the component puts it into the image or env, which KFP fixes "
-                       "when the pipeline is compiled")
-            continue
-        places = [i for i, a in enumerate(role.args) if ph in a]
-        if not places and ph not in role.entrypoint:
-            out.append(f"{what} the component does not pass it to the command unchanged (it "
-                       "uses it to build the job)")
-            continue
-        if script_at is not None and script_at in places and role.args[script_at] != ph:
-            out.append(f"{what} the component splices it into the script of "
+        ph = inp.placeholder
+        script = role.args[script_at]
+        if inp.scalar == "str" and not inp.artifact and ph in script and script != ph:
+            out.append(f"parameter {inp.name!r} is wired to a pipeline value, but the "
+                       "component splices it into the script of "
                        f"'{os.path.basename(role.entrypoint)} -c'; KFP would substitute it "
                        "unquoted")
     return out
@@ -185,11 +181,14 @@ def _container_fn(
             args=list(role.args) or None,
         )
 
+    from tether.adapters.kfp.artifacts import annotation_of
+
+    first = [i for i in inputs if i.required or i.artifact]
     params = [
         inspect.Parameter(i.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                          annotation=i.annotation,
-                          default=inspect.Parameter.empty if i.required else i.default)
-        for i in [i for i in inputs if i.required] + [i for i in inputs if not i.required]
+                          annotation=annotation_of(i),
+                          default=inspect.Parameter.empty if i in first else i.default)
+        for i in first + [i for i in inputs if i not in first]
     ]
     params += [inspect.Parameter(h, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str,
                                  default="") for h in hidden]
@@ -237,25 +236,35 @@ def _cpu_text(cpu: float) -> str:
     return f"{max(1, round(cpu * 1000))}m"
 
 
-def apply_task_settings(task: PipelineTask, role: Role, options: KubernetesOptions) -> None:
-    """Applies the role's env, resources, retries and pod settings to a native task.
+def apply_task_settings(task: PipelineTask, role: Role, options: KubernetesOptions,
+                        from_values: Mapping[str, Any] | None = None) -> None:
+    """Applies the role's env, secrets, resources, retries and pod settings to a native task.
 
     Args:
         task: The task.
         role: The role, macros substituted.
         options: Pod settings.
+        from_values: ``gpu`` / ``cpu`` set from pipeline values (KFP fills them in).
     """
+    from_values = from_values or {}
     from kfp import kubernetes
 
     for k, v in sorted(role.env.items()):
         task.set_env_variable(k, v)
+    for env_name, ref in sorted(role.secrets.items()):  # a reference, never the value
+        kubernetes.use_secret_as_env(task, secret_name=ref.name,
+                                     secret_key_to_env={ref.key: env_name})
     res = role.resource
-    if res.cpu is not None and res.cpu > 0:
+    if "cpu" in from_values:
+        task.set_cpu_request(from_values["cpu"]).set_cpu_limit(from_values["cpu"])
+    elif res.cpu is not None and res.cpu > 0:
         task.set_cpu_request(_cpu_text(res.cpu)).set_cpu_limit(_cpu_text(res.cpu))
     if res.memMB is not None and res.memMB > 0:
         task.set_memory_request(f"{res.memMB}Mi").set_memory_limit(f"{res.memMB}Mi")
-    if res.gpu is not None and res.gpu > 0:
-        task.set_accelerator_type(options.accelerator_type).set_accelerator_limit(res.gpu)
+    gpus = "gpu" in from_values or (res.gpu is not None and res.gpu > 0)
+    if gpus:
+        task.set_accelerator_type(options.accelerator_type).set_accelerator_limit(
+            from_values.get("gpu", res.gpu))
     if role.max_retries > 0:
         task.set_retry(num_retries=role.max_retries)
     for i, m in enumerate(role.mounts):
@@ -267,7 +276,7 @@ def apply_task_settings(task: PipelineTask, role: Role, options: KubernetesOptio
     selectors.update(options.node_selector)
     for k, v in sorted(selectors.items()):
         kubernetes.add_node_selector(task, label_key=k, label_value=v)
-    if options.gpu_toleration and res.gpu is not None and res.gpu > 0:
+    if options.gpu_toleration and gpus:
         kubernetes.add_toleration(task, key=options.accelerator_type, operator="Exists",
                                   effect="NoSchedule")
     for tol in options.tolerations:

@@ -22,9 +22,10 @@ REQUIRED: Any = inspect.Parameter.empty
 RUN_ID_INPUT = "tether_kfp_run_id"
 TASK_NAME_INPUT = "tether_kfp_task_name"
 TASK_ID_INPUT = "tether_kfp_task_id"
-HIDDEN_INPUTS = (RUN_ID_INPUT, TASK_NAME_INPUT, TASK_ID_INPUT)
+PIPELINE_ROOT_INPUT = "tether_kfp_pipeline_root"
+HIDDEN_INPUTS = (RUN_ID_INPUT, TASK_NAME_INPUT, TASK_ID_INPUT, PIPELINE_ROOT_INPUT)
 """Inputs every launcher step has (and native steps whose args use ``${app_id}``); the step
-fills them with KFP's run/task placeholders."""
+fills them with KFP's run/task placeholders and the pipeline root."""
 
 HANDLE_OUTPUT = "app_handle"
 OUTPUTS_OUTPUT = "outputs"
@@ -60,9 +61,14 @@ class StepInput:
         type_text: The same type as Python source.
         default: The default, or :data:`REQUIRED`.
         varargs: Whether it stands for the component's ``*args`` (a list input).
-        scalar_str: Whether it is a (possibly optional) ``str``: the only kind a native step
-            can take from a pipeline value, since KFP substitutes it verbatim.
+        scalar_str: Whether it is a (possibly optional) ``str``.
         help: The parameter's help text.
+        scalar: ``str``, ``int``, ``float`` or ``bool`` for a plain scalar parameter (not a
+            list or dict; ``Optional`` only for ``str``): the kinds a native step can take
+            from a pipeline value through a KFP input placeholder. Empty otherwise.
+        artifact: ``input`` or ``output`` for a ``str`` parameter that is the path/URI of a
+            KFP artifact (:mod:`tether.adapters.kfp.artifacts`); empty otherwise.
+        artifact_class: The KFP artifact type (``Dataset``, ``Model``...) of an artifact.
     """
 
     name: str
@@ -72,11 +78,22 @@ class StepInput:
     varargs: bool
     scalar_str: bool
     help: str
+    scalar: str = ""
+    artifact: str = ""
+    artifact_class: Any = None
 
     @property
     def required(self) -> bool:
-        """Whether a value must be given."""
-        return self.default is REQUIRED
+        """Whether a value must be given (an input artifact must always be wired)."""
+        return self.default is REQUIRED or self.artifact == "input"
+
+    @property
+    def placeholder(self) -> str:
+        """What KFP substitutes with this input's value in a container step."""
+        if self.artifact:
+            side = "inputs" if self.artifact == "input" else "outputs"
+            return "{{$." + side + ".artifacts['" + self.name + "'].path}}"
+        return input_placeholder(self.name)
 
     def default_source(self) -> str:
         """The default as a Python literal (for generated code).
@@ -140,9 +157,13 @@ def step_inputs(params: Sequence[Any]) -> list[StepInput]:
         annotation, text = _typing_of(p.base, p.container, p.key_type)
         if p.optional:
             annotation, text = typing.Optional[annotation], f"Optional[{text}]"  # noqa: UP045
+        scalar = ""
+        if p.container is None and (p.base is str or not p.optional):
+            scalar = _SCALAR_TEXT[p.base]
         out.append(StepInput(
             name=p.name, annotation=annotation, type_text=text, default=p.default,
             varargs=False, scalar_str=p.base is str and p.container is None, help=p.help,
+            scalar=scalar,
         ))
     return out
 

@@ -9,7 +9,12 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-SPEC_VERSION = 1
+ENV_NAMESPACE = "TETHER_KFP_NAMESPACE"
+"""Set in launcher pods of ``kubernetes`` steps (downward API): the pipeline's namespace,
+where the job goes unless the ``namespace`` run option says otherwise."""
+
+SPEC_VERSION = 2
+_READABLE_VERSIONS = (1, 2)
 
 
 @dataclass
@@ -23,6 +28,12 @@ class LaunchSpec:
         image: Replaces every role's image, when set.
         env: Added to every role's env.
         outputs: Declared outputs as ``(name, type name)`` pairs.
+        inherit: The task's settings for the job (:mod:`tether.adapters.kfp.inherit`):
+            ``resource`` (``cpu``, ``memMB``, ``gpu``), ``secrets`` (env name -> ``[secret
+            name, key]``), ``node_selector``, ``tolerations``.
+        artifacts: Parameters that are KFP artifacts: name -> ``input`` / ``output``.
+        source: The component's source module, shipped with the step
+            (:mod:`tether.adapters.kfp.ship`); None for components the image has.
         wait_interval: Poll interval while waiting.
         cancel_grace: Seconds to wait for the job to stop after the step is terminated.
         version: Format version.
@@ -34,6 +45,9 @@ class LaunchSpec:
     image: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     outputs: list[tuple[str, str]] = field(default_factory=list)
+    inherit: dict[str, Any] = field(default_factory=dict)
+    artifacts: dict[str, str] = field(default_factory=dict)
+    source: dict[str, str] | None = None
     wait_interval: float = 5.0
     cancel_grace: float = 30.0
     version: int = SPEC_VERSION
@@ -59,7 +73,7 @@ class LaunchSpec:
         """
         doc = json.loads(text)
         version = doc.get("version")
-        if version != SPEC_VERSION:
+        if version not in _READABLE_VERSIONS:
             raise ValueError(
                 f"launcher step spec version {version!r} is not supported by this tether "
                 f"(expects {SPEC_VERSION}): recompile the pipeline with the tether of the image"
@@ -72,6 +86,9 @@ class LaunchSpec:
                 image=doc.get("image"),
                 env=dict(doc.get("env") or {}),
                 outputs=[(str(n), str(t)) for n, t in doc.get("outputs") or []],
+                inherit=dict(doc.get("inherit") or {}),
+                artifacts={str(k): str(v) for k, v in (doc.get("artifacts") or {}).items()},
+                source=dict(doc["source"]) if doc.get("source") else None,
                 wait_interval=float(doc.get("wait_interval", 5.0)),
                 cancel_grace=float(doc.get("cancel_grace", 30.0)),
                 version=version,

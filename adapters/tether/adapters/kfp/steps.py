@@ -20,16 +20,17 @@ from __future__ import annotations
 import difflib
 import inspect
 import logging
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tether.adapters.common import (
     component_params,
-    component_ref,
     materialize,
     resolve_component,
 )
+from tether.adapters.kfp.artifacts import declared_artifacts, with_artifacts
 from tether.adapters.kfp.launcher import build_launcher_component
 from tether.adapters.kfp.native import (
     NativeStepError,
@@ -50,21 +51,25 @@ from tether.adapters.kfp.options import (
     KubernetesOptions,
     LauncherOptions,
 )
+from tether.adapters.kfp.probe import probe
+from tether.adapters.kfp.records import record
+from tether.adapters.kfp.ship import ship
 from tether.adapters.kfp.signature import (
+    PIPELINE_ROOT_INPUT,
     RUN_ID_INPUT,
     TASK_ID_INPUT,
     TASK_NAME_INPUT,
     StepInput,
-    input_placeholder,
     parse_outputs,
     step_identifier,
     step_inputs,
 )
-from tether.adapters.kfp.spec import LaunchSpec
-from tether.specs import AppDef, CfgVal, InvalidRunConfigException, Role
+from tether.adapters.kfp.spec import ENV_NAMESPACE, LaunchSpec
+from tether.specs import AppDef, CfgVal, InvalidRunConfigException, Role, SecretRef
 
 if TYPE_CHECKING:
     from kfp.dsl.base_component import BaseComponent
+    from kfp.dsl.graph_component import GraphComponent
     from kfp.dsl.pipeline_task import PipelineTask
 
     from tether.adapters.kfp.dryrun import StepDryRun
@@ -74,6 +79,13 @@ log = logging.getLogger(__name__)
 
 class StepArgumentError(ValueError):
     """A step was called with arguments the component does not take or is missing."""
+
+
+class LauncherFallbackWarning(UserWarning):
+    """An automatic step became a launcher step because the job depends on a pipeline value.
+
+    Issued when the pipeline is compiled; the message names the step and the parameter.
+    """
 
 
 @dataclass
@@ -87,6 +99,10 @@ class StepPlan:
             cannot build it before the pipeline runs).
         role: For native steps, the role with macros substituted.
         runtime: Names of the arguments wired to pipeline values.
+        warnings: Why pipeline values made an automatic step a launcher step (empty when
+            nothing else would keep it from being native).
+        resources: For native steps, resource fields set from a pipeline value (``gpu`` /
+            ``cpu`` -> parameter).
     """
 
     mode: str
@@ -94,6 +110,19 @@ class StepPlan:
     app: AppDef | None
     role: Role | None = None
     runtime: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    resources: dict[str, str] = field(default_factory=dict)
+
+
+def _check_secrets(secrets: Mapping[str, SecretRef] | None) -> dict[str, SecretRef]:
+    out: dict[str, SecretRef] = {}
+    for env_name, ref in (secrets or {}).items():
+        if not isinstance(ref, SecretRef):
+            raise StepArgumentError(
+                f"secrets[{env_name!r}] = {type(ref).__name__}: give a "
+                "tether.specs.SecretRef(name, key), never the secret's value")
+        out[str(env_name)] = ref
+    return out
 
 
 def _is_runtime(value: Any) -> bool:
@@ -147,6 +176,9 @@ class TetherStep:
         name: str | None = None,
         k8s: KubernetesOptions | None = None,
         launcher: LauncherOptions | None = None,
+        cache: bool = False,
+        artifacts: Mapping[str, Any] | None = None,
+        secrets: Mapping[str, SecretRef] | None = None,
     ) -> None:
         if mode not in MODES:
             close = difflib.get_close_matches(str(mode), MODES, n=1, cutoff=0.5)
@@ -155,18 +187,22 @@ class TetherStep:
         self.component = component
         self.component_name, fn = resolve_component(component)
         self.description = _description(fn)
-        self.inputs: list[StepInput] = step_inputs(component_params(component))
+        self.inputs: list[StepInput] = with_artifacts(
+            step_inputs(component_params(component)), declared_artifacts(fn, artifacts))
         self._by_name = {i.name: i for i in self.inputs}
         self.scheduler = scheduler
         self.cfg: dict[str, CfgVal] = dict(cfg or {})
         self.mode = mode
         self.image = image
         self.env = dict(env or {})
+        self.secrets = _check_secrets(secrets)
         self.outputs = parse_outputs(outputs)
         self.name = step_identifier(name or self.component_name)
         self.k8s = k8s or KubernetesOptions()
         self.launcher = launcher or LauncherOptions()
+        self.cache = cache
         self._launcher_component: BaseComponent | None = None
+        self._launcher_spec: LaunchSpec | None = None
         self._check_scheduler()
         if mode == MODE_NATIVE and self.outputs:
             raise NativeStepError(
@@ -203,7 +239,15 @@ class TetherStep:
                     f"(allowed: {', '.join(names) or 'none'})"
                 )
 
-    def _check_args(self, kwargs: Mapping[str, Any]) -> None:
+    def check_names(self, kwargs: Mapping[str, Any]) -> None:
+        """Checks that the component takes every argument named.
+
+        Args:
+            kwargs: Arguments.
+
+        Raises:
+            StepArgumentError: For a name it does not take (with close matches).
+        """
         for key in kwargs:
             if key not in self._by_name:
                 close = difflib.get_close_matches(key, list(self._by_name), n=3, cutoff=0.6)
@@ -212,7 +256,21 @@ class TetherStep:
                     f"{self.component_name} has no parameter {key!r}{hint} "
                     f"(parameters: {', '.join(self._by_name) or 'none'})"
                 )
-        missing = [i.name for i in self.inputs if i.required and i.name not in kwargs]
+
+    def _check_args(self, kwargs: Mapping[str, Any]) -> None:
+        self.check_names(kwargs)
+        for i in self.inputs:
+            if i.artifact == "output" and i.name in kwargs:
+                raise StepArgumentError(
+                    f"{self.component_name}: {i.name!r} is an output artifact; do not pass it, "
+                    f"read it from the task: task.outputs[{i.name!r}]")
+            if i.artifact == "input" and i.name in kwargs and not _is_runtime(kwargs[i.name]):
+                raise StepArgumentError(
+                    f"{self.component_name}: {i.name!r} is an input artifact; wire an artifact "
+                    f"to it (an upstream task's output, or dsl.importer), not "
+                    f"{kwargs[i.name]!r}")
+        missing = [i.name for i in self.inputs
+                   if i.required and i.artifact != "output" and i.name not in kwargs]
         if missing:
             raise StepArgumentError(
                 f"{self.component_name} is missing required argument(s): {', '.join(missing)}"
@@ -228,15 +286,19 @@ class TetherStep:
         ])
 
     # ---- planning ----------------------------------------------------------------------
-    def _build_app(self, kwargs: Mapping[str, Any], runtime: Sequence[str]) -> AppDef:
-        values: dict[str, Any] = dict(kwargs)
-        for name in runtime:
-            ph = input_placeholder(name)
-            values[name] = [ph] if self._by_name[name].varargs else ph
-        return materialize(self.component, values, image=self.image, env=self.env)
+    def _build_app(self, kwargs: Mapping[str, Any]) -> AppDef:
+        app = materialize(self.component, dict(kwargs), image=self.image, env=self.env)
+        for role in app.roles:
+            role.secrets.update(self.secrets)
+        return app
 
     def plan(self, **kwargs: Any) -> StepPlan:
         """Decides how a call with these arguments runs (without adding a task).
+
+        Pipeline values (``str``, ``int``, ``float``, ``bool``) keep a step native when the
+        component only passes them into its command (:mod:`tether.adapters.kfp.probe`); when
+        the job's shape or settings depend on one, an automatic step becomes a launcher step
+        and :attr:`StepPlan.warnings` says which parameter.
 
         Args:
             **kwargs: The component's arguments.
@@ -252,23 +314,22 @@ class TetherStep:
         """
         self._check_args(kwargs)
         runtime = [n for n, v in kwargs.items() if _is_runtime(v)]
-        typed = [n for n in runtime if not self._by_name[n].scalar_str]
+        runtime += [i.name for i in self.inputs if i.artifact == "output"]
+        value_problems: list[str] = []
+        resources: dict[str, str] = {}
         app: AppDef | None = None
-        build_error = ""
-        if typed:
-            # KFP substitutes text: only a launcher step can hand the component a typed value
-            build_error = "; ".join(
-                f"parameter {n!r} is wired to a pipeline value, but it has type "
-                f"{self._by_name[n].type_text} (native steps take pipeline values only for "
-                "str parameters)" for n in typed)
-        else:
+        if not runtime:
             try:
-                app = self._build_app(kwargs, runtime)
+                app = self._build_app(kwargs)
             except (ValueError, TypeError, KeyError) as e:
-                if not runtime:
-                    raise StepArgumentError(f"{self.component_name}: {e}") from e
-                build_error = ("the component cannot build its job before the pipeline runs "
-                               f"with the pipeline values of {', '.join(runtime)}: {e}")
+                raise StepArgumentError(f"{self.component_name}: {e}") from e
+        else:
+            constants = {k: v for k, v in kwargs.items() if k not in runtime}
+            found = probe(self._build_app, [self._by_name[n] for n in runtime], constants,
+                          runtime)
+            app, resources = found.app, found.resources
+            value_problems = [found.build_error] if found.build_error else [
+                p.message for p in found.problems]
         if self.mode == MODE_LAUNCHER:
             return StepPlan(MODE_LAUNCHER, "mode='launcher'", app, runtime=runtime)
 
@@ -282,20 +343,24 @@ class TetherStep:
             not_native.append("outputs are declared: only tether can read a job's outputs")
         role: Role | None = None
         if app is None:
-            not_native.append(build_error)
+            not_native += value_problems
         else:
             topology = topology_problems(app)
             not_native += topology
             if not topology:
                 role = substitute_macros(app.roles[0])
-                not_native += runtime_problems(role, [self._by_name[n] for n in runtime])
+                value_problems = runtime_problems(role, [self._by_name[n] for n in runtime])
+                not_native += value_problems
         if not_native:
             if self.mode == MODE_NATIVE:
                 raise NativeStepError(
                     f"{self.component_name} cannot run as a native KFP step:"
                     f"{_bullets(not_native)}\nUse mode='launcher' (or 'auto')."
                 )
-            return StepPlan(MODE_LAUNCHER, "; ".join(not_native), app, runtime=runtime)
+            # only the pipeline values keep this step from being native: say so
+            warn = value_problems if len(not_native) == len(value_problems) else []
+            return StepPlan(MODE_LAUNCHER, "; ".join(not_native), app, runtime=runtime,
+                            warnings=warn)
         assert app is not None and role is not None
         problems = role_problems(app.roles[0])
         if problems:
@@ -305,18 +370,25 @@ class TetherStep:
             )
         reason = ("mode='native'" if self.mode == MODE_NATIVE else
                   f"one role of one replica on {self.scheduler}")
-        return StepPlan(MODE_NATIVE, reason, app, role=role, runtime=runtime)
+        return StepPlan(MODE_NATIVE, reason, app, role=role, runtime=runtime,
+                        resources=resources)
 
     # ---- tasks -------------------------------------------------------------------------
     def launch_spec(self) -> LaunchSpec:
-        """The fixed part of this step's launcher tasks."""
+        """The fixed part of this step's launcher tasks (with the component's code, unless
+        the launcher image has it: :mod:`tether.adapters.kfp.ship`)."""
+        display, source = ship(self.component)
         return LaunchSpec(
-            component=component_ref(self.component),
+            component=display,
+            source=source.to_dict() if source else None,
             scheduler=self.scheduler,
             cfg=dict(self.cfg),
             image=self.image,
             env=dict(self.env),
             outputs=list(self.outputs),
+            artifacts={i.name: i.artifact for i in self.inputs if i.artifact},
+            inherit={"secrets": {k: [r.name, r.key] for k, r in self.secrets.items()}}
+            if self.secrets else {},
             wait_interval=self.launcher.wait_interval,
             cancel_grace=self.launcher.cancel_grace,
         )
@@ -324,8 +396,9 @@ class TetherStep:
     def launcher_component(self) -> BaseComponent:
         """The launcher step's KFP component (the same for every call of this step)."""
         if self._launcher_component is None:
+            self._launcher_spec = self.launch_spec()
             self._launcher_component = build_launcher_component(
-                self.name, self.inputs, self.launch_spec(), self.launcher, self.description
+                self.name, self.inputs, self._launcher_spec, self.launcher, self.description
             )
         return self._launcher_component
 
@@ -344,15 +417,33 @@ class TetherStep:
         plan = self.plan(**kwargs)
         log.info("KFP step %s (%s): %s mode: %s", self.name, self.component_name, plan.mode,
                  plan.reason)
+        if plan.warnings:
+            warnings.warn(LauncherFallbackWarning(
+                f"KFP step {self.name!r} ({self.component_name}) runs in launcher mode, without "
+                "the KFP resources, accelerator and retries of a native step, because "
+                + "; ".join(plan.warnings)
+                + ". Pass a constant for it to keep the step native, or mode='launcher' to "
+                "silence this."), stacklevel=2)
+        record(self.name, self.component_name, plan.mode, plan.reason, plan.warnings)
         hidden = {
             RUN_ID_INPUT: dsl.PIPELINE_JOB_ID_PLACEHOLDER,
             TASK_NAME_INPUT: dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
             TASK_ID_INPUT: dsl.PIPELINE_TASK_ID_PLACEHOLDER,
+            PIPELINE_ROOT_INPUT: dsl.PIPELINE_ROOT_PLACEHOLDER,
         }
         given = {k: v for k, v in kwargs.items() if v is not None}  # None: the default
         if plan.mode == MODE_LAUNCHER:
-            task = self.launcher_component()(**given, **hidden)
-            task.set_caching_options(False)  # a job is a side effect: never skip it
+            from kfp import kubernetes
+
+            from tether.adapters.kfp.inherit import bind
+
+            component = self.launcher_component()
+            assert self._launcher_spec is not None
+            task = bind(component(**given, **hidden), self._launcher_spec)
+            task.set_caching_options(self.cache)
+            if self.scheduler == "kubernetes":  # the job goes to the pipeline's namespace
+                kubernetes.use_field_path_as_env(task, env_name=ENV_NAMESPACE,
+                                                 field_path="metadata.namespace")
             if self.launcher.retries:
                 task.set_retry(num_retries=self.launcher.retries)
             return task
@@ -361,8 +452,47 @@ class TetherStep:
             self.name, self.description, self.inputs, plan.role
         )
         task = component(**given, **{h: hidden[h] for h in used})
-        apply_task_settings(task, plan.role, self.k8s)
+        task.set_caching_options(self.cache)
+        apply_task_settings(task, plan.role, self.k8s,
+                            {f: kwargs[p] for f, p in plan.resources.items()})
         return task
+
+    # ---- as a KFP component ----------------------------------------------------------------
+    def as_component(self, name: str | None = None, **fixed: Any) -> GraphComponent:
+        """The step as a KFP component (a one-step pipeline) whose inputs are the
+        parameters not fixed here (:mod:`tether.adapters.kfp.component`).
+
+        Args:
+            name: The component's name.
+            **fixed: Constants for some parameters (those that must be constants: the
+                image, a replica count...).
+
+        Returns:
+            A KFP component: it has ``component_spec``, compiles to YAML that
+            ``kfp.components.load_component_from_text`` loads, and can be used in other
+            pipelines.
+        """
+        from tether.adapters.kfp.component import as_component
+
+        return as_component(self, name=name, **fixed)
+
+    @property
+    def component_spec(self) -> Any:
+        """The KFP component spec of :meth:`as_component` with every parameter an input."""
+        return self.as_component().component_spec
+
+    def to_yaml(self, **fixed: Any) -> str:
+        """The step as KFP component YAML (see :meth:`as_component`).
+
+        Args:
+            **fixed: Constants for some parameters.
+
+        Returns:
+            The YAML text.
+        """
+        from tether.adapters.kfp.component import component_yaml
+
+        return component_yaml(self.as_component(**fixed))
 
     def dryrun(self, **kwargs: Any) -> StepDryRun:
         """What a call with these arguments becomes, without adding a task anywhere.
@@ -393,6 +523,9 @@ def step(
     name: str | None = None,
     k8s: KubernetesOptions | None = None,
     launcher: LauncherOptions | None = None,
+    cache: bool = False,
+    artifacts: Mapping[str, Any] | None = None,
+    secrets: Mapping[str, SecretRef] | None = None,
 ) -> TetherStep:
     """Turns a tether component into a KFP v2 step.
 
@@ -421,6 +554,16 @@ def step(
         name: The step's name (default: from the component's name).
         k8s: Pod settings of native steps (accelerator type, tolerations, /dev/shm...).
         launcher: Image and behaviour of launcher steps.
+        cache: Let KFP reuse the result of an earlier execution with the same inputs, in
+            both modes. Off by default: a job usually has effects outside the step (a model
+            written to storage) that a cached step would silently skip.
+        artifacts: ``str`` parameters that are KFP artifacts, as ``Input[X]`` / ``Output[X]``
+            (also declared in the component with ``Annotated[str, Input[Dataset]]``; see
+            :mod:`tether.adapters.kfp.artifacts`).
+        secrets: Env variables of every role from secrets (name ->
+            :class:`~tether.specs.SecretRef`): a native step mounts them as secret env, a
+            launcher step hands the references to its job; the values are never in the
+            compiled pipeline. (``kfp.kubernetes.use_secret_as_env`` on a task does the same.)
 
     Returns:
         The step; call it inside a ``@dsl.pipeline``.
@@ -430,4 +573,5 @@ def step(
             outputs.
     """
     return TetherStep(component, scheduler=scheduler, cfg=cfg, mode=mode, image=image, env=env,
-                      outputs=outputs, name=name, k8s=k8s, launcher=launcher)
+                      outputs=outputs, name=name, k8s=k8s, launcher=launcher,
+                      cache=cache, artifacts=artifacts, secrets=secrets)

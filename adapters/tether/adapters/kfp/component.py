@@ -1,0 +1,102 @@
+"""A tether step as a KFP component object: ``component_spec``, YAML, sub-pipelines.
+
+:meth:`TetherStep.as_component` wraps one call of the step, with every parameter not fixed
+by the caller as an input and the step's declared outputs and output artifacts as outputs,
+in a KFP graph component (a one-step pipeline). It is a real
+KFP component: it has a ``component_spec``, compiles to YAML that
+``kfp.components.load_component_from_text`` loads back, and can be called inside another
+pipeline like any component. Unlike a bare container or Python component it keeps what a
+step adds to its task: resources, GPUs, retries, caching, pod settings, and the settings
+a launcher step passes to its job (:mod:`tether.adapters.kfp.inherit`).
+
+Parameters the component needs as constants (an ``image``, a parameter that decides the
+number of replicas) are fixed with keyword arguments: ``step.as_component(image="...")``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import tempfile
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from kfp.dsl.graph_component import GraphComponent
+
+    from tether.adapters.kfp.steps import TetherStep
+
+
+def as_component(step: TetherStep, name: str | None = None, **fixed: Any) -> GraphComponent:
+    """The step as a KFP component whose inputs are the parameters not in ``fixed``.
+
+    Args:
+        step: The step.
+        name: The component's name (default: ``tether-`` and the step's name; it must differ
+            from the step's, or KFP loads the YAML back as the bare inner component).
+        **fixed: Constants for some of the component's parameters.
+
+    Returns:
+        The component.
+
+    Raises:
+        StepArgumentError: For a fixed name the component does not take.
+    """
+    from kfp import dsl
+
+    from tether.adapters.kfp.artifacts import annotation_of
+
+    step.check_names(fixed)
+    # output artifacts are the task's outputs, not inputs of the component
+    open_inputs = [i for i in step.inputs if i.name not in fixed and i.artifact != "output"]
+    ordered = [i for i in open_inputs if i.required] + [i for i in open_inputs if not i.required]
+    params = [
+        inspect.Parameter(i.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                          annotation=annotation_of(i),
+                          default=inspect.Parameter.empty if i.required else i.default)
+        for i in ordered
+    ]
+
+    outputs = _outputs(step)
+    returns: Any = NamedTuple("Outputs", outputs) if outputs else None
+
+    def body(*args: Any, **kwargs: Any) -> Any:
+        bound = dict(zip([p.name for p in params], args, strict=False))
+        bound.update(kwargs)
+        task = step(**fixed, **bound)
+        if returns is None:
+            return None
+        return returns(**{name: task.outputs[name] for name, _ in outputs})
+
+    body.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
+    body.__annotations__ = {p.name: p.annotation for p in params} | {"return": returns}
+    body.__name__ = body.__qualname__ = step.name
+    body.__doc__ = step.description or f"The tether component {step.component_name}."
+    pipeline_name = name or f"tether-{step.name.replace('_', '-')}"
+    return dsl.pipeline(name=pipeline_name, description=body.__doc__)(body)
+
+
+def _outputs(step: TetherStep) -> list[tuple[str, Any]]:
+    """The component's outputs: the step's declared outputs and output artifacts."""
+    from tether.adapters.kfp.signature import OUTPUT_TYPES
+
+    out: list[tuple[str, Any]] = [(n, OUTPUT_TYPES[t]) for n, t in step.outputs]
+    out += [(i.name, i.artifact_class) for i in step.inputs if i.artifact == "output"]
+    return out
+
+
+def component_yaml(component: GraphComponent) -> str:
+    """The component as KFP YAML (what ``load_component_from_text`` reads).
+
+    Args:
+        component: A component from :func:`as_component`.
+
+    Returns:
+        The YAML text.
+    """
+    from kfp import compiler
+
+    with tempfile.TemporaryDirectory(prefix="tether-kfp-component-") as tmp:
+        path = os.path.join(tmp, "component.yaml")
+        compiler.Compiler().compile(component, path)
+        with open(path, encoding="utf-8") as f:
+            return f.read()
