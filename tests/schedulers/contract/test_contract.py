@@ -96,6 +96,7 @@ def test_dryrun_is_pure_and_offline(harness: BackendHarness) -> None:
 # ---- lifecycle ---------------------------------------------------------------------------
 def test_submit_runs_to_succeeded_through_running(harness: BackendHarness) -> None:
     """PENDING/SUBMITTED -> RUNNING -> SUCCEEDED, observed by describe; exit code 0."""
+    _host_dir(harness)  # the program waits for a file the test creates
     with harness.open_scheduler() as sched:
         app = AppDef("ok", roles=[harness.role("main", go_code("print('done')"))])
         app_id = _submit(sched, harness, app)
@@ -194,6 +195,7 @@ def test_logs_since_until(harness: BackendHarness) -> None:
         with harness.open_scheduler() as sched, pytest.raises(ValueError, match="time"):
             sched.log_iter("x", "main", since=datetime.now(timezone.utc))
         pytest.skip(f"{harness.name} declares log_time_filter=False (checked it refuses)")
+    _host_dir(harness)  # the program waits for a file the test creates
     with harness.open_scheduler() as sched:
         code = go_code("print('after')", before="print('before', flush=True)")
         app_id = _submit(sched, harness, AppDef("times", roles=[harness.role("main", code)]))
@@ -229,6 +231,7 @@ def test_log_streams(harness: BackendHarness) -> None:
 
 def test_log_tail_follows_until_the_replica_ends(harness: BackendHarness) -> None:
     """``should_tail`` yields lines as they come and ends when the replica ends."""
+    _host_dir(harness)  # the program waits for a file the test creates
     if not harness.capabilities.log_tail:
         pytest.skip(f"{harness.name} declares log_tail=False")
     with harness.open_scheduler() as sched:
@@ -322,6 +325,7 @@ def test_list_and_delete(harness: BackendHarness) -> None:
 
 def test_delete_of_a_running_app_stops_it(harness: BackendHarness) -> None:
     """delete cancels a running app first, then forgets it."""
+    _host_dir(harness)  # the program waits for a file the test creates
     with harness.open_scheduler() as sched:
         app_id = _submit(
             sched, harness, AppDef("delrun", roles=[harness.role("m", go_code("pass"))])
@@ -403,6 +407,7 @@ def test_retries_exhausted_fail_the_app(harness: BackendHarness) -> None:
 # ---- identity ----------------------------------------------------------------------------
 def test_same_job_key_reattaches(harness: BackendHarness) -> None:
     """Runner.run_or_attach with the same key while the job runs returns the same job."""
+    _host_dir(harness)  # the program waits for a file the test creates
     if not harness.capabilities.job_identity:
         pytest.skip(f"{harness.name} declares job_identity=False")
     app = AppDef("ident", roles=[harness.role("m", go_code("pass"))])
@@ -450,6 +455,7 @@ def _describe_many(sched: Scheduler[Any], app_id: str, role: str, n: int = 100) 
 
 def test_describe_has_no_side_effects_while_running_and_after(harness: BackendHarness) -> None:
     """describe, list and log_iter 100 times change nothing, during a run and after it."""
+    _host_dir(harness)  # the program waits for a file the test creates
     with harness.open_scheduler() as sched:
         app = AppDef("pure", roles=[harness.role("m", go_code("pass"), num_replicas=2)])
         app_id = _submit(sched, harness, app)
