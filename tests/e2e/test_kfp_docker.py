@@ -7,10 +7,12 @@ except in CI (``CI`` set), where that is a failure.
 No ``from __future__ import annotations``: KFP reads the pipelines' real annotations.
 """
 
+import contextlib
 import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,18 +48,45 @@ def podman() -> Iterator[PodmanService]:
             service.stop()
 
 
+def _keep_containers_until_teardown(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """kfp's DockerRunner starts each container with ``auto_remove=True`` and then streams its
+    logs and waits for it. Docker keeps an auto-removed container until that stream ends;
+    podman 4.3 may remove a fast one before the stream attaches (its log is lost) and then
+    answers with 500 instead of 404. So containers are started without auto-remove and
+    removed by the fixture at teardown: the same runs, with their output kept."""
+    import docker.models.containers as containers
+
+    started: list[Any] = []
+    original = containers.ContainerCollection.run
+
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        kwargs["auto_remove"] = False
+        container = original(self, *args, **kwargs)
+        started.append(container)
+        return container
+
+    monkeypatch.setattr(containers.ContainerCollection, "run", run)
+    return started
+
+
 @pytest.fixture
-def kfp_docker(podman: PodmanService, tmp_path: Path) -> Iterator[Path]:
+def kfp_docker(
+    podman: PodmanService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
     """``kfp.local`` with the DockerRunner (containers run by podman)."""
     from kfp import local
     from kfp.local import config
 
+    started = _keep_containers_until_teardown(monkeypatch)
     root = tmp_path / "kfp-root"
     local.init(runner=local.DockerRunner(), pipeline_root=str(root))
     try:
         yield root
     finally:
         config.LocalExecutionConfig.instance = None
+        for container in started:
+            with contextlib.suppress(Exception):
+                container.remove(force=True)
 
 
 def test_native_steps_run_in_containers(kfp_docker: Path, capfd: pytest.CaptureFixture[str]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
+from collections.abc import Callable
 
 import pytest
 
@@ -20,6 +21,8 @@ from tether.specs import (
     RetryPolicy,
     Role,
     RoleStatus,
+    SpecError,
+    SpecTypeError,
     VolumeMount,
     macros,
     make_app_handle,
@@ -42,34 +45,41 @@ class TestValidate:
         validate(AppDef("ok", roles=[_role(), _role(name="ps")]))
 
     @pytest.mark.parametrize(
-        ("app", "needle"),
+        ("make", "needle"),
         [
-            (AppDef("x", roles=[]), "has no roles"),
-            (AppDef("x", roles=[_role(entrypoint="")]), "role 'trainer': entrypoint is empty"),
-            (AppDef("x", roles=[_role(), _role()]), "duplicate role name 'trainer'"),
+            (lambda: AppDef("x", roles=[]), "has no roles"),
             (
-                AppDef("x", roles=[_role(resource=Resource(cpu=-2, gpu=0, memMB=10))]),
-                "role 'trainer': resource.cpu must be >= 0, got -2",
+                lambda: AppDef("x", roles=[_role(entrypoint="")]),
+                "role 'trainer': entrypoint is empty",
+            ),
+            (lambda: AppDef("x", roles=[_role(), _role()]), "duplicate role name 'trainer'"),
+            (
+                lambda: AppDef("x", roles=[_role(resource=Resource(cpu=-2, gpu=0, memMB=10))]),
+                "resource.cpu = -2 is negative",
             ),
             (
-                AppDef("x", roles=[_role(num_replicas=2, min_replicas=3)]),
-                "role 'trainer': min_replicas (3) must not exceed num_replicas (2)",
+                lambda: AppDef("x", roles=[_role(num_replicas=2, min_replicas=3)]),
+                "role 'trainer': min_replicas = 3 must be in 0..num_replicas (2)",
             ),
-            (AppDef("x", roles=[_role(num_replicas=0)]), "num_replicas must be >= 1"),
-            (AppDef("x", roles=[_role(port_map={"tb": 70000})]), "port_map['tb']"),
+            (
+                lambda: AppDef("x", roles=[_role(num_replicas=0)]),
+                "num_replicas = 0 is out of range",
+            ),
+            (lambda: AppDef("x", roles=[_role(port_map={"tb": 70000})]), "port_map['tb']"),
         ],
     )
-    def test_errors_name_role_and_field(self, app: AppDef, needle: str) -> None:
-        with pytest.raises(ValueError, match="invalid AppDef") as ei:
-            validate(app)
+    def test_errors_name_role_and_field(self, make: Callable[[], AppDef], needle: str) -> None:
+        with pytest.raises(SpecError, match="invalid") as ei:
+            validate(make())
         assert needle in str(ei.value)
 
     def test_all_problems_reported_at_once(self) -> None:
-        app = AppDef("x", roles=[_role(entrypoint="", max_retries=-1)])
+        app = AppDef("x", roles=[_role(entrypoint="")])
+        app.roles[0].max_retries = -1  # changed after construction: validate() sees it
         with pytest.raises(ValueError) as ei:
             validate(app)
         assert "entrypoint is empty" in str(ei.value)
-        assert "max_retries must be >= 0" in str(ei.value)
+        assert "max_retries = -1 must be >= 0" in str(ei.value)
 
     def test_default_resource_is_not_shared_between_roles(self) -> None:
         a, b = _role(), _role(name="b")
@@ -86,7 +96,8 @@ class TestMacros:
         )
         values = macros.Values(img_root="/img", app_id="app-1", replica_id="2")
         out = values.apply(role)
-        assert out.args == ["--id", "app-1", "--r", "2", "$HOME", "$PATH"]
+        # no macro in "$$HOME": passed through byte for byte
+        assert out.args == ["--id", "app-1", "--r", "2", "$$HOME", "$PATH"]
         assert out.env["ROOT"] == "/img"
         assert out.metadata == {"m": "app-app-1", "n": 3}
         assert role.args[1] == macros.app_id  # original untouched
@@ -95,6 +106,14 @@ class TestMacros:
         values = macros.Values(img_root="", app_id="a", replica_id="0")
         assert values.substitute(f"$${macros.rank0_env}:29500") == "$TETHER_RANK0_HOST:29500"
         assert values.substitute(macros.base_img_root) == ""
+
+    @pytest.mark.parametrize("value", ["pa$$word", "$$", "a$$b$c", "${unknown}$$", "$", "$$$"])
+    def test_values_without_macros_pass_through_byte_for_byte(self, value: str) -> None:
+        values = macros.Values(img_root="/img", app_id="a", replica_id="0")
+        assert values.substitute(value) == value
+        assert values.substitute(f"{value}-{macros.app_id}") == (
+            value.replace("$$", "$") + "-a"
+        )
 
 
 class TestMounts:
@@ -220,9 +239,7 @@ def test_secret_refs_are_validated_and_never_values() -> None:
     ok = AppDef("a", [Role("r", entrypoint="x", secrets={"DB_PASS": SecretRef("db", "password")})])
     validate(ok)
     assert str(ok.roles[0].secrets["DB_PASS"]) == "secret:db/password"
-    both = AppDef("a", [Role("r", entrypoint="x", env={"T": "v"}, secrets={"T": SecretRef("s")})])
-    with pytest.raises(ValueError, match="'T' is set in both env and secrets"):
-        validate(both)
-    raw = AppDef("a", [Role("r", entrypoint="x", secrets={"T": "plaintext"})])  # type: ignore[dict-item]
-    with pytest.raises(ValueError, match=r"secrets\['T'\] must be a SecretRef"):
-        validate(raw)
+    with pytest.raises(SpecError, match="'T' is set in both env and secrets"):
+        Role("r", entrypoint="x", env={"T": "v"}, secrets={"T": SecretRef("s")})
+    with pytest.raises(SpecTypeError, match=r"secrets\['T'\] must be a SecretRef"):
+        Role("r", entrypoint="x", secrets={"T": "plaintext"})  # type: ignore[dict-item]

@@ -339,15 +339,27 @@ class ComponentJob:
         return self.app_handle
 
     # ---- observe -----------------------------------------------------------------------
-    def stream_logs(self, sink: LineSink, follow: bool = True) -> None:
+    def stream_logs(
+        self, sink: LineSink, follow: bool = True, skip: Mapping[str, int] | None = None
+    ) -> None:
         """Feeds every replica's log lines (``role/replica line``) to ``sink``.
 
         Args:
             sink: Receives one formatted line at a time (e.g. ``logger.info``).
             follow: Follow the logs until the job ends; False returns what is there now
                 (e.g. the whole log of a finished job).
+            skip: A cursor: how many lines of each replica (by ``role/replica``, the prefix
+                of every formatted line) an earlier attempt already delivered; those are
+                read but not fed to ``sink``.
         """
+        seen: dict[str, int] = {}
         for line in fan_in(self.runner, self._handle(), should_tail=follow):
+            if skip:
+                replica = f"{line.role}/{line.replica}"
+                n = seen.get(replica, 0)
+                seen[replica] = n + 1
+                if n < skip.get(replica, 0):
+                    continue
             sink(line.format())
 
     def status(self) -> AppStatus | None:
@@ -426,6 +438,7 @@ class ComponentJob:
         poll_interval: float = 0.5,
         should_stop: Callable[[], str | None] | None = None,
         drain_timeout: float = 10.0,
+        skip: Mapping[str, int] | None = None,
     ) -> JobResult:
         """Streams logs into ``sink`` on a helper thread and waits in short slices.
 
@@ -441,7 +454,10 @@ class ComponentJob:
             should_stop: Polled every slice; when it returns a reason, the job is cancelled
                 and followed to its final state, and the reason is kept in
                 :attr:`stop_reason`.
-            drain_timeout: After the job finished, how long to wait for the last log lines.
+            drain_timeout: After the job finished, how long to wait for more log lines: the
+                wait ends when the log streams end, or when no line arrived for this long
+                (a chatty job's backlog is delivered in full, however long it takes).
+            skip: Log cursor of an earlier attempt (see :meth:`stream_logs`).
 
         Returns:
             The result (whatever the final state).
@@ -450,12 +466,18 @@ class ComponentJob:
         self.status()  # creates the scheduler here, not concurrently in the log thread
         errors: list[BaseException] = []
         pump: threading.Thread | None = None
+        delivered = [0]
         if sink is not None:
             ctx = contextvars.copy_context()
+            target = sink
+
+            def counting(text: str) -> None:
+                target(text)
+                delivered[0] += 1
 
             def _pump() -> None:
                 try:
-                    self.stream_logs(sink)
+                    self.stream_logs(counting, skip=skip)
                 except BaseException as e:
                     errors.append(e)
 
@@ -476,9 +498,14 @@ class ComponentJob:
             if result.state.is_terminal() or result.state == AppState.UNKNOWN:
                 break
         if pump is not None:
-            deadline = time.monotonic() + drain_timeout
+            last, deadline = delivered[0], time.monotonic() + drain_timeout
             while pump.is_alive() and time.monotonic() < deadline:
                 pump.join(min(poll_interval, max(deadline - time.monotonic(), 0.0)))
+                if delivered[0] != last:  # still delivering: keep waiting
+                    last, deadline = delivered[0], time.monotonic() + drain_timeout
+            if pump.is_alive():
+                log.warning("the logs of %s are still streaming %.0f s after it finished; "
+                            "not waiting for the rest", self.app_handle, drain_timeout)
             if errors:
                 raise errors[0]
         return result

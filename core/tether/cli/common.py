@@ -88,11 +88,14 @@ def app_to_dict(app: AppDef) -> dict[str, Any]:
     Returns:
         JSON-serializable data.
     """
-    from tether.specs.secrets import mask_env
+    from tether.specs.secrets import app_secret_values, mask_args, mask_env, mask_text
 
     doc = _plain(app)
     for role, data in zip(app.roles, doc.get("roles", [])):
+        secrets = app_secret_values([role])
         data["env"] = mask_env(role.env)
+        data["args"] = mask_args(role.args, secrets)
+        data["entrypoint"] = mask_text(role.entrypoint, secrets)
     return dict(doc)
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from tether.specs.secrets import redact, secret_values
+from tether.specs.secrets import app_secret_values, mask_text
 
 if TYPE_CHECKING:
     from tether.runner.api import Runner
@@ -53,7 +53,7 @@ def _replicas(runner: Runner, app_handle: AppHandle) -> tuple[list[tuple[str, in
     pairs: list[tuple[str, int]] = []
     secrets: list[str] = []
     if app is not None:
-        secrets = secret_values(r.env for r in app.roles)
+        secrets = app_secret_values(app.roles)
         for role in app.roles:
             pairs.extend((role.name, k) for k in range(role.num_replicas))
     if not pairs:
@@ -112,7 +112,7 @@ def fan_in(
             ):
                 if stop.is_set():
                     break
-                q.put(LogLine(role, k, redact(line, secrets) if secrets else line))
+                q.put(LogLine(role, k, mask_text(line, secrets)))
         except Exception as e:
             if raise_errors:
                 errors.append(f"{role}/{k}: {e}")

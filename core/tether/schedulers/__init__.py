@@ -21,6 +21,10 @@ ENTRY_POINT_GROUP = "tether.schedulers"
 BUILTIN_SCHEDULERS: dict[str, str] = {
     "local_cwd": "tether.schedulers.local.scheduler:create_scheduler",
     "kubernetes": "tether.schedulers.kubernetes.scheduler:create_scheduler",
+    "slurm": "tether.schedulers.slurm.scheduler:create_scheduler",
+    "ray": "tether.schedulers.ray.scheduler:create_scheduler",
+    "lsf": "tether.schedulers.lsf.scheduler:create_scheduler",
+    "gcp_batch": "tether.schedulers.gcp_batch.scheduler:create_scheduler",
 }
 """Built-in backends: name -> ``module:factory``. The first one is the default."""
 

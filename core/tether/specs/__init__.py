@@ -6,6 +6,7 @@ library.
 
 from tether.specs.app import AppDef, Role
 from tether.specs.dryrun import AppDryRunInfo
+from tether.specs.errors import SpecError, SpecTypeError
 from tether.specs.handles import (
     AppHandle,
     MalformedAppHandleException,
@@ -29,7 +30,7 @@ from tether.specs.runopts import (
     runopt,
     runopts,
 )
-from tether.specs.secrets import SecretRef, is_secret_name, mask_env
+from tether.specs.secrets import SecretRef, is_secret_name, mask_args, mask_env, mask_text
 from tether.specs.status import (
     AppState,
     AppStatus,
@@ -65,6 +66,8 @@ __all__ = [
     "Role",
     "RoleStatus",
     "SecretRef",
+    "SpecError",
+    "SpecTypeError",
     "StructuredOpts",
     "VolumeMount",
     "cfg_from_str",
@@ -73,7 +76,9 @@ __all__ = [
     "is_terminal",
     "macros",
     "make_app_handle",
+    "mask_args",
     "mask_env",
+    "mask_text",
     "named_resources",
     "parse_app_handle",
     "parse_mounts",

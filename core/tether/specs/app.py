@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tether.specs.checks import check_app, check_role, raise_problems
 from tether.specs.mounts import Mount
 from tether.specs.resources import NULL_RESOURCE, Resource
 from tether.specs.secrets import SecretRef
@@ -55,6 +57,14 @@ class Role:
     workspace: Workspace | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if isinstance(self.args, tuple):
+            self.args = list(self.args)
+        if isinstance(self.retry_policy, str) and not isinstance(self.retry_policy, RetryPolicy):
+            with contextlib.suppress(ValueError):
+                self.retry_policy = RetryPolicy(self.retry_policy)
+        raise_problems(check_role(self), "Role")
+
     def pre_proc(self, scheduler: str, dryrun_info: Any) -> Any:
         """Hook for roles that adjust the native request of a scheduler (identity by default).
 
@@ -81,3 +91,8 @@ class AppDef:
     name: str
     roles: list[Role] = field(default_factory=list)
     metadata: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.roles, tuple):
+            self.roles = list(self.roles)
+        raise_problems(check_app(self), "AppDef")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from tether.specs.secrets import redact, secret_values
+from tether.specs.secrets import app_secret_values, mask_text
 
 if TYPE_CHECKING:
     from tether.specs.app import AppDef
@@ -32,9 +32,8 @@ class AppDryRunInfo(Generic[T]):
 
     def __str__(self) -> str:
         text = self._fmt(self.request)
-        if self._app is not None:
-            text = redact(text, secret_values(r.env for r in self._app.roles))
-        return text
+        secrets = app_secret_values(self._app.roles) if self._app is not None else []
+        return mask_text(text, secrets)
 
     def __repr__(self) -> str:
         return str(self)

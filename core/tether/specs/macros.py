@@ -1,7 +1,8 @@
 """Runtime macros: placeholders in args, env and metadata that schedulers fill per replica.
 
-A macro is written ``${name}``; ``$$`` stands for a literal ``$``. Unknown ``$names`` are left
-untouched, so shell variables in args survive substitution.
+A macro is written ``${name}``; in a value that holds a macro, ``$$`` stands for a literal
+``$``. Unknown ``$names`` are left untouched, so shell variables in args survive substitution,
+and a value without any macro passes through byte for byte (``pa$$word`` stays as it is).
 """
 
 from __future__ import annotations
@@ -55,7 +56,9 @@ class macros:
             }
 
         def substitute(self, text: str) -> str:
-            """Replaces the macros in ``text`` (``$$`` becomes ``$``).
+            """Replaces the macros in ``text``; there, ``$$`` becomes ``$``.
+
+            A text without any macro is returned unchanged (``$$`` included).
 
             Args:
                 text: A string that may contain macros.
@@ -63,7 +66,11 @@ class macros:
             Returns:
                 The substituted string.
             """
-            return Template(text).safe_substitute(self._mapping())
+            mapping = self._mapping()
+            for m in Template.pattern.finditer(text):
+                if (m.group("named") or m.group("braced")) in mapping:
+                    return Template(text).safe_substitute(mapping)
+            return text
 
         def apply(self, role: Role) -> Role:
             """Returns a copy of ``role`` with macros substituted in args, env and metadata.

@@ -6,6 +6,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from tether.specs.checks import check_resource, raise_problems
+
 
 @dataclass
 class Resource:
@@ -27,6 +29,15 @@ class Resource:
     capabilities: dict[str, Any] = field(default_factory=dict)
     devices: dict[str, int] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        gpu: Any = self.gpu
+        mem: Any = self.memMB
+        if isinstance(gpu, float) and gpu.is_integer():
+            self.gpu = int(gpu)  # 2.0 GPUs: a whole number, kept as an int
+        if isinstance(mem, float) and mem.is_integer():
+            self.memMB = int(mem)
+        raise_problems(check_resource(self), "Resource")
 
     @staticmethod
     def copy(original: Resource, **capabilities: Any) -> Resource:

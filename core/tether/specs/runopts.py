@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, Union
+
+from tether.specs.errors import SpecError
 
 CfgVal = str | int | float | bool | list[str] | dict[str, str] | None
 """A run option value."""
@@ -68,7 +71,7 @@ def _matches(value: Any, t: Any) -> bool:
     return isinstance(value, t)
 
 
-class InvalidRunConfigException(ValueError):
+class InvalidRunConfigException(SpecError):
     """Raised when run options are missing, unknown or of the wrong type."""
 
 
@@ -143,7 +146,16 @@ class runopts:
         """
         where = f" for scheduler {scheduler!r}" if scheduler else ""
         known = list(self._opts)
+        if not isinstance(cfg, Mapping):
+            raise InvalidRunConfigException(
+                f"run options{where} must be a dict of name -> value, got "
+                f"{type(cfg).__name__} {cfg!r:.80}"
+            )
         for key in cfg:
+            if not isinstance(key, str):
+                raise InvalidRunConfigException(
+                    f"run option names must be str, got {type(key).__name__} {key!r:.80}"
+                )
             if key not in self._opts:
                 close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
                 hint = f"; did you mean {', '.join(close)}?" if close else ""
@@ -168,6 +180,15 @@ class runopts:
                 raise InvalidRunConfigException(
                     f"run option {key!r}{where} expects {opt.type_name()}, got "
                     f"{type(val).__name__} {val!r}"
+                )
+            if isinstance(val, float) and not math.isfinite(val):
+                raise InvalidRunConfigException(
+                    f"run option {key!r}{where} = {val!r} is not allowed: expects a finite "
+                    "number"
+                )
+            if isinstance(val, str) and "\0" in val:
+                raise InvalidRunConfigException(
+                    f"run option {key!r}{where} = {val!r} contains a NUL byte"
                 )
             out[key] = val
         return out

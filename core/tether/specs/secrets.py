@@ -1,6 +1,17 @@
-"""Masking of secrets: env values whose names look like tokens, passwords or keys.
+"""The one secret policy of tether: what counts as a secret and how it is masked.
 
-Dry-runs, describes and log prefixes never print these values; they show ``****`` instead.
+A value is secret when
+
+* its environment variable (or ``--flag``) name looks like one: ``*TOKEN*``, ``*SECRET*``,
+  ``KEY`` as a word (``API_KEY``, ``KEY_ID``, ``APIKEY``), ``*PASSWORD*``, ``*_PASS*``,
+  ``*PWD*``, ``*_PAT``, ``*CREDENTIAL*``, ``*AUTH*``, ``*DSN*``... (:func:`is_secret_name`);
+* it is the password of a URL (``scheme://user:password@host``, e.g. ``DATABASE_URL``);
+* it was registered as secret: the value a backend resolved for a
+  :class:`SecretRef` of ``Role.secrets`` (only the process that resolves it knows it).
+
+Every surface that prints app data (dry-runs, ``describe``, status and failure messages with
+stderr excerpts, log fan-in) masks with :func:`mask_text` / :func:`mask_args` /
+:func:`mask_env`, which show ``****`` instead.
 """
 
 from __future__ import annotations
@@ -12,14 +23,16 @@ from dataclasses import dataclass
 MASK = "****"
 
 _SECRET_NAME = re.compile(
-    r"(TOKEN|PASSWORD|PASSWD|PASSPHRASE|SECRET|CREDENTIAL|PRIVATE|(^|_)KEY$|_KEY_|APIKEY|"
-    r"ACCESS_KEY|AUTH|SESSION|COOKIE|SIGNATURE|DSN)",
+    r"(TOKEN|PASSWORD|PASSWD|PASSPHRASE|_PASS|^PASS$|PWD|_PAT$|^PAT$|SECRET|CREDENTIAL|"
+    r"PRIVATE|(^|_)KEYS?(_|$)|KEY$|AUTH|SESSION|COOKIE|SIGNATURE|DSN)",
     re.IGNORECASE,
 )
+_URL_PASSWORD = re.compile(r"(?P<pre>[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]*:)(?P<pw>[^\s/@]+)@")
+_ASSIGNMENT = re.compile(r"(?P<name>(?:--?)?[A-Za-z_][A-Za-z0-9_.-]*)=(?P<value>[^\s'\"]+)")
 
 
-_NOT_SECRET = frozenset({"TETHER_JOB_KEY"})
-"""tether's own variables whose names match the pattern but hold no secret."""
+_NOT_SECRET = frozenset({"TETHER_JOB_KEY", "PWD", "OLDPWD", "TETHER_LOCAL_APPS"})
+"""Variables whose names match the pattern but hold no secret (``PWD``: the shell's cwd)."""
 
 
 def is_secret_name(name: str) -> bool:
@@ -31,7 +44,64 @@ def is_secret_name(name: str) -> bool:
     Returns:
         True if its value must not be printed.
     """
-    return name not in _NOT_SECRET and bool(_SECRET_NAME.search(name))
+    return name not in _NOT_SECRET and bool(_SECRET_NAME.search(name.replace("-", "_")))
+
+
+def url_passwords(text: str) -> list[str]:
+    """The passwords of the URLs in ``text`` (``scheme://user:password@host``).
+
+    Args:
+        text: Any text.
+
+    Returns:
+        The passwords, in order.
+    """
+    return [m.group("pw") for m in _URL_PASSWORD.finditer(text)]
+
+
+def mask_text(text: str, secrets: Iterable[str] = ()) -> str:
+    """Masks every secret in free text: known values, URL passwords, ``NAME=value`` pairs.
+
+    Args:
+        text: Text about to be shown (a message, an stderr excerpt, a rendered request).
+        secrets: Values known to be secret (see :func:`secret_values`).
+
+    Returns:
+        The text with ``****`` in place of each secret.
+    """
+    text = redact(text, sorted({s for s in secrets if s}, key=len, reverse=True))
+    text = _URL_PASSWORD.sub(lambda m: m.group("pre") + MASK + "@", text)
+    return _ASSIGNMENT.sub(
+        lambda m: (
+            f"{m.group('name')}={MASK}"
+            if is_secret_name(m.group("name").lstrip("-")) and m.group("value") != MASK
+            else m.group(0)
+        ),
+        text,
+    )
+
+
+def mask_args(args: Iterable[str], secrets: Iterable[str] = ()) -> list[str]:
+    """Masks secrets in an argument list: ``--password X`` / ``--token=X`` and free text.
+
+    Args:
+        args: The arguments.
+        secrets: Values known to be secret.
+
+    Returns:
+        The masked copy.
+    """
+    known = list(secrets)
+    out: list[str] = []
+    hide_next = False
+    for a in args:
+        if hide_next and a:
+            out.append(MASK)
+            hide_next = False
+            continue
+        hide_next = a.startswith("-") and "=" not in a and is_secret_name(a.lstrip("-"))
+        out.append(mask_text(a, known))
+    return out
 
 
 def mask_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -43,7 +113,7 @@ def mask_env(env: Mapping[str, str]) -> dict[str, str]:
     Returns:
         The masked copy.
     """
-    return {k: (MASK if is_secret_name(k) and v else v) for k, v in env.items()}
+    return {k: (MASK if is_secret_name(k) and v else mask_text(v)) for k, v in env.items()}
 
 
 def secret_values(envs: Iterable[Mapping[str, str]]) -> list[str]:
@@ -53,10 +123,57 @@ def secret_values(envs: Iterable[Mapping[str, str]]) -> list[str]:
         envs: Environments to scan.
 
     Returns:
-        The distinct non-empty secret values, longest first.
+        The distinct non-empty secret values (and URL passwords), longest first.
     """
-    vals = {v for env in envs for k, v in env.items() if v and is_secret_name(k)}
+    vals: set[str] = set()
+    for env in envs:
+        for k, v in env.items():
+            if v and is_secret_name(k):
+                vals.add(v)
+            elif v:
+                vals.update(url_passwords(v))
     return sorted(vals, key=len, reverse=True)
+
+
+def arg_secrets(args: Iterable[str]) -> list[str]:
+    """The secret values in an argument list (see :func:`mask_args`).
+
+    Args:
+        args: The arguments.
+
+    Returns:
+        Values following a secret-named flag, ``NAME=value`` values of secret names and URL
+        passwords.
+    """
+    out: list[str] = []
+    take_next = False
+    for a in args:
+        if take_next and a:
+            out.append(a)
+        take_next = a.startswith("-") and "=" not in a and is_secret_name(a.lstrip("-"))
+        out.extend(url_passwords(a))
+        out.extend(
+            m.group("value")
+            for m in _ASSIGNMENT.finditer(a)
+            if is_secret_name(m.group("name").lstrip("-"))
+        )
+    return out
+
+
+def app_secret_values(roles: Iterable[object]) -> list[str]:
+    """Every value an app's roles mark as secret, in env and args (for :func:`mask_text`).
+
+    Args:
+        roles: The app's roles (:class:`~tether.specs.Role`).
+
+    Returns:
+        The distinct values, longest first.
+    """
+    vals: set[str] = set()
+    for role in roles:
+        vals.update(secret_values([getattr(role, "env", {})]))
+        vals.update(arg_secrets(getattr(role, "args", [])))
+    return sorted((v for v in vals if v and v != MASK), key=len, reverse=True)
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:

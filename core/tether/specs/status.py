@@ -6,6 +6,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from enum import Enum, IntEnum
 
+from tether.specs.secrets import mask_text
+
 
 class AppState(IntEnum):
     """Lifecycle state of an application (and of each replica)."""
@@ -158,10 +160,11 @@ class AppStatus:
             f"  Num Restarts: {self.num_restarts}",
         ]
         if self.msg:
-            lines.append("  Msg: " + self.msg.replace("\n", "\n       "))
+            lines.append("  Msg: " + mask_text(self.msg).replace("\n", "\n       "))
         err = self._error_lines()
         if err:
-            lines.append("  Error: " + "\n         ".join("\n".join(err).splitlines()))
+            text = mask_text("\n".join(err))
+            lines.append("  Error: " + "\n         ".join(text.splitlines()))
         if self.ui_url:
             lines.append(f"  UI URL: {self.ui_url}")
         roles = [r for r in self.roles if filter_roles is None or r.role in filter_roles]
@@ -173,16 +176,18 @@ class AppStatus:
                     host = f" on {rep.hostname}" if rep.hostname else ""
                     lines.append(f"    {rs.role}[{rep.id}]: {rep.state.name}{extra}{host}")
                     if rep.msg:
-                        lines.append("      " + rep.msg.replace("\n", "\n      "))
+                        lines.append("      " + mask_text(rep.msg).replace("\n", "\n      "))
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-serializable form (states as names)."""
         d = asdict(self)
         d["state"] = self.state.name
+        d["msg"] = mask_text(self.msg)
         for role in d["roles"]:
             for rep in role["replicas"]:
                 rep["state"] = AppState(rep["state"]).name
+                rep["msg"] = mask_text(rep.get("msg") or "")
         return d
 
     def __str__(self) -> str:

@@ -115,3 +115,61 @@ def start_server(home: Path) -> PrefectServer:
     server.stop()
     tail = log_path.read_text(errors="replace")[-3000:]
     raise RuntimeError(f"prefect server did not become healthy; its log ends with:\n{tail}")
+
+
+@dataclass
+class ProcessWorker:
+    """A running ``prefect worker start --type process``.
+
+    Attributes:
+        pool: The work pool it polls.
+        proc: The worker process (its own session: stopping it stops its flow runs too).
+        log_path: Its output.
+    """
+
+    pool: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+
+    def stop(self) -> None:
+        """Stops the worker (SIGTERM to its process group, then SIGKILL after 15 s)."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+
+    def log(self) -> str:
+        """The worker's output so far."""
+        return self.log_path.read_text(errors="replace")
+
+
+def start_worker(home: Path, pool: str, env: dict[str, str] | None = None) -> ProcessWorker:
+    """Starts a process worker polling ``pool`` (created if missing) every second.
+
+    The worker inherits this process's environment (``PREFECT_API_URL``, ``PYTHONPATH``,
+    ``TETHER_STATE_DIR``...) plus ``env``; its flow runs inherit it in turn.
+
+    Args:
+        home: A scratch directory for its log.
+        pool: The work pool's name.
+        env: Extra variables.
+
+    Returns:
+        The worker (already polling; flow runs may wait a poll interval to be picked up).
+    """
+    home.mkdir(parents=True, exist_ok=True)
+    log_path = home / f"worker-{pool}.log"
+    prefect = str(Path(sys.executable).with_name("prefect"))
+    child_env = dict(os.environ)
+    child_env.update({"PREFECT_WORKER_QUERY_SECONDS": "1", "PREFECT_WORKER_PREFETCH_SECONDS": "0"})
+    child_env.update(env or {})
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [prefect, "worker", "start", "--pool", pool, "--type", "process",
+             "--name", f"{pool}-worker"],
+            stdout=log, stderr=subprocess.STDOUT, env=child_env, start_new_session=True,
+        )
+    return ProcessWorker(pool, proc, log_path)

@@ -89,3 +89,16 @@ def test_mapped_sweep_runs_one_job_per_learning_rate(tmp_path: Path) -> None:
     # prepare + 2 trials + 2 scores, each its own job with its own identity
     assert len(apps) == 5
     assert len({a.job_key for a in apps}) == 5
+
+
+def test_resilient_example_caches_prepare_and_evaluates_concurrently(tmp_path: Path) -> None:
+    from tether.runner import get_runner
+
+    first = _run("prefect_resilient.py", "--workdir", str(tmp_path), "--thresholds", "0.2", "0.8")
+    assert "threshold 0.2: score 0.799" in first and "threshold 0.8: score 0.190" in first
+    second = _run("prefect_resilient.py", "--workdir", str(tmp_path), "--thresholds", "0.2", "0.8")
+    assert "Cached" in second  # prepare's result came from the cache
+    with get_runner() as runner:
+        apps = runner.list("local_cwd")
+    # run 1: prepare + 2 evaluations; run 2: 2 evaluations (a new flow run), prepare cached
+    assert len(apps) == 5, apps

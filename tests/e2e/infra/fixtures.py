@@ -3,6 +3,12 @@
 Registered by ``tests/conftest.py`` (``pytest_plugins``), so the end-to-end tests and the
 backend contract suite (``tests/schedulers/contract``) share one cluster per session.
 
+Slurm: munged + slurmctld + two slurmd "nodes" (``tests/e2e/infra/slurm.py``) for the whole
+session; the tests skip, with the reason, when Debian's slurm-wlm/munge are not installed
+(``tests/e2e/infra/setup.d/30-slurm.sh`` installs them).
+
+Ray: a head on 127.0.0.1 (``tests/e2e/infra/ray.py``); skips without ``ray``.
+
 Kubernetes: one etcd + kube-apiserver + kube-controller-manager (``tests/e2e/infra/kube.py``)
 for the whole session. The tests skip, with the reason, only when the binaries are missing
 and ``TETHER_BUILD_KUBE`` is not set; with ``TETHER_BUILD_KUBE=1`` (CI) they are built first
@@ -18,6 +24,22 @@ import pytest
 
 if TYPE_CHECKING:
     from tests.e2e.infra.kube import KubeBinaries, KubeCluster
+    from tests.e2e.infra.slurm import SlurmCluster
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[SlurmCluster]:
+    """A running two-node Slurm cluster shared by the session (stopped by PID at the end)."""
+    from tests.e2e.infra.slurm import SlurmCluster, missing_tools
+
+    missing = missing_tools()
+    if missing:
+        pytest.skip(
+            f"Slurm is not installed (missing {', '.join(missing)}); run "
+            "tests/e2e/infra/setup.d/30-slurm.sh"
+        )
+    with SlurmCluster() as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session")
@@ -46,3 +68,14 @@ def kube_api(kube_cluster: KubeCluster) -> Iterator[Any]:
     """An admin ``kubernetes.client.ApiClient`` for the session cluster."""
     with kube_cluster.api_client() as api:
         yield api
+
+
+@pytest.fixture(scope="session")
+def ray_head() -> Iterator[Any]:
+    """A real Ray head on 127.0.0.1 (free ports, temp dir) for the session; skips without
+    ``ray``. Stopped by its process group at the end."""
+    pytest.importorskip("ray.job_submission")
+    from tests.e2e.infra.ray import RayHead
+
+    with RayHead(num_cpus=2) as head:
+        yield head

@@ -152,8 +152,12 @@ def create_summary(
     result: JobResult,
     status: AppStatus | None = None,
     job_key: str | None = None,
+    *,
+    client: Any = None,
+    flow_run_id: UUID | None = None,
+    task_run_id: UUID | None = None,
 ) -> UUID:
-    """Publishes the job summary (markdown) of the current task run.
+    """Publishes the job summary (markdown) of a task run.
 
     Args:
         task_name: The Prefect task's name.
@@ -162,16 +166,27 @@ def create_summary(
         result: The final result.
         status: The final status.
         job_key: The job identity.
+        client: A sync Prefect client to send it with (one request, from any thread); without
+            one, Prefect's ``create_markdown_artifact`` is used in the current task run.
+        flow_run_id: The flow run (with ``client``).
+        task_run_id: The task run (with ``client``).
 
     Returns:
         The artifact's id.
     """
+    markdown = summary_markdown(task_name, scheduler, app, result, status, job_key)
+    description = f"tether job {result.app_handle}: {result.state.name}"
+    if client is not None:
+        from prefect.client.schemas.actions import ArtifactCreate
+
+        created = client.create_artifact(ArtifactCreate(
+            key=artifact_key(task_name), type="markdown", description=description,
+            data=markdown, flow_run_id=flow_run_id, task_run_id=task_run_id,
+        ))
+        return _uuid(created.id)
     from prefect.artifacts import create_markdown_artifact
 
     return _uuid(create_markdown_artifact(
-        markdown=summary_markdown(task_name, scheduler, app, result, status, job_key),
-        key=artifact_key(task_name),
-        description=f"tether job {result.app_handle}: {result.state.name}",
-        **_SYNC,
+        markdown=markdown, key=artifact_key(task_name), description=description, **_SYNC,
     ))
 

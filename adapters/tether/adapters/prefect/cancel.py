@@ -71,23 +71,31 @@ class CancelWatch:
     """Tells a running tether task whether its flow run is being stopped.
 
     Call :meth:`reason` often (it is cheap); it reads the API at most every
-    ``api_interval`` seconds, and at once when the task runner shuts down.
+    ``api_interval`` seconds (the first time ``api_interval`` after it was created, so a
+    short task never waits for that read), and at once when the task runner shuts down.
 
     Args:
         flow_run_id: The flow run (None for a task run outside a flow: only the task
             runner's event is watched, and there is none).
         task_run_id: The task run.
         api_interval: Seconds between reads of the flow run's state.
+        client: A sync Prefect client to use (not closed here); one is opened when needed
+            otherwise.
     """
 
     def __init__(
-        self, flow_run_id: UUID | None, task_run_id: UUID, api_interval: float = API_POLL_SECONDS
+        self,
+        flow_run_id: UUID | None,
+        task_run_id: UUID,
+        api_interval: float = API_POLL_SECONDS,
+        client: SyncPrefectClient | None = None,
     ) -> None:
         self.flow_run_id = flow_run_id
         self.api_interval = api_interval
         self._event = task_runner_cancel_event(task_run_id)
-        self._client: SyncPrefectClient | None = None
-        self._next_read = 0.0
+        self._client: SyncPrefectClient | None = client
+        self._own_client = client is None
+        self._next_read = time.monotonic() + api_interval
         self._shutdown_seen = False
 
     def _flow_state(self) -> str | None:
@@ -99,6 +107,7 @@ class CancelWatch:
             client: Any = get_client(sync_client=True)
             client.__enter__()
             self._client = client
+            self._own_client = True
         assert self._client is not None
         flow_run = self._client.read_flow_run(self.flow_run_id)
         return flow_run.state.type.value if flow_run.state is not None else None
@@ -133,8 +142,8 @@ class CancelWatch:
         return None
 
     def close(self) -> None:
-        """Closes the API client, if one was opened."""
-        if self._client is not None:
+        """Closes the API client, if this watch opened one."""
+        if self._client is not None and self._own_client:
             try:
                 self._client.__exit__(None, None, None)
             finally:

@@ -91,9 +91,11 @@ def dryrun(task: Task[..., Any], *args: Any, **kwargs: Any) -> TaskDryRun:
         "retry_delay_seconds": task.retry_delay_seconds,
         "timeout_seconds": task.timeout_seconds,
         "tags": sorted(task.tags),
-        "cache_policy": "NO_CACHE" if cache is NO_CACHE else repr(cache),
-        "job_key": "prefect-sha256(flow_run.id, task_run.id): one job per task run, "
-        "kept across its retries",
+        "cache_policy": "NO_CACHE" if cache is NO_CACHE else type(cache).__name__,
+        "persist_result": task.persist_result,
+        "job_key": "prefect-sha256(flow_run.id, task key, component/scheduler/cfg/image/env, "
+        "call number, parameters): one job per call in a flow run, kept across task retries, "
+        "flow retries and reruns of the flow run",
         "parent_run_id": "the flow run's id",
         "logs": "every replica's lines, as role/replica line, into the task run's logger",
         "artifacts": ["link to the job's UI (when the scheduler has one)", "job summary"],

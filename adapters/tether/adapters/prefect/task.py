@@ -3,19 +3,19 @@
 The task's parameters are the component's own (same names, types and defaults, through
 ``inspect.Signature``), so it is called like the component, also with ``.submit()`` and
 ``.map()``. Running it materializes the AppDef, submits it through the Runner (or re-attaches
-to the job an earlier attempt of the same task run launched), streams every replica's log
-lines into the task run's logger, waits, publishes artifacts and returns a
-:class:`~tether.adapters.common.JobResult` (the job's outputs and final state). A job that
-does not succeed raises :class:`~tether.adapters.common.JobFailedError` with the job's own
-message.
+to the job an earlier run of the same call launched), ships every replica's log lines to
+the task run's logs (:mod:`tether.adapters.prefect.logship`), waits, publishes artifacts and
+returns a :class:`~tether.adapters.common.JobResult` (the job's outputs and final state). A
+job that does not succeed raises :class:`~tether.adapters.common.JobFailedError` with the
+job's own message.
 
-Job identity: ``job_key("prefect", flow_run.id, task_run.id)``. Prefect keeps the task run's
-id across retries of that task run, so a retry re-attaches to a job still running (nothing
-is submitted twice) and resubmits only after a failed or cancelled attempt. Each mapped
-child and each call of the task in a flow is its own task run, hence its own job.
+Job identity (:mod:`tether.adapters.prefect.identity`): flow run id + task key + dynamic key
++ parameters. A task retry, a flow retry and a rerun of a crashed flow run re-attach to the
+job (or take the result of one that succeeded); a failed or cancelled job is resubmitted.
 
 Stopping: a task timeout, the flow run's termination signal or its cancellation cancels the
-job and waits until it has stopped (see :mod:`tether.adapters.prefect.cancel`). Any other
+job and waits until it has stopped (see :mod:`tether.adapters.prefect.cancel`); a job
+cancelled because the flow run was cancelled ends the task run CANCELLED. Any other
 exception of the task itself (e.g. the Prefect API failing while logging) leaves the job
 running, so the retry can re-attach to it.
 """
@@ -27,48 +27,54 @@ import keyword
 import logging
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
 
 from tether.adapters.common import (
-    ComponentJob,
-    JobFailedError,
     JobResult,
     component_params,
-    job_key,
     materialize,
     resolve_component,
 )
-from tether.runner import Runner, get_runner
-from tether.specs import AppDef, AppStatus, CfgVal
+from tether.adapters.prefect.identity import (
+    ORCHESTRATOR,
+    parameters_digest,
+)
+from tether.adapters.prefect.run import (
+    JobStoppedError,
+    run_component,
+    run_component_async,
+)
+from tether.runner import Runner
+from tether.specs import AppDef, CfgVal
 
 if TYPE_CHECKING:
+    from collections.abc import Coroutine
+
     from prefect import Task
+
+    R = TypeVar("R")
+
+    class ComponentTask(Task[..., R]):
+        """How type checkers see a component task (the runtime class is built lazily)."""
+
+        def with_options(
+            self,
+            *,
+            scheduler: str | None = ...,
+            cfg: Mapping[str, CfgVal] | None = ...,
+            image: str | None = ...,
+            env: Mapping[str, str] | None = ...,
+            poll_interval: float = ...,
+            **options: Any,
+        ) -> ComponentTask[R]: ...
 
 log = logging.getLogger(__name__)
 
-ORCHESTRATOR = "prefect"
+__all__ = ["ORCHESTRATOR", "JobStoppedError", "TaskSpec", "component_task", "run_component"]
+
 SPEC_ATTR = "__tether_spec__"
 """Attribute of the task's function holding its :class:`TaskSpec`."""
-
-STOP_TIMEOUT_SECONDS = 30.0
-"""How long a stopped task waits for its cancelled job to reach a final state."""
-
-
-class JobStoppedError(JobFailedError):
-    """The task stopped the job because Prefect stopped the flow run."""
-
-    def __init__(self, result: JobResult, reason: str) -> None:
-        RuntimeError.__init__(
-            self,
-            f"tether job {result.app_handle} was cancelled because {reason}; "
-            f"final state {result.state.name}",
-        )
-        self.result = result
-        self.reason = reason
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.result, self.reason))
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,7 @@ class TaskSpec:
         image: Replaces every role's image, when set.
         env: Added to every role's env.
         poll_interval: Longest single wait while following the job, in seconds.
+        asynchronous: Whether the task is a coroutine function (for async flows).
     """
 
     component: str | Callable[..., AppDef]
@@ -96,6 +103,22 @@ class TaskSpec:
     image: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     poll_interval: float = 1.0
+    asynchronous: bool = False
+
+    def digest(self) -> str:
+        """A hash of what the task runs besides its parameters: component, scheduler, cfg,
+        image and env (env values enter only hashed). Part of the job key and cache key.
+
+        Returns:
+            Hex digest.
+        """
+        import hashlib
+
+        env = {k: hashlib.sha256(v.encode("utf-8")).hexdigest() for k, v in self.env.items()}
+        return parameters_digest({
+            "component": self.component_name, "scheduler": self.scheduler,
+            "cfg": dict(self.cfg), "image": self.image, "env": env,
+        })
 
     def component_args(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """The component's keyword arguments from the task's bound arguments.
@@ -200,6 +223,7 @@ def _identifier(name: str) -> str:
     return f"tether_{ident}"
 
 
+@overload
 def component_task(
     component: str | Callable[..., AppDef],
     scheduler: str | None = None,
@@ -208,8 +232,36 @@ def component_task(
     image: str | None = None,
     env: Mapping[str, str] | None = None,
     poll_interval: float = 1.0,
+    asynchronous: Literal[False] = False,
     **task_options: Any,
-) -> Task[..., JobResult]:
+) -> ComponentTask[JobResult]: ...
+
+
+@overload
+def component_task(
+    component: str | Callable[..., AppDef],
+    scheduler: str | None = None,
+    cfg: Mapping[str, CfgVal] | None = None,
+    *,
+    image: str | None = None,
+    env: Mapping[str, str] | None = None,
+    poll_interval: float = 1.0,
+    asynchronous: Literal[True],
+    **task_options: Any,
+) -> ComponentTask[Coroutine[Any, Any, JobResult]]: ...
+
+
+def component_task(
+    component: str | Callable[..., AppDef],
+    scheduler: str | None = None,
+    cfg: Mapping[str, CfgVal] | None = None,
+    *,
+    image: str | None = None,
+    env: Mapping[str, str] | None = None,
+    poll_interval: float = 1.0,
+    asynchronous: bool = False,
+    **task_options: Any,
+) -> ComponentTask[Any]:
     """Turns a tether component into a Prefect task.
 
     Example::
@@ -230,20 +282,27 @@ def component_task(
         env: Added to every role's environment.
         poll_interval: Longest single wait while following a job, in seconds; bounds how
             quickly a timeout or cancellation reaches the job.
+        asynchronous: Make an ``async`` task (``await train(...)`` in an async flow; many
+            run concurrently with ``asyncio.gather``). The job is followed in a worker
+            thread; cancelling the coroutine cancels the job.
         **task_options: Prefect task options (``name``, ``retries``, ``retry_delay_seconds``,
-            ``timeout_seconds``, ``tags``, ``task_run_name``, ``cache_policy``...). Caching is
-            off (``NO_CACHE``) unless ``cache_policy`` or ``cache_key_fn`` is given.
+            ``timeout_seconds``, ``tags``, ``task_run_name``, ``cache_policy``,
+            ``persist_result``...). Caching is off (``NO_CACHE``) unless ``cache_policy`` or
+            ``cache_key_fn`` is given (:data:`tether.adapters.prefect.cache.JOB_INPUTS` keys
+            on everything the job runs); ``persist_result=True`` alone stores each result
+            under the job's identity (:mod:`tether.adapters.prefect.cache`).
 
     Returns:
         The task. Its parameters are the component's; it returns a :class:`JobResult`.
+        ``task.with_options(scheduler=, cfg=, image=, env=, poll_interval=, ...)`` makes a
+        variant (with Prefect's options too).
 
     Raises:
         TypeError: For an unknown task option.
         ValueError: For a non-positive ``poll_interval``, an unknown component name (the
             message lists close matches) or a function that is not a valid component.
     """
-    from prefect import Task
-    from prefect.cache_policies import NO_CACHE
+    from tether.adapters.prefect.cache import default_cache_policy
 
     _task_options(task_options)
     if poll_interval <= 0:
@@ -260,145 +319,87 @@ def component_task(
         image=image,
         env=dict(env or {}),
         poll_interval=poll_interval,
+        asynchronous=asynchronous,
     )
     options: dict[str, Any] = dict(task_options)
     options.setdefault(
         "name", component if isinstance(component, str) else getattr(fn, "__name__", "component")
     )
     if "cache_policy" not in options and "cache_key_fn" not in options:
-        options["cache_policy"] = NO_CACHE
+        options["cache_policy"] = default_cache_policy(options.get("persist_result"))
     doc = inspect.getdoc(fn) or ""
     if doc and "description" not in options:
         options["description"] = doc.split("\n\n", 1)[0]
-    return Task(fn=_task_function(spec, str(options["name"])), **options)
+    return cast("ComponentTask[Any]",
+                _task_class()(fn=_task_function(spec, str(options["name"])), **options))
 
 
-def _task_function(spec: TaskSpec, task_name: str) -> Callable[..., JobResult]:
-    def run(*args: Any, **kwargs: Any) -> JobResult:
-        bound = spec.signature.bind(*args, **kwargs)
-        return run_component(spec, bound.arguments)
+_KEEP: Any = object()
+_TASK_CLASS: list[type[Any]] = []
 
+
+def _task_class() -> type[Task[..., Any]]:
+    """``ComponentTask``, a ``prefect.Task`` whose ``with_options`` also takes tether's
+    options (built on first use: ``prefect`` is imported lazily)."""
+    if _TASK_CLASS:
+        return _TASK_CLASS[0]
+    from prefect import Task
+
+    class ComponentTask(Task):
+        """A tether component as a Prefect task (see :func:`component_task`)."""
+
+        def with_options(
+            self,
+            *,
+            scheduler: str | None = _KEEP,
+            cfg: Mapping[str, CfgVal] | None = _KEEP,
+            image: str | None = _KEEP,
+            env: Mapping[str, str] | None = _KEEP,
+            poll_interval: float = _KEEP,
+            **options: Any,
+        ) -> Any:
+            """A copy with other options: tether's (``scheduler``, ``cfg``, ``image``,
+            ``env``, ``poll_interval``) and Prefect's (``retries``, ``name``...)."""
+            spec: TaskSpec = getattr(self.fn, SPEC_ATTR)
+            changes: dict[str, Any] = {}
+            for name, value in (("scheduler", scheduler), ("image", image)):
+                if value is not _KEEP:
+                    changes[name] = value
+            for name, mapping in (("cfg", cfg), ("env", env)):
+                if mapping is not _KEEP:
+                    changes[name] = dict(mapping or {})
+            if poll_interval is not _KEEP:
+                if poll_interval <= 0:
+                    raise ValueError(f"poll_interval must be positive, got {poll_interval!r}")
+                changes["poll_interval"] = poll_interval
+            new = super().with_options(**options)
+            new.__class__ = type(self)
+            if changes:
+                new.fn = _task_function(replace(spec, **changes), new.name)
+            return new
+
+    _TASK_CLASS.append(ComponentTask)
+    return ComponentTask
+
+
+def _task_function(spec: TaskSpec, task_name: str) -> Callable[..., Any]:
+    run: Callable[..., Any]
+    if spec.asynchronous:
+
+        async def arun(*args: Any, **kwargs: Any) -> Any:
+            bound = spec.signature.bind(*args, **kwargs)
+            return await run_component_async(spec, bound.arguments)
+
+        run = arun
+    else:
+
+        def srun(*args: Any, **kwargs: Any) -> Any:
+            bound = spec.signature.bind(*args, **kwargs)
+            return run_component(spec, bound.arguments)
+
+        run = srun
     run.__name__ = run.__qualname__ = _identifier(task_name)
     run.__doc__ = spec.fn.__doc__
-    run.__signature__ = spec.signature  # type: ignore[attr-defined]
+    setattr(run, "__signature__", spec.signature)  # noqa: B010
     setattr(run, SPEC_ATTR, spec)
     return run
-
-
-def run_component(spec: TaskSpec, arguments: Mapping[str, Any]) -> JobResult:
-    """The body of a component task: run the job for one task run.
-
-    Args:
-        spec: What to run.
-        arguments: The task's bound arguments.
-
-    Returns:
-        The result of a job that SUCCEEDED.
-
-    Raises:
-        JobFailedError: When the job did not succeed (its message is the job's own).
-        JobStoppedError: When the flow run was stopped and the job cancelled.
-        RuntimeError: When called outside a Prefect task run.
-    """
-    from prefect import get_run_logger
-    from prefect.context import TaskRunContext
-
-    from tether.adapters.prefect.cancel import CancelWatch
-
-    ctx = TaskRunContext.get()
-    if ctx is None:
-        raise RuntimeError(
-            "a tether component task runs only as a Prefect task: call it inside a @flow "
-            "(directly, or with .submit()/.map())"
-        )
-    task_run = ctx.task_run
-    task_name = ctx.task.name
-    logger = get_run_logger()
-    flow_run_id = task_run.flow_run_id
-    key = job_key(ORCHESTRATOR, flow_run_id or "no-flow-run", task_run.id)
-    runner = get_runner()
-    watch = CancelWatch(flow_run_id, task_run.id)
-    job: ComponentJob | None = None
-    try:
-        try:
-            scheduler = spec.resolve_scheduler(runner)
-            app = spec.materialize(runner, arguments)
-            job = ComponentJob(
-                app, scheduler, spec.cfg, key=key,
-                parent_run_id=str(flow_run_id or task_run.id), runner=runner,
-            )
-            reason = watch.reason()
-            if reason:
-                raise RuntimeError(f"not submitting the tether job of {task_name}: {reason}")
-            handle = job.submit()
-            logger.info(
-                "%s tether job %s (%s) on %s (attempt %d)",
-                "re-attached to" if job.reattached else "submitted", handle, app.name,
-                scheduler, task_run.run_count,
-            )
-            _publish_link(task_name, job, logger)
-
-            def should_stop() -> str | None:
-                reason = watch.reason()
-                if reason:
-                    logger.warning("%s: cancelling tether job %s", reason, handle)
-                return reason
-
-            result = job.follow(logger.info, spec.poll_interval, should_stop=should_stop)
-        except BaseException as e:
-            if job is not None and not isinstance(e, Exception):
-                _stop(task_name, job, e, logger)
-            raise
-        _publish_summary(task_name, job, result, logger)
-    finally:
-        watch.close()
-        runner.close()
-    logger.info("tether job %s finished %s", result.app_handle, result.state.name)
-    if job.stop_reason and not result.succeeded:
-        raise JobStoppedError(result, job.stop_reason)
-    if not result.succeeded:
-        raise JobFailedError(result)
-    return result
-
-
-def _stop(task_name: str, job: ComponentJob, exc: BaseException, logger: Any) -> None:
-    """Prefect interrupted the task (timeout, termination, cancellation): cancel the job."""
-    what = type(exc).__name__
-    try:
-        logger.warning("task interrupted (%s): cancelling tether job %s", what, job.app_handle)
-        result = job.cancel_and_wait(timeout=STOP_TIMEOUT_SECONDS)
-    except BaseException as e:  # a second signal, an API error: try the bare cancel once more
-        log.warning("cancelling %s after %s failed: %s", job.app_handle, what, e)
-        try:
-            job.cancel()
-        except Exception as e2:
-            log.error("cannot cancel %s: %s", job.app_handle, e2)
-        return
-    if result is not None:
-        logger.warning("tether job %s is %s", result.app_handle, result.state.name)
-        _publish_summary(task_name, job, result, logger)
-
-
-def _final_status(job: ComponentJob) -> AppStatus | None:
-    try:
-        return job.status()
-    except Exception:
-        return None
-
-
-def _publish_link(task_name: str, job: ComponentJob, logger: Any) -> None:
-    from tether.adapters.prefect.artifacts import create_link
-
-    try:
-        create_link(task_name, job.result())
-    except Exception as e:
-        logger.warning("cannot create the link artifact of %s: %s", job.app_handle, e)
-
-
-def _publish_summary(task_name: str, job: ComponentJob, result: JobResult, logger: Any) -> None:
-    from tether.adapters.prefect.artifacts import create_summary
-
-    try:
-        create_summary(task_name, job.scheduler, job.app, result, _final_status(job), job.key)
-    except Exception as e:
-        logger.warning("cannot create the summary artifact of %s: %s", result.app_handle, e)

@@ -19,6 +19,7 @@ from tether.specs import (
     AppDef,
     CfgVal,
     Role,
+    mask_args,
     mask_env,
 )
 
@@ -93,7 +94,7 @@ def format_request(req: LocalRequest) -> str:
     for role, reps in req.roles.items():
         lines.append(f"  role {role}: {len(reps)} replica(s)")
         for r in reps:
-            lines.append(f"    [{r.replica_id}] {shlex.join(r.argv)}")
+            lines.append(f"    [{r.replica_id}] {shlex.join(mask_args(r.argv))}")
             lines.append(f"        cwd: {r.cwd}")
             for k, v in sorted(mask_env(r.env).items()):
                 lines.append(f"        env: {k}={v}")

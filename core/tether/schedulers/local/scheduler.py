@@ -29,7 +29,15 @@ from tether.schedulers.capabilities import Capabilities
 from tether.schedulers.gpus import host_gpu_count
 from tether.schedulers.local.logs import read_log_lines
 from tether.schedulers.local.options import LocalOpts
-from tether.schedulers.local.procs import wait_pid_exit, wait_readable
+from tether.schedulers.local.procs import (
+    mark_unsupervised,
+    recover,
+    resolve_unsupervised,
+    supervised,
+    wait_pid_exit,
+    wait_readable,
+    with_app_token,
+)
 from tether.schedulers.local.render import (
     BACKEND,
     LocalRequest,
@@ -39,6 +47,7 @@ from tether.schedulers.local.render import (
     render,
     role_cwd,
 )
+from tether.schedulers.local.secretfiles import check_secrets, known_secret_values
 from tether.schedulers.local.state import (
     SUPERVISOR_LOG,
     AppRecord,
@@ -46,11 +55,12 @@ from tether.schedulers.local.state import (
     StateStore,
     app_from_json,
     app_to_json,
+    private_dirs,
 )
 from tether.schedulers.local.supervisor import (
     pid_alive,
+    start_time_of,
     stderr_tail,
-    stop_groups,
 )
 from tether.specs import (
     AppDef,
@@ -63,6 +73,7 @@ from tether.specs import (
     RoleStatus,
     StructuredOpts,
 )
+from tether.specs.secrets import redact
 from tether.workspace.api import WorkspaceMixin
 
 log = logging.getLogger(__name__)
@@ -71,8 +82,6 @@ SUPERVISOR_START_TIMEOUT_S = 120.0
 """How long ``schedule`` waits for the supervisor to report the replicas started."""
 CANCEL_EXTRA_WAIT_S = 10.0
 """Beyond the grace period, how long ``cancel`` waits for the supervisor to stop the app."""
-DEAD_SUPERVISOR_GRACE_S = 1.0
-"""Grace period for processes left behind by a dead supervisor (``describe`` stops them)."""
 
 
 
@@ -98,7 +107,7 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         # the supervisor is this backend's engine: it applies every policy itself
         native_retries=frozenset(RetryPolicy),
         mounts=frozenset(),
-        secrets=False,
+        secrets=True,  # read at launch from $TETHER_SECRETS_DIR/<name>/<key>
     )
 
     def __init__(
@@ -149,6 +158,7 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
             if not os.path.isdir(cwd):
                 raise ValueError(f"role {role.name!r}: working directory {cwd!r} does not exist")
             self._check_entrypoint(role, cwd)
+            check_secrets(role.name, role.secrets)
 
     @staticmethod
     def _check_entrypoint(role: Role, cwd: str) -> None:
@@ -228,6 +238,8 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
             log_dir=req.log_dir,
             grace_period=req.grace_period,
             supervisor_log=str(app_dir / SUPERVISOR_LOG),
+            launcher_pid=os.getpid(),
+            launcher_start_time=start_time_of(os.getpid()),
             replicas=[
                 ReplicaRecord(
                     role=r.role,
@@ -250,14 +262,15 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
                 "submit_dryrun() to run the app again"
             ) from None
         for r in req.replicas():
-            Path(r.combined).parent.mkdir(parents=True, exist_ok=True)
+            private_dirs(Path(r.combined).parent)
         self._start_supervisor(record, app_dir)
         return req.app_id
 
     def _start_supervisor(self, record: AppRecord, app_dir: Path) -> None:
         ready_r, ready_w = os.pipe()
         try:
-            with open(record.supervisor_log, "ab") as slog:
+            slog_fd = os.open(record.supervisor_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            with os.fdopen(slog_fd, "ab") as slog:
                 proc = subprocess.Popen(
                     [
                         sys.executable,
@@ -268,6 +281,7 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
                         str(ready_w),
                     ],
                     stdin=subprocess.DEVNULL,
+                    env=with_app_token(dict(os.environ), record.app_id),
                     stdout=slog,
                     stderr=subprocess.STDOUT,
                     cwd=app_dir,
@@ -421,13 +435,14 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         :meth:`reconcile`'s.
         """
         rec = self._store.load(app_id)
-        if rec is None or rec.app_state.is_terminal() or self._supervised(rec):
+        if rec is None or rec.app_state.is_terminal() or supervised(rec):
             return rec
-        _mark_unsupervised(rec)
+        mark_unsupervised(rec)
         return rec
 
     def reconcile(self, app_id: str) -> None:
-        """Finishes an app whose supervisor died: stops what it left running, records why.
+        """Finishes an app whose supervisor died: stops every process it may have left
+        (recorded process groups, then any process carrying the app's id) and records why.
 
         Idempotent and safe from several processes at once (under the app's lock); an app
         whose supervisor lives is left alone (the supervisor applies retries itself).
@@ -435,32 +450,7 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         Args:
             app_id: The app.
         """
-        rec = self._store.load(app_id)
-        if rec is None or rec.app_state.is_terminal() or self._supervised(rec):
-            return
-        with contextlib.ExitStack() as stack:
-            try:
-                stack.enter_context(self._store.lock(app_id))
-            except FileNotFoundError:
-                return  # deleted meanwhile
-            rec = self._store.load(app_id)
-            if rec is None or rec.app_state.is_terminal() or self._supervised(rec):
-                return
-            groups = [
-                (r.pid, r.start_time)
-                for r in rec.replicas
-                if r.pid is not None and not r.app_state.is_terminal()
-            ]
-            stop_groups(groups, min(rec.grace_period, DEAD_SUPERVISOR_GRACE_S))
-            _mark_unsupervised(rec)
-            self._store.save(rec)
-
-    @staticmethod
-    def _supervised(rec: AppRecord) -> bool:
-        if rec.supervisor_pid is None:
-            # the launcher is still starting the supervisor (or died doing so)
-            return time.time() - rec.created < SUPERVISOR_START_TIMEOUT_S
-        return pid_alive(rec.supervisor_pid, rec.supervisor_start_time)
+        recover(self._store, app_id)
 
     # ---- logs --------------------------------------------------------------------------
     def _log_iter(
@@ -509,6 +499,12 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
             until=until.timestamp() if until is not None else None,
             finished=finished,
         )
+        role = next((r for r in app_from_json(rec.app).roles if r.name == role_name), None)
+        if role is not None and role.secrets:
+            # values of the role's SecretRefs (readable here: this user's secrets dir)
+            known = [v for v in known_secret_values(role.secrets) if v]
+            if known:
+                lines = (redact(line, known) for line in lines)
         if not regex:
             return lines
         try:
@@ -557,23 +553,8 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
                     rec.supervisor_pid, rec.supervisor_start_time
                 ):
                     continue  # it just started: signal it
-                groups = [
-                    (r.pid, r.start_time)
-                    for r in rec.replicas
-                    if r.pid is not None and not r.app_state.is_terminal()
-                ]
-                stop_groups(groups, rec.grace_period)
-                for rep in rec.replicas:
-                    if not rep.app_state.is_terminal():
-                        rep.state = AppState.CANCELLED.name
-                        rep.msg = "cancelled"
-                        rep.finished_at = time.time()
-                rec.state = AppState.CANCELLED.name
-                rec.msg = "cancelled"
-                if rec.supervisor_pid is not None:
-                    rec.msg += f" (its supervisor pid {rec.supervisor_pid} had died)"
-                rec.finished_at = time.time()
-                self._store.save(rec)
+                resolve_unsupervised(rec, cancelled=True)
+                self._store.save(rec, fsync=True)
                 return
 
     @staticmethod
@@ -612,23 +593,3 @@ def create_scheduler(session_name: str, **kwargs: Any) -> LocalScheduler:
         log.debug("local_cwd ignores scheduler arguments %s", sorted(kwargs))
     return LocalScheduler(session_name, **known)
 
-
-def _mark_unsupervised(rec: AppRecord) -> None:
-    """Records (in memory) the outcome of an app whose supervisor is gone."""
-    now = time.time()
-    if rec.supervisor_pid is None:
-        why = "the supervisor never started"
-    else:
-        why = f"supervisor pid {rec.supervisor_pid} died"
-    for rep in rec.replicas:
-        if not rep.app_state.is_terminal():
-            rep.state = AppState.FAILED.name
-            rep.msg = f"{why}; exit status of replica unknown"
-            rep.exit_code = None
-            rep.finished_at = now
-    if all(r.app_state == AppState.SUCCEEDED for r in rec.replicas):
-        rec.state = AppState.SUCCEEDED.name
-    else:
-        rec.state = AppState.FAILED.name
-        rec.msg = f"{why} (see {rec.supervisor_log}); the app's processes were stopped"
-    rec.finished_at = now

@@ -46,11 +46,20 @@ from tether.specs import (
     Resource,
     RetryPolicy,
     Role,
+    SecretRef,
     VolumeMount,
 )
 
 STATE_DIR_ENV = "TETHER_STATE_DIR"
 """Environment variable naming tether's state directory."""
+
+APP_TOKEN_ENV = "TETHER_LOCAL_APPS"  # noqa: S105 (a variable name, not a secret)
+"""Environment variable marking every process of a local app (``:``-separated app ids).
+
+The launcher sets it on the supervisor, so the supervisor, every process it forks (also
+before ``exec``) and every descendant of a replica carry the app's id. Recovery after a
+crash finds the app's processes by it (see :mod:`tether.schedulers.local.procs`).
+"""
 
 BACKEND_DIR = "local_cwd"
 RECORD_VERSION = 1
@@ -61,6 +70,10 @@ STREAM_FILES = ("stdout.log", "stderr.log", "combined.log")
 INDEX_SUFFIX = ".idx"
 
 _APP_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,80}$")
+
+
+class CorruptRecordError(ValueError):
+    """An app's ``state.json`` cannot be read (corrupt, truncated or not tether's)."""
 
 
 def default_state_dir() -> Path:
@@ -110,6 +123,39 @@ def atomic_write_bytes(path: Path, data: bytes, fsync: bool = True) -> None:
         raise
 
 
+def fsync_dir(path: Path) -> None:
+    """Flushes a directory's entries (a rename in it) to disk; best effort.
+
+    Args:
+        path: The directory.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def private_dirs(path: Path | str) -> None:
+    """Creates ``path`` and its missing parents, each new one private to the user (0700).
+
+    Args:
+        path: The directory.
+    """
+    p = Path(path)
+    if p.is_dir():
+        return
+    if p.parent != p:
+        private_dirs(p.parent)
+    with contextlib.suppress(FileExistsError):
+        p.mkdir(mode=0o700)
+
+
 def atomic_write_json(path: Path, doc: Any) -> None:
     """Writes ``doc`` as JSON to ``path`` atomically.
 
@@ -157,6 +203,8 @@ def role_to_json(role: Role) -> dict[str, Any]:
         "entrypoint": role.entrypoint,
         "args": list(role.args),
         "env": dict(role.env),
+        # references only: the values are read at launch and never written here
+        "secrets": {k: {"name": r.name, "key": r.key} for k, r in role.secrets.items()},
         "num_replicas": role.num_replicas,
         "min_replicas": role.min_replicas,
         "max_retries": role.max_retries,
@@ -193,6 +241,10 @@ def role_from_json(doc: dict[str, Any]) -> Role:
         entrypoint=doc.get("entrypoint", ""),
         args=list(doc.get("args", [])),
         env=dict(doc.get("env", {})),
+        secrets={
+            k: SecretRef(str(r["name"]), str(r.get("key", "")))
+            for k, r in dict(doc.get("secrets", {})).items()
+        },
         num_replicas=int(doc.get("num_replicas", 1)),
         min_replicas=doc.get("min_replicas"),
         max_retries=int(doc.get("max_retries", 0)),
@@ -260,6 +312,9 @@ class ReplicaRecord:
         started_at: Start of the last attempt (seconds since the epoch).
         finished_at: End of the last attempt.
         msg: Why it failed, when it did.
+        dropped_log_bytes: Log output lost because it could not be written (a full disk).
+        launching: Intent: the supervisor is about to start (another attempt of) this
+            replica; written durably before the process is forked, cleared once its pid is.
     """
 
     role: str
@@ -278,6 +333,8 @@ class ReplicaRecord:
     started_at: float | None = None
     finished_at: float | None = None
     msg: str = ""
+    launching: bool = False
+    dropped_log_bytes: int = 0
 
     @property
     def app_state(self) -> AppState:
@@ -310,6 +367,8 @@ class AppRecord:
         supervisor_pid: Pid of the app's supervisor process.
         supervisor_start_time: Kernel start time of the supervisor (pid reuse guard).
         supervisor_log: Path of the supervisor's own log.
+        launcher_pid: Pid of the process that submitted the app (it starts the supervisor).
+        launcher_start_time: Kernel start time of the launcher (pid reuse guard).
         finished_at: When the app reached a final state.
         updated: Time of the last write.
         replicas: One record per replica, role by role.
@@ -332,6 +391,8 @@ class AppRecord:
     supervisor_pid: int | None = None
     supervisor_start_time: int | None = None
     supervisor_log: str = ""
+    launcher_pid: int | None = None
+    launcher_start_time: int | None = None
     finished_at: float | None = None
     updated: float = 0.0
     replicas: list[ReplicaRecord] = field(default_factory=list)
@@ -438,20 +499,25 @@ class StateStore:
             (jd / record.app_id).touch()
         self.save(record)
 
-    def save(self, record: AppRecord) -> None:
+    def save(self, record: AppRecord, fsync: bool = False) -> None:
         """Replaces the app's record atomically.
 
-        The rename is atomic for every reader and every crash of a process. The record is
-        not fsync'ed (that would delay every state change by milliseconds): after a crash of
-        the host, a record may be older than the app, and ``describe`` resolves it as an app
-        whose supervisor died.
+        The rename is atomic for every reader and every crash of a process. By default the
+        record is not fsync'ed (that would delay every state change by milliseconds): after
+        a crash of the host, a record may be older than the app, and recovery resolves it as
+        an app whose supervisor died. The supervisor fsyncs the intent and confirmation
+        records around starting processes.
 
         Args:
             record: The record.
+            fsync: Flush the record (and the rename) to disk before returning.
         """
         record.updated = time.time()
         data = json.dumps(record.to_json(), indent=1, sort_keys=True).encode("utf-8")
-        atomic_write_bytes(self.state_path(record.app_id), data, fsync=False)
+        path = self.state_path(record.app_id)
+        atomic_write_bytes(path, data, fsync=fsync)
+        if fsync:
+            fsync_dir(path.parent)
 
     def load(self, app_id: str) -> AppRecord | None:
         """Reads an app's record.
@@ -461,14 +527,35 @@ class StateStore:
 
         Returns:
             The record, or None when there is no such app.
+
+        Raises:
+            CorruptRecordError: When the file is not a record this tether reads (the message
+                names the file).
         """
         if not is_valid_app_id(app_id):
             return None
+        path = self.state_path(app_id)
         try:
-            raw = self.state_path(app_id).read_bytes()
+            raw = path.read_bytes()
         except FileNotFoundError:
             return None
-        return AppRecord.from_json(json.loads(raw))
+        except OSError as e:
+            raise CorruptRecordError(f"cannot read local_cwd record {path}: {e}") from None
+        try:
+            doc = json.loads(raw)
+            if not isinstance(doc, dict):
+                raise ValueError(f"a JSON {type(doc).__name__}, not an object")
+            rec = AppRecord.from_json(doc)
+            rec.app_state  # noqa: B018 (checks the state name)
+            for rep in rec.replicas:
+                rep.app_state  # noqa: B018
+            app_from_json(rec.app)
+            return rec
+        except (ValueError, TypeError, KeyError, AttributeError, IndexError) as e:
+            raise CorruptRecordError(
+                f"local_cwd record {path} is corrupt or not tether's ({type(e).__name__}: "
+                f"{str(e)[:200]}); move it away or delete its app directory"
+            ) from None
 
     @contextlib.contextmanager
     def lock(self, app_id: str) -> Iterator[None]:

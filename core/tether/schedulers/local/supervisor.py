@@ -47,15 +47,19 @@ from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
+from tether.schedulers.local.secretfiles import resolve_secrets
 from tether.schedulers.local.state import (
+    APP_TOKEN_ENV,
     INDEX_SUFFIX,
     AppRecord,
     LogIndexWriter,
     ReplicaRecord,
     StateStore,
     app_from_json,
+    private_dirs,
 )
 from tether.specs import AppState, RetryPolicy, Role
+from tether.specs.secrets import arg_secrets, mask_text, secret_values
 
 log = logging.getLogger("tether.local_supervisor")
 
@@ -70,6 +74,8 @@ DRAIN_AFTER_KILL_S = 1.0
 STDERR_TAIL_LINES = 10
 """Lines of stderr quoted in a failure message."""
 RESTART_MARKER = "[tether] "
+SAVE_RETRY_S = 1.0
+"""After a failed write of the app's record, how long until the next try."""
 
 # ---- process helpers (also used by the scheduler from other processes) -------------------
 
@@ -287,12 +293,16 @@ def stderr_tail(path: str, lines: int = STDERR_TAIL_LINES, max_bytes: int = 1638
     return "\n".join(kept[-lines:])
 
 
-def failure_message(rep: ReplicaRecord, code: int) -> str:
+def failure_message(rep: ReplicaRecord, code: int, secrets: Iterable[str] = ()) -> str:
     """The message of a failed replica: role, replica, exit code and its last stderr lines.
+
+    The stderr excerpt is masked (:func:`tether.specs.mask_text`): values of secret-looking
+    variables of the replica's env, ``secrets`` (resolved ``Role.secrets``) and URL passwords.
 
     Args:
         rep: The replica.
         code: Its return code.
+        secrets: Values known to be secret.
 
     Returns:
         The message.
@@ -300,7 +310,8 @@ def failure_message(rep: ReplicaRecord, code: int) -> str:
     msg = f"role {rep.role!r} replica {rep.replica_id} {exit_description(code)}"
     tail = stderr_tail(rep.stderr)
     if tail:
-        msg += "; last lines of stderr:\n" + tail
+        known = [*secrets, *secret_values([rep.env]), *arg_secrets(rep.argv)]
+        msg += "; last lines of stderr:\n" + mask_text(tail, known)
     return msg
 
 
@@ -340,38 +351,80 @@ def _write_all(fd: int, data: bytes | memoryview) -> None:
 
 
 class _LogFile:
-    """An append-only log file with its time index.
+    """An append-only log file with its time index, that degrades instead of failing.
 
-    A failing write (a full disk) is reported once and the data dropped: the replica keeps
-    running and its pipe keeps being drained, logs are never a reason to kill a job.
+    A failing write (a full disk, a file size limit) drops the data and is reported once in
+    the supervisor's log; the replica keeps running and its pipe keeps being drained: logs
+    are never a reason to kill a job. Every later write tries again (a failing write costs
+    one syscall); once one works, a marker line first says how many bytes were lost.
     """
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        self.index = LogIndexWriter(path + INDEX_SUFFIX, os.fstat(self.fd).st_size)
-        self.broken = False
+        self.dropped = 0  # bytes lost since the last successful write
+        self.total_dropped = 0
+        self.error = ""
+        try:
+            self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            self.index: LogIndexWriter | None = LogIndexWriter(
+                path + INDEX_SUFFIX, os.fstat(self.fd).st_size
+            )
+        except OSError as e:
+            self.fd = -1
+            self.index = None
+            self._failed(e, 0, time.time())
+
+    def _failed(self, e: OSError, nbytes: int, now: float) -> None:
+        if not self.error:
+            log.warning("cannot write %s (%s); dropping output until it works", self.path, e)
+        self.error = e.strerror or str(e)
+        self.dropped += nbytes
+        self.total_dropped += nbytes
+        if self.fd >= 0 and self.index is not None:
+            with contextlib.suppress(OSError):  # a partial write: index from the real size
+                self.index.offset = os.fstat(self.fd).st_size
+
+    def _marker(self) -> bytes:
+        return (
+            f"\n{RESTART_MARKER}{self.dropped} bytes of output were dropped "
+            f"(could not write the log: {self.error})\n"
+        ).encode()
+
+    def _append(self, parts: list[bytes | memoryview], now: float) -> None:
+        total = sum(len(p) for p in parts)
+        if self.index is not None:
+            self.index.wrote(total, now)
+        n = os.writev(self.fd, parts) if len(parts) > 1 else os.write(self.fd, parts[0])
+        if n < total:
+            _write_all(self.fd, b"".join(bytes(p) for p in parts)[n:])
 
     def write(self, data: bytes | memoryview, now: float, head: bytes = b"") -> None:
         """Appends ``head + data`` (written together, without joining them first)."""
-        if self.broken or not (data or head):
+        nbytes = len(head) + len(data)
+        if not nbytes:
+            return
+        if self.fd < 0:
+            self.dropped += nbytes
+            self.total_dropped += nbytes
             return
         try:
-            self.index.wrote(len(head) + len(data), now)
-            if head:
-                n = os.writev(self.fd, [head, data])
-                rest = memoryview(head + bytes(data))[n:] if n < len(head) + len(data) else b""
-                _write_all(self.fd, rest)
-            else:
-                _write_all(self.fd, data)
+            if self.dropped:
+                self._append([self._marker()], now)
+                self.dropped = 0
+                log.info("writing %s again", self.path)
+            self._append([head, data] if head else [data], now)
         except OSError as e:
-            self.broken = True
-            log.warning("cannot write %s (%s); dropping this log's further output", self.path, e)
+            self._failed(e, nbytes, now)
 
     def close(self) -> None:
-        self.index.close()
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
+        if self.dropped and self.fd >= 0:
+            with contextlib.suppress(OSError):
+                self._append([self._marker()], time.time())
+        if self.index is not None:
+            self.index.close()
+        if self.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
 
 
 class _Pump:
@@ -412,6 +465,7 @@ class _Attempt:
     rep: ReplicaRecord
     proc: subprocess.Popen[bytes]
     combined: _LogFile
+    files: list[_LogFile] = field(default_factory=list)
     pumps: dict[int, _Pump] = field(default_factory=dict)
     returncode: int | None = None
     stop_reason: str | None = None
@@ -447,6 +501,9 @@ class Supervisor:
         self.cancelling = False
         self.failing: str | None = None
         self.signals: list[int] = []
+        self.secret_values: set[str] = set()
+        self.save_error = ""
+        self.save_retry_at = 0.0
         self._wake_r, self._wake_w = os.pipe()
         rec = self.store.load(self.app_id)
         if rec is None:
@@ -460,7 +517,10 @@ class Supervisor:
         for fd in (self._wake_r, self._wake_w):
             os.set_blocking(fd, False)
         signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
+        sigs = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD]
+        if hasattr(signal, "SIGXFSZ"):
+            sigs.append(signal.SIGXFSZ)  # a file size limit: EFBIG from write, not death
+        for sig in sigs:
             # handlers, not SIG_IGN: exec() resets handlers, so the replicas get defaults
             signal.signal(sig, self._on_signal)
         self.sel.register(self._wake_r, selectors.EVENT_READ, None)
@@ -478,9 +538,20 @@ class Supervisor:
                 self._cancel(f"cancelled (the supervisor got {signal.Signals(sig).name})")
 
     # -- state ----------------------------------------------------------------------------
-    def _save(self) -> None:
-        with self.store.lock(self.app_id):
-            self.store.save(self.rec)
+    def _save(self, fsync: bool = False) -> None:
+        """Writes the record; a failure (a full disk) is retried later, never fatal."""
+        try:
+            with self.store.lock(self.app_id):
+                self.store.save(self.rec, fsync=fsync)
+        except OSError as e:
+            if not self.save_error:
+                log.warning("cannot write the record of app %s (%s); retrying", self.app_id, e)
+            self.save_error = str(e)
+            self.save_retry_at = time.monotonic() + SAVE_RETRY_S
+            return
+        if self.save_error:
+            log.info("the record of app %s is written again", self.app_id)
+        self.save_error = ""
 
     def _signal_ready(self) -> None:
         if self.ready_fd >= 0:
@@ -506,8 +577,11 @@ class Supervisor:
             self.rec = rec
             self.rec.supervisor_pid = os.getpid()
             self.rec.supervisor_start_time = start_time_of(os.getpid())
-            # the pid first: from now on others can tell whether this supervisor lives
-            self.store.save(self.rec)
+            for rep in self.rec.replicas:
+                rep.launching = True
+            # the pid and the intent first, durably: from now on others can tell whether
+            # this supervisor lives, and find what it starts (see procs.recover)
+            self.store.save(self.rec, fsync=True)
         self._handle_signals()
         if not self.cancelling:
             for rep in self.rec.replicas:
@@ -518,16 +592,21 @@ class Supervisor:
             for rep in self.rec.replicas:
                 if rep.app_state == AppState.PENDING:
                     rep.state = AppState.CANCELLED.name
+        for rep in self.rec.replicas:
+            rep.launching = False
         if not self.rec.app_state.is_terminal():
             self.rec.state = AppState.RUNNING.name
         self._progress()
-        self._save()
+        self._save(fsync=True)  # confirmed: every started replica's pid and start time
         self._signal_ready()
         log.info("app %s: %d replica(s) started", self.app_id, len(self.attempts))
         while not (self.rec.app_state.is_terminal() and not self.attempts):
             self._step()
         self._stop_descendants()
         self._save()
+        while self.save_error:  # the final record must land: wait for space
+            time.sleep(SAVE_RETRY_S)
+            self._save()
         log.info("app %s ended %s", self.app_id, self.rec.state)
         return 0
 
@@ -549,12 +628,14 @@ class Supervisor:
             self._reap()
         self._tick()
         self._progress()
+        if self.save_error and time.monotonic() >= self.save_retry_at:
+            self._save()
 
     # -- replicas -------------------------------------------------------------------------
     def _start(self, rep: ReplicaRecord) -> None:
         now = time.time()
         for p in (rep.stdout, rep.stderr, rep.combined):
-            Path(p).parent.mkdir(parents=True, exist_ok=True)
+            private_dirs(Path(p).parent)
         out, err, comb = _LogFile(rep.stdout), _LogFile(rep.stderr), _LogFile(rep.combined)
         if rep.attempts > 0:
             marker = (
@@ -565,7 +646,17 @@ class Supervisor:
             comb.write(marker, now)
         env = dict(os.environ)
         env.update(rep.env)
+        env[APP_TOKEN_ENV] = os.environ.get(APP_TOKEN_ENV) or self.app_id
+        role = self.roles.get(rep.role)
+        what = f"start {rep.argv[0]!r} in {rep.cwd!r}"
         try:
+            if role is not None and role.secrets:
+                # read now, passed to the process only: never in the record or a log
+                what = "read its secrets"
+                resolved = resolve_secrets(role.secrets)
+                env.update(resolved)
+                self.secret_values.update(v for v in resolved.values() if v)
+                what = f"start {rep.argv[0]!r} in {rep.cwd!r}"
             proc = subprocess.Popen(
                 rep.argv,
                 cwd=rep.cwd,
@@ -576,20 +667,24 @@ class Supervisor:
                 start_new_session=True,
                 close_fds=True,
             )
-        except OSError as e:
+        except (OSError, ValueError) as e:
             for f in (out, err, comb):
                 f.close()
             rep.state = AppState.FAILED.name
             rep.exit_code = None
             rep.finished_at = now
-            rep.msg = (
-                f"role {rep.role!r} replica {rep.replica_id} could not start "
-                f"{rep.argv[0]!r} in {rep.cwd!r}: {e.strerror or e}"
+            detail: str = str(e)
+            if isinstance(e, OSError):
+                detail = e.strerror or detail
+                if what == "read its secrets" and e.filename:
+                    detail += f" ({e.filename})"
+            rep.msg = mask_text(
+                f"role {rep.role!r} replica {rep.replica_id} could not {what}: {detail}"
             )
             self._fail(rep.msg)
             return
         assert proc.stdout is not None and proc.stderr is not None
-        att = _Attempt(rep, proc, comb)
+        att = _Attempt(rep, proc, comb, [out, err, comb])
         for pipe, logf in ((proc.stdout, out), (proc.stderr, err)):
             rfd = os.dup(pipe.fileno())
             pipe.close()
@@ -679,6 +774,8 @@ class Supervisor:
         del self.attempts[att.key]
         att.combined.close()
         rep = att.rep
+        lost = {f.path: f.total_dropped for f in att.files if f.total_dropped}
+        errors = sorted({f.error for f in att.files if f.total_dropped})
         code = att.returncode if att.returncode is not None else -signal.SIGKILL
         rep.exit_code = code
         rep.finished_at = time.time()
@@ -695,7 +792,15 @@ class Supervisor:
             rep.msg = "stopped because another replica failed"
         else:
             rep.state = AppState.FAILED.name
-            rep.msg = failure_message(rep, code)
+            rep.msg = failure_message(rep, code, self.secret_values)
+        if lost:
+            rep.dropped_log_bytes += sum(lost.values())
+            note = (
+                f"{sum(lost.values())} bytes of log output were dropped ({'; '.join(errors)}): "
+                + ", ".join(f"{os.path.basename(p)} {n}" for p, n in sorted(lost.items()))
+            )
+            rep.msg = f"{rep.msg}\n{note}" if rep.msg else note
+        if rep.state == AppState.FAILED.name:
             self._on_failure(rep)
         self._save()
 
@@ -761,13 +866,18 @@ class Supervisor:
         if self.rec.app_state.is_terminal():
             return
         if self.restart_pending and not any(k in self.attempts for k in self.restart_pending):
-            for rep in self.rec.replicas:
-                if (rep.role, rep.replica_id) in self.restart_pending:
-                    self._start(rep)
-                    if self.failing:
-                        break
+            todo = [r for r in self.rec.replicas if (r.role, r.replica_id) in self.restart_pending]
+            for rep in todo:
+                rep.launching = True
+            self._save(fsync=True)  # intent, before any fork
+            for rep in todo:
+                self._start(rep)
+                if self.failing:
+                    break
+            for rep in todo:
+                rep.launching = False
             self.restart_pending.clear()
-            self._save()
+            self._save(fsync=True)  # confirmed
         if self.attempts or self.restart_pending:
             return
         if self.cancelling:

@@ -103,15 +103,15 @@ with DAG("tether_t_long", schedule=None, start_date=START, catchup=False,
          params={"pidfile": Param("/nonexistent", type="string"),
                  "gate": Param("/nonexistent", type="string"),
                  "seconds": Param(60, type="integer")}) as long_dag:
-    # records its pid ($$$$: macros turn $$ into $), waits until the gate file exists (at
-    # most `seconds`), then publishes an output: the worker-kill and on_kill tests run this
-    # DAG in a subprocess and kill it. A later try of the task opens the gate as it starts, so
-    # the job is still running when that try looks for it.
+    # records its pid ($$: a value without macros passes through as is), waits until the gate
+    # file exists (at most `seconds`), then publishes an output: the worker-kill and on_kill
+    # tests run this DAG in a subprocess and kill it. A later try of the task opens the gate
+    # as it starts, so the job is still running when that try looks for it.
     ComponentOperator(
         task_id="long",
         component="utils.sh",
         component_args=[
-            "echo $$$$ > '{{ params.pidfile }}'; echo started; "
+            "echo $$ > '{{ params.pidfile }}'; echo started; "
             "for i in $(seq 1 {{ params.seconds * 10 }}); do "
             "[ -e '{{ params.gate }}' ] && break; sleep 0.1; done; "
             "sleep 1; echo finished; " + publish(done=True)
@@ -151,7 +151,7 @@ with DAG("tether_t_timeout", schedule=None, start_date=START, catchup=False,
     ComponentOperator(
         task_id="slow",
         component="utils.sh",
-        component_args=["echo $$$$ > '{{ params.pidfile }}'; sleep 120"],
+        component_args=["echo $$ > '{{ params.pidfile }}'; sleep 120"],
         execution_timeout=dt.timedelta(seconds=3),
         deferrable=False,
         wait_interval=0.2,

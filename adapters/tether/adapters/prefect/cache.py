@@ -1,0 +1,145 @@
+"""Prefect cache policies of component tasks.
+
+Caching is **off** by default (``NO_CACHE``): a component task runs a job every time it is
+called in a new flow run. Two opt-ins:
+
+* ``cache_policy=JOB_INPUTS`` caches across flow runs. The key covers everything that
+  decides what the job does: the component (its name and source code), its arguments, the
+  scheduler (the configured default is resolved), cfg, image and env. Env values enter the
+  key only as hashes, and the key itself is a hash: no value, secret or not, is stored in
+  it. Change any of these and the task runs a new job. Add ``cache_expiration`` to bound
+  how long a result is reused; ``refresh_cache=True`` forces a new job.
+* ``persist_result=True`` (without a cache policy) stores every result in Prefect's result
+  storage (``PREFECT_RESULTS_*``) under the job's identity (:mod:`.identity`): a rerun of
+  the same flow run takes the stored result without even looking for the job; other flow
+  runs are not affected.
+
+Results are :class:`~tether.adapters.common.JobResult` objects (outputs included), pickled by
+Prefect's default serializer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+from prefect.cache_policies import NO_CACHE, CachePolicy
+from prefect.context import TaskRunContext
+
+from tether.adapters.prefect.identity import call_numbers, parameters_digest, task_job_key
+
+
+def _spec(task_ctx: TaskRunContext) -> Any:
+    from tether.adapters.prefect.task import SPEC_ATTR
+
+    return getattr(task_ctx.task.fn, SPEC_ATTR, None)
+
+
+def _source_digest(fn: Any) -> str:
+    try:
+        text = inspect.getsource(fn)
+    except (OSError, TypeError):
+        text = f"{getattr(fn, '__module__', '')}:{getattr(fn, '__qualname__', repr(fn))}"
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _scheduler(spec: Any) -> str:
+    if spec.scheduler:
+        return str(spec.scheduler)
+    from tether.runner import get_runner
+
+    with get_runner() as runner:
+        return str(spec.resolve_scheduler(runner))
+
+
+@dataclass
+class JobInputs(CachePolicy):
+    """Cache key: component (name and source), arguments, scheduler, cfg, image, env."""
+
+    def compute_key(
+        self,
+        task_ctx: TaskRunContext,
+        inputs: dict[str, Any],
+        flow_parameters: dict[str, Any],
+        **kwargs: Any,
+    ) -> str | None:
+        """The key of one call (None, so no caching, for a task that is no component task).
+
+        Args:
+            task_ctx: The task run's context.
+            inputs: The task's parameters.
+            flow_parameters: The flow's parameters (not part of the key).
+            **kwargs: Ignored.
+
+        Returns:
+            ``tether-<hash>``.
+        """
+        spec = _spec(task_ctx)
+        if spec is None:
+            return None
+        digest = parameters_digest({
+            "spec": spec.digest(),
+            "scheduler": _scheduler(spec),
+            "source": _source_digest(spec.fn),
+            "args": spec.component_args(inputs),
+        })
+        return f"tether-{digest}"
+
+
+@dataclass
+class RunScoped(CachePolicy):
+    """Result key = the job's identity: results persist, reuse stays within one flow run."""
+
+    def compute_key(
+        self,
+        task_ctx: TaskRunContext,
+        inputs: dict[str, Any],
+        flow_parameters: dict[str, Any],
+        **kwargs: Any,
+    ) -> str | None:
+        """The job key of this call (see :mod:`tether.adapters.prefect.identity`).
+
+        Args:
+            task_ctx: The task run's context.
+            inputs: The task's parameters.
+            flow_parameters: Not used.
+            **kwargs: Ignored.
+
+        Returns:
+            ``tether-run-<job key>``, or None outside a flow run.
+        """
+        from prefect.context import FlowRunContext
+
+        spec = _spec(task_ctx)
+        task_run = task_ctx.task_run
+        if spec is None or task_run.flow_run_id is None:
+            return None
+        args = spec.component_args(inputs)
+        flow_ctx = FlowRunContext.get()
+        counters = getattr(flow_ctx, "task_run_dynamic_keys", None) if flow_ctx else None
+        same, _ = call_numbers(counters if isinstance(counters, dict) else None,
+                               task_run.task_key, parameters_digest(args), task_run.id)
+        key = task_job_key(task_run.flow_run_id, task_run.task_key, same, args, task_run.id,
+                           spec.digest())
+        return f"tether-run-{key}"
+
+
+JOB_INPUTS = JobInputs()
+"""Cache across flow runs on everything the job runs (see the module docs)."""
+
+RUN_SCOPED = RunScoped()
+"""Persist results under the job identity; what ``persist_result=True`` alone uses."""
+
+
+def default_cache_policy(persist_result: bool | None) -> CachePolicy:
+    """The policy of a component task given no ``cache_policy``/``cache_key_fn``.
+
+    Args:
+        persist_result: The task's ``persist_result`` option.
+
+    Returns:
+        :data:`RUN_SCOPED` when results are to be persisted, else ``NO_CACHE``.
+    """
+    return RUN_SCOPED if persist_result else NO_CACHE

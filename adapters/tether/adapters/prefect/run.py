@@ -1,0 +1,322 @@
+"""The body of a component task's run: one job per call, followed to its end.
+
+:func:`run_component` finds or submits the job of this call (its key:
+:mod:`tether.adapters.prefect.identity`), ships its logs (:mod:`.logship`), watches for
+Prefect stopping the flow run (:mod:`.cancel`), publishes the artifacts and returns the
+result, or a ``Cancelled`` state when the flow run was cancelled and the job with it.
+:func:`run_component_async` runs it in a thread of its own for async tasks.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from tether.adapters.common import ComponentJob, JobFailedError, JobResult
+from tether.adapters.prefect.identity import (
+    call_numbers,
+    parameters_digest,
+    tag_with_flow_run,
+    task_job_key,
+)
+from tether.adapters.prefect.logship import LogShipper, read_cursor
+from tether.runner import Runner, get_runner
+from tether.specs import AppStatus
+
+if TYPE_CHECKING:
+    from tether.adapters.prefect.task import TaskSpec
+
+log = logging.getLogger(__name__)
+
+STOP_TIMEOUT_SECONDS = 30.0
+"""How long a stopped task waits for its cancelled job to reach a final state."""
+
+
+class JobStoppedError(JobFailedError):
+    """The task stopped the job because Prefect stopped the flow run."""
+
+    def __init__(self, result: JobResult, reason: str) -> None:
+        RuntimeError.__init__(
+            self,
+            f"tether job {result.app_handle} was cancelled because {reason}; "
+            f"final state {result.state.name}",
+        )
+        self.result = result
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.result, self.reason))
+
+
+async def run_component_async(spec: TaskSpec, arguments: Mapping[str, Any]) -> Any:
+    """The body of an async component task: :func:`run_component` in a worker thread.
+
+    Cancelling the coroutine (a timeout, the flow's cancellation) tells the thread to cancel
+    the job, and waits (up to ``STOP_TIMEOUT_SECONDS``) until it has stopped.
+
+    Args:
+        spec: What to run.
+        arguments: The task's bound arguments.
+
+    Returns:
+        What :func:`run_component` returns.
+    """
+    import asyncio
+
+    import anyio
+
+    stop = threading.Event()
+    ctx = contextvars.copy_context()
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[Any] = loop.create_future()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if fut.done():
+            return
+        if error is not None:
+            fut.set_exception(error)
+        else:
+            fut.set_result(value)
+
+    def work() -> None:
+        # one thread per task (not the loop's small default pool): any number of
+        # component tasks follow their jobs concurrently
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            value = ctx.run(run_component, spec, arguments, stop)
+        except BaseException as e:
+            error = e
+        try:
+            loop.call_soon_threadsafe(settle, value, error)
+        except RuntimeError:  # the event loop has closed: nobody waits for the result
+            log.debug("result of %s dropped: the event loop closed", spec.component_name)
+
+    threading.Thread(target=work, name=f"tether-{spec.component_name}").start()
+    try:
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        stop.set()
+        with anyio.CancelScope(shield=True):  # cancelled scopes re-cancel every await
+            await asyncio.wait([fut], timeout=STOP_TIMEOUT_SECONDS + 10)
+        raise
+
+
+def run_component(
+    spec: TaskSpec, arguments: Mapping[str, Any], stop: threading.Event | None = None
+) -> Any:
+    """The body of a component task: run (or re-attach to) the job of one task call.
+
+    Args:
+        spec: What to run.
+        arguments: The task's bound arguments.
+        stop: Set by another thread to cancel the job (the async variant's cancellation).
+
+    Returns:
+        The :class:`JobResult` of a job that SUCCEEDED, or a Prefect ``Cancelled`` state
+        (which Prefect makes the task run's final state) when the flow run was cancelled
+        and the job with it.
+
+    Raises:
+        JobFailedError: When the job did not succeed (its message is the job's own).
+        RuntimeError: When called outside a Prefect task run.
+    """
+    from prefect import get_run_logger
+    from prefect.client.orchestration import get_client
+    from prefect.context import TaskRunContext
+
+    from tether.adapters.prefect.cancel import CancelWatch
+
+    ctx = TaskRunContext.get()
+    if ctx is None:
+        raise RuntimeError(
+            "a tether component task runs only as a Prefect task: call it inside a @flow "
+            "(directly, or with .submit()/.map())"
+        )
+    task_run = ctx.task_run
+    task_name = ctx.task.name
+    logger = get_run_logger()
+    flow_run_id = task_run.flow_run_id
+    runner = _new_runner()
+    client: Any = get_client(sync_client=True)
+    client.__enter__()
+    watch = CancelWatch(flow_run_id, task_run.id, client=client)
+    job: ComponentJob | None = None
+    shipper: LogShipper | None = None
+    try:
+        try:
+            scheduler = spec.resolve_scheduler(runner)
+            app = spec.materialize(runner, arguments)
+            component_args = spec.component_args(arguments)
+            same, nth = call_numbers(
+                _flow_counters(), task_run.task_key, parameters_digest(component_args),
+                task_run.id,
+            )
+            key = task_job_key(flow_run_id, task_run.task_key, same, component_args,
+                               task_run.id, spec.digest())
+            art_name = task_name if nth == 0 else f"{task_name}-{nth}"
+            tag_with_flow_run(app, flow_run_id)
+            job = ComponentJob(
+                app, scheduler, spec.cfg, key=key,
+                parent_run_id=str(flow_run_id or task_run.id), runner=runner,
+            )
+            reason = watch.reason()
+            if reason:
+                raise RuntimeError(f"not submitting the tether job of {task_name}: {reason}")
+            handle = job.submit()
+            logger.info(
+                "%s tether job %s (%s) on %s (attempt %d)",
+                "re-attached to" if job.reattached else "submitted", handle, app.name,
+                scheduler, task_run.run_count,
+            )
+            _publish_link(art_name, job, logger)
+            shipper = _shipper(client, job, flow_run_id, task_run.id, logger)
+
+            def should_stop() -> str | None:
+                shipper.tick()
+                reason = watch.reason()
+                if reason is None and stop is not None and stop.is_set():
+                    reason = "the task was cancelled"
+                if reason:
+                    logger.warning("%s: cancelling tether job %s", reason, handle)
+                return reason
+
+            result = job.follow(shipper, spec.poll_interval, should_stop=should_stop,
+                                skip=dict(shipper.cursor))
+            # the summary goes out while the last log lines and the cursor are sent
+            summary = threading.Thread(
+                target=contextvars.copy_context().run,
+                args=(_publish_summary, art_name, job, result, logger, client, task_run),
+                name="tether-summary",
+            )
+            summary.start()
+            try:
+                shipper.close()
+            finally:
+                summary.join()
+        except BaseException as e:
+            if job is not None and not isinstance(e, Exception):
+                _stop(art_name, job, e, logger)
+                if shipper is not None:
+                    _flush_quietly(shipper)
+            raise
+    finally:
+        watch.close()
+        client.__exit__(None, None, None)
+        runner.close()
+    logger.info("tether job %s finished %s", result.app_handle, result.state.name)
+    if job.stop_reason and not result.succeeded:
+        from prefect.states import Cancelled
+
+        return Cancelled(message=str(JobStoppedError(result, job.stop_reason)))
+    if not result.succeeded:
+        raise JobFailedError(result)
+    return result
+
+
+def _flush_quietly(shipper: LogShipper) -> None:
+    """Sends the lines read so far of a job that was stopped (best effort)."""
+    try:
+        shipper.close()
+    except BaseException as e:
+        log.warning("cannot send the last log lines: %s", e)
+
+
+def _shipper(
+    client: Any, job: ComponentJob, flow_run_id: Any, task_run_id: Any, logger: Any
+) -> LogShipper:
+    """The log sink of a job: resumes from the cursor of an earlier attempt that re-attached."""
+    cursor: dict[str, int] = {}
+    exists = False
+    if job.reattached and job.key:
+        try:
+            cursor, exists = read_cursor(client, job.key, job.app_handle or "")
+        except Exception as e:
+            logger.warning("cannot read the log cursor of %s: %s", job.app_handle, e)
+        if cursor:
+            logger.info("resuming the logs of %s after %d line(s) already shown",
+                        job.app_handle, sum(cursor.values()))
+
+    def echo(text: str) -> None:
+        logger.info(text, extra={"send_to_api": False})
+
+    from prefect.settings import PREFECT_LOGGING_TO_API_ENABLED
+
+    if not PREFECT_LOGGING_TO_API_ENABLED.value():  # logs to the API are switched off
+        flow_run_id = None
+    return LogShipper(client, flow_run_id, task_run_id, job.key, job.app_handle or "",
+                      cursor, exists, echo=echo)
+
+
+def _stop(task_name: str, job: ComponentJob, exc: BaseException, logger: Any) -> None:
+    """Prefect interrupted the task (timeout, termination, cancellation): cancel the job."""
+    what = type(exc).__name__
+    try:
+        logger.warning("task interrupted (%s): cancelling tether job %s", what, job.app_handle)
+        result = job.cancel_and_wait(timeout=STOP_TIMEOUT_SECONDS)
+    except BaseException as e:  # a second signal, an API error: try the bare cancel once more
+        log.warning("cancelling %s after %s failed: %s", job.app_handle, what, e)
+        try:
+            job.cancel()
+        except Exception as e2:
+            log.error("cannot cancel %s: %s", job.app_handle, e2)
+        return
+    if result is not None:
+        logger.warning("tether job %s is %s", result.app_handle, result.state.name)
+        _publish_summary(task_name, job, result, logger)
+
+
+def _final_status(job: ComponentJob) -> AppStatus | None:
+    try:
+        return job.status()
+    except Exception:
+        return None
+
+
+def _new_runner() -> Runner:
+    """A runner for one task (the scheduler registry's entry points are cached by tether)."""
+    return get_runner()
+
+
+def _flow_counters() -> dict[str, Any] | None:
+    """The per-run-of-the-flow dict tether numbers task calls in (see ``call_numbers``)."""
+    from prefect.context import FlowRunContext
+
+    ctx = FlowRunContext.get()
+    counters = getattr(ctx, "task_run_dynamic_keys", None) if ctx is not None else None
+    return counters if isinstance(counters, dict) else None
+
+
+def _publish_link(task_name: str, job: ComponentJob, logger: Any) -> None:
+    from tether.adapters.prefect.artifacts import create_link
+
+    try:
+        status = job.status()
+        if status is None or not status.ui_url:
+            return
+        create_link(task_name, job.result(status))
+    except Exception as e:
+        logger.warning("cannot create the link artifact of %s: %s", job.app_handle, e)
+
+
+def _publish_summary(
+    task_name: str,
+    job: ComponentJob,
+    result: JobResult,
+    logger: Any,
+    client: Any = None,
+    task_run: Any = None,
+) -> None:
+    from tether.adapters.prefect.artifacts import create_summary
+
+    try:
+        create_summary(
+            task_name, job.scheduler, job.app, result, _final_status(job), job.key,
+            client=client, flow_run_id=getattr(task_run, "flow_run_id", None),
+            task_run_id=getattr(task_run, "id", None),
+        )
+    except Exception as e:
+        logger.warning("cannot create the summary artifact of %s: %s", result.app_handle, e)

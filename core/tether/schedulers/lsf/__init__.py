@@ -1,0 +1,47 @@
+"""``lsf``: run apps as IBM Spectrum LSF jobs (``bsub``/``bjobs``/``bkill``).
+
+Prerequisites: LSF's commands on PATH (source ``profile.lsf``) on a submission host, and a
+file system shared with the execution hosts for the working directory and the ``log_dir``
+run option. Nothing is imported beyond the standard library; ``--dryrun`` renders the job
+script without LSF.
+
+Status here: **render-only**. LSF cannot run on tether's test machines; the script is
+golden-tested and executed under bash with a stand-in ``blaunch``, and the command layer is
+tested against small fake ``bsub``/``bjobs``/``bkill`` programs that replay IBM's documented
+output formats (``tests/schedulers/test_lsf.py``).
+
+**Design.** One LSF job per app (its name ``<app>-<random>``; the app id is the LSF job
+id). It asks for ``-n`` = replicas x slots per replica with ``span[ptile=<slots>]`` (one
+replica per host), ``rusage[mem=]`` per slot and ``-gpu "num=<gpus>"`` per host, so every role
+must ask for the same resource (else the dry-run names the role). The script starts replica
+``i`` on allocated host ``i`` with ``blaunch``, with the replica environment
+(``$TETHER_RANK0_HOST`` = the first host), writing ``<log_dir>/<job>/<role>/<k>.log`` and
+``.exit``; the first failure ends the job.
+
+**Status** is ``bjobs -o ... -json`` through :data:`tether.schedulers.lsf.status.JOB_STATE`
+(an EXIT killed by its owner is CANCELLED), with the failed replicas (from their exit files)
+in the message. **Cancel** is ``bkill``. **Job identity**: the job description
+``tether:app=..;logs=..;roles=..;key=..`` (``bsub -Jd``), read by ``list``/``find_jobs``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tether.schedulers.lsf.scheduler import LsfScheduler
+
+
+def create_scheduler(session_name: str, **kwargs: Any) -> LsfScheduler:
+    """Creates the ``lsf`` scheduler (see :mod:`.scheduler`).
+
+    Args:
+        session_name: The runner's session.
+        **kwargs: See :func:`tether.schedulers.lsf.scheduler.create_scheduler`.
+
+    Returns:
+        The scheduler.
+    """
+    from tether.schedulers.lsf.scheduler import create_scheduler as create
+
+    return create(session_name, **kwargs)

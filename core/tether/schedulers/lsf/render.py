@@ -1,0 +1,308 @@
+"""Pure rendering: AppDef + :class:`LsfOpts` -> a ``bsub`` job script (no I/O).
+
+One LSF job per app. It asks for one host slot group per replica: ``-n`` = replicas x slots
+per replica, ``span[ptile=<slots>]`` so that each host holds exactly one replica, memory as
+``rusage[mem=]`` per slot, GPUs per host with ``-gpu``. The script reads the allocated hosts
+from ``$LSB_MCPU_HOSTS``, starts replica ``i`` on host ``i`` with ``blaunch`` (the replica
+environment from :func:`~tether.schedulers.replica.materialize`, ``$TETHER_RANK0_HOST`` = the
+first host) writing ``<log_dir>/<app>/<role>/<k>.log`` and ``<k>.exit``, and exits with the
+first failure (LSF then ends the other tasks).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import secrets
+import shlex
+from dataclasses import dataclass, field
+from urllib.parse import quote, unquote
+
+from tether.schedulers.api import JOB_KEY
+from tether.schedulers.lsf.options import LsfOpts
+from tether.schedulers.replica import ENV_RANK0_HOST, materialize
+from tether.specs import AppDef, Role
+from tether.specs.secrets import mask_env
+
+BACKEND = "lsf"
+DESCRIPTION_PREFIX = "tether:"
+GPU_MODES = ("shared", "exclusive_process")
+
+_ID_JUNK = re.compile(r"[^a-z0-9]+")
+_ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
+_WALL = re.compile(r"^(\d+:)?\d+$")
+_ROLE_DIR = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+class LsfRenderError(ValueError):
+    """An app or option that the ``lsf`` scheduler cannot express."""
+
+
+@dataclass
+class LsfRequest:
+    """A rendered LSF submission.
+
+    Attributes:
+        name: The LSF job name.
+        script: The job script (``bsub < script``).
+        log_dir: The app's log directory.
+        description: The job description (tether's identity of the app).
+        env: Each replica's environment (for the masked dry-run), keyed ``role/k``.
+    """
+
+    name: str
+    script: str
+    log_dir: str
+    description: str
+    env: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+def make_job_name(app_name: str) -> str:
+    """A new job name: ``{sanitized name}-{8 random characters}``.
+
+    Args:
+        app_name: The app's name.
+
+    Returns:
+        The name.
+    """
+    base = _ID_JUNK.sub("-", app_name.lower()).strip("-")[:40].strip("-") or "app"
+    return f"{base}-{''.join(secrets.choice(_ID_ALPHABET) for _ in range(8))}"
+
+
+def slots(role: Role) -> int:
+    """Job slots of one replica: its CPUs rounded up (1 when unset).
+
+    Args:
+        role: The role.
+
+    Returns:
+        The slot count.
+    """
+    return max(1, math.ceil(role.resource.cpu)) if role.resource.cpu > 0 else 1
+
+
+def check(app: AppDef, opts: LsfOpts) -> None:
+    """Rejects what one LSF job cannot express, naming the role or option.
+
+    Args:
+        app: The app.
+        opts: The options.
+
+    Raises:
+        LsfRenderError: Listing the problem.
+    """
+    first = app.roles[0]
+    shape = (slots(first), max(first.resource.gpu, 0), max(first.resource.memMB, 0))
+    for role in app.roles:
+        if not _ROLE_DIR.match(role.name):
+            raise LsfRenderError(
+                f"role {role.name!r}: lsf names log files after roles; use letters, digits, "
+                "'_', '.', '-'"
+            )
+        got = (slots(role), max(role.resource.gpu, 0), max(role.resource.memMB, 0))
+        if got != shape:
+            raise LsfRenderError(
+                f"role {role.name!r}: one LSF job gives every host the same slots, GPUs and "
+                f"memory, but this role asks for (slots, gpus, memMB)={got} while role "
+                f"{first.name!r} asks for {shape}; give the roles the same resource or submit "
+                "them as separate apps"
+            )
+    if opts.gpu_mode is not None and opts.gpu_mode not in GPU_MODES:
+        raise LsfRenderError(
+            f"run option gpu_mode={opts.gpu_mode!r} is not one of {', '.join(GPU_MODES)}"
+        )
+    if opts.wall_time is not None and not _WALL.match(opts.wall_time):
+        raise LsfRenderError(
+            f"run option wall_time={opts.wall_time!r} is not [hours:]minutes, e.g. 90 or 1:30"
+        )
+    for arg in opts.bsub_args:
+        if not arg.startswith("-") or "\n" in arg:
+            raise LsfRenderError(
+                f"run option bsub_args item {arg!r} must be one bsub option starting with '-'"
+            )
+
+
+def encode_description(app: AppDef, log_dir: str) -> str:
+    """tether's identity of the app in the LSF job description.
+
+    Args:
+        app: The app.
+        log_dir: The app's log directory.
+
+    Returns:
+        ``tether:app=..;logs=..;roles=r:2,s:1[;key=..]`` (values percent-encoded).
+    """
+    parts = {
+        "app": app.name,
+        "logs": log_dir,
+        "roles": ",".join(f"{r.name}:{r.num_replicas}" for r in app.roles),
+    }
+    if app.metadata.get(JOB_KEY):
+        parts["key"] = app.metadata[JOB_KEY]
+    return DESCRIPTION_PREFIX + ";".join(f"{k}={quote(v, safe='')}" for k, v in parts.items())
+
+
+def decode_description(text: str) -> dict[str, str] | None:
+    """The fields of a description :func:`encode_description` wrote.
+
+    Args:
+        text: A job description.
+
+    Returns:
+        The fields, or None for a job tether did not submit.
+    """
+    if not text.startswith(DESCRIPTION_PREFIX):
+        return None
+    out: dict[str, str] = {}
+    for part in text[len(DESCRIPTION_PREFIX):].split(";"):
+        k, sep, v = part.partition("=")
+        if sep:
+            out[k] = unquote(v)
+    return out
+
+
+def decode_roles(value: str) -> dict[str, int]:
+    """``r:2,s:1`` -> ``{"r": 2, "s": 1}``."""
+    out: dict[str, int] = {}
+    for item in filter(None, value.split(",")):
+        name, _, n = item.rpartition(":")
+        if name and n.isdigit():
+            out[name] = int(n)
+    return out
+
+
+def _header(app: AppDef, opts: LsfOpts, name: str, log_dir: str, cwd: str, desc: str) -> list[str]:
+    role = app.roles[0]
+    per = slots(role)
+    total = sum(r.num_replicas for r in app.roles)
+    res = [f"span[ptile={per}]"]
+    if role.resource.memMB > 0:
+        res.append(f"rusage[mem={math.ceil(role.resource.memMB / per)}]")
+    if opts.resource:
+        res.append(opts.resource)
+    lines = [
+        "#!/bin/bash",
+        f"#BSUB -J {name}",
+        f'#BSUB -Jd "{desc}"',
+    ]
+    if opts.queue:
+        lines.append(f"#BSUB -q {shlex.quote(opts.queue)}")
+    if opts.project:
+        lines.append(f"#BSUB -P {shlex.quote(opts.project)}")
+    lines += [
+        f"#BSUB -n {per * total}",
+        f'#BSUB -R "{" ".join(res)}"',
+    ]
+    if role.resource.gpu > 0:
+        gpu = f"num={role.resource.gpu}"
+        if opts.gpu_mode:
+            gpu += f":mode={opts.gpu_mode}"
+        lines.append(f'#BSUB -gpu "{gpu}"')
+    if opts.wall_time:
+        lines.append(f"#BSUB -W {opts.wall_time}")
+    lines += [
+        f"#BSUB -cwd {shlex.quote(cwd)}",
+        f"#BSUB -o {shlex.quote(log_dir + '/lsf-%J.out')}",
+        f"#BSUB -e {shlex.quote(log_dir + '/lsf-%J.err')}",
+    ]
+    lines += [f"#BSUB {arg}" for arg in opts.bsub_args]
+    return lines
+
+
+def render(app: AppDef, opts: LsfOpts, name: str, log_root: str, cwd: str) -> LsfRequest:
+    """Renders the job script of ``app`` (pure).
+
+    Args:
+        app: The app (validated and checked).
+        opts: The options.
+        name: The LSF job name (also the ``${app_id}`` macro).
+        log_root: The ``log_dir`` option made absolute.
+        cwd: The job's working directory.
+
+    Returns:
+        The request.
+    """
+    log_dir = f"{log_root.rstrip('/')}/{name}"
+    desc = encode_description(app, log_dir)
+    lines = _header(app, opts, name, log_dir, cwd, desc)
+    total = sum(r.num_replicas for r in app.roles)
+    lines += [
+        "",
+        "set -u",
+        f"LOGS={shlex.quote(log_dir)}",
+        "mkdir -p " + " ".join(f'"$LOGS/{r.name}"' for r in app.roles),
+        "# the allocated hosts in order, one per replica ($LSB_MCPU_HOSTS: host slots ...)",
+        "read -r -a HOSTS <<< \"$(echo \"${LSB_MCPU_HOSTS:-localhost 1}\" | "
+        "awk '{for (i = 1; i <= NF; i += 2) printf \"%s \", $i}')\"",
+        'RANK0_HOST="${HOSTS[0]}"',
+        "PIDS=()",
+    ]
+    envs: dict[str, dict[str, str]] = {}
+    index = 0
+    for role in app.roles:
+        for k in range(role.num_replicas):
+            rep = materialize(role, app_id=name, replica_id=k, rank0_host="", img_root=cwd)
+            env = {n: v for n, v in rep.env.items() if n != ENV_RANK0_HOST}
+            envs[f"{role.name}/{k}"] = env
+            assigns = [shlex.quote(f"{n}={v}") for n, v in env.items()]
+            assigns.append(f'"{ENV_RANK0_HOST}=$RANK0_HOST"')
+            argv = " ".join(shlex.quote(a) for a in [rep.entrypoint, *rep.args])
+            out = f'"$LOGS/{role.name}/{k}'
+            lines += [
+                f"# {role.name} replica {k}",
+                f'( blaunch "${{HOSTS[{index} % ${{#HOSTS[@]}}]}}" env {" ".join(assigns)} '
+                f'{argv} > {out}.log" 2>&1; rc=$?; echo "$rc" > {out}.exit"; exit "$rc" ) &',
+                "PIDS+=($!)",
+            ]
+            index += 1
+    lines += [
+        f"# exit with the first failure of the {total} replica(s); LSF ends the other tasks",
+        "FAIL=0",
+        'for _ in "${PIDS[@]}"; do',
+        '    wait -n; rc=$?',
+        '    if [ "$rc" -ne 0 ]; then FAIL=$rc; break; fi',
+        "done",
+        'for f in "$LOGS"/*/*.exit; do',
+        '    [ -e "$f" ] || continue; c=$(cat "$f")',
+        '    r=${f#"$LOGS"/}; r=${r%.exit}',
+        '    [ "$c" = 0 ] || echo "tether: replica $r exited with code $c" >&2',
+        "done",
+        'exit "$FAIL"',
+        "",
+    ]
+    return LsfRequest(name=name, script="\n".join(lines), log_dir=log_dir, description=desc,
+                      env=envs)
+
+
+def format_request(req: LsfRequest) -> str:
+    """The script as ``bsub`` receives it, with secret-looking env values masked.
+
+    Args:
+        req: The request.
+
+    Returns:
+        The text.
+    """
+    text = req.script
+    for env in req.env.values():
+        for n, masked in mask_env(env).items():
+            if masked != env[n]:
+                text = text.replace(shlex.quote(f"{n}={env[n]}"), shlex.quote(f"{n}={masked}"))
+    return text
+
+
+def default_log_root(opts: LsfOpts, cwd: str) -> str:
+    """The ``log_dir`` option made absolute (default ``<cwd>/.tether/lsf``).
+
+    Args:
+        opts: The options.
+        cwd: The job's working directory.
+
+    Returns:
+        An absolute path.
+    """
+    if opts.log_dir:
+        return os.path.abspath(os.path.expanduser(opts.log_dir))
+    return os.path.join(cwd, ".tether", "lsf")

@@ -1,0 +1,242 @@
+"""The tether launcher that runs inside a Ray job (the job's entrypoint).
+
+``python -m tether.schedulers.ray.driver`` reads the replica plan that
+:mod:`tether.schedulers.ray.render` wrote into ``$TETHER_RAY_PLAN`` (JSON), reserves one
+placement group with one bundle per replica (its CPUs, GPUs and memory; strategy
+``STRICT_SPREAD``, ``SPREAD``, ``PACK`` or ``STRICT_PACK``), fills ``$TETHER_RANK0_HOST`` with
+the address of the node holding replica 0 of the first role, then starts every replica as a
+Ray task on its bundle. A task runs the replica's argv as a child process (merged
+stdout/stderr) and prints each of its lines as ``[role/k] line``; Ray forwards the tasks'
+output into the job's log, where :func:`split_replica_line` separates the replicas again.
+
+The driver exits 0 when every replica exited 0. On the first failure it cancels the other
+replicas and exits 1 with a last line naming the role, the replica and its exit code, which
+the Jobs API puts into the job's message.
+
+This module imports only the standard library and ``ray`` (inside functions): it must run on
+a Ray cluster where nothing else of tether is needed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+PLAN_ENV = "TETHER_RAY_PLAN"
+"""Environment variable holding the JSON plan."""
+RANK0_HOST_ENV = "TETHER_RANK0_HOST"
+NUM_REPLICAS_ENV = "TETHER_NUM_REPLICAS"
+FAILURE_PREFIX = "tether: "
+PLACEMENT_TIMEOUT_ENV = "TETHER_RAY_PLACEMENT_TIMEOUT"
+
+_ANSI = r"(?:\x1b\[[0-9;]*m)*"
+_LINE = re.compile(rf"^{_ANSI}(?:\([^)]*\){_ANSI}\s)?\[([^\]/]+)/(\d+)\] ?(.*)$")
+_PR_SET_PDEATHSIG = 1
+
+
+def replica_prefix(role: str, replica_id: int) -> str:
+    """The prefix of a replica's lines in the job log.
+
+    Args:
+        role: The role's name.
+        replica_id: The replica's index.
+
+    Returns:
+        ``[role/k] ``.
+    """
+    return f"[{role}/{replica_id}] "
+
+
+def split_replica_line(line: str) -> tuple[str, int, str] | None:
+    """Finds which replica wrote a job-log line.
+
+    Ray puts its own ``(task pid=..)`` prefix (possibly coloured) before the tether prefix.
+
+    Args:
+        line: One line of the job's log, without its newline.
+
+    Returns:
+        ``(role, replica_id, text)``, or None for a line no replica wrote.
+    """
+    m = _LINE.match(line)
+    if m is None:
+        return None
+    return m.group(1), int(m.group(2)), m.group(3)
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """Linux: the replica's process gets SIGKILL when the Ray worker running it dies."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+def run_replica(
+    role: str, replica_id: int, argv: Sequence[str], env: dict[str, str], cwd: str | None
+) -> int:
+    """Runs one replica's process, printing its lines with the replica prefix.
+
+    Args:
+        role: The role's name.
+        replica_id: The replica's index.
+        argv: The command.
+        env: Variables set on top of the worker's environment.
+        cwd: Working directory (None: the job's working directory).
+
+    Returns:
+        The process's exit code (127 when it cannot be started).
+    """
+    prefix = replica_prefix(role, replica_id)
+    full_env = dict(os.environ)
+    full_env.update(env)
+    try:
+        proc = subprocess.Popen(  # the role's own argv, no shell
+            list(argv),
+            env=full_env,
+            cwd=cwd or None,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+        )
+    except OSError as e:
+        print(f"{prefix}{FAILURE_PREFIX}cannot start {argv[0]!r}: {e}", flush=True)
+        return 127
+    assert proc.stdout is not None
+    for raw in iter(proc.stdout.readline, b""):
+        text = raw.decode("utf-8", "replace").rstrip("\r\n")
+        print(f"{prefix}{text}", flush=True)
+    return proc.wait()
+
+
+def _node_addresses(ray: Any) -> dict[str, str]:
+    return {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive")}
+
+
+def _place_optional(
+    ray: Any, placement_group: Any, remove: Any, optional: list[dict[str, Any]], wait_s: float
+) -> list[tuple[dict[str, Any], Any]]:
+    """Elastic roles: places replicas beyond ``min_replicas``, one bundle each, for up to
+    ``wait_s`` seconds, keeping per role the replicas up to the first that did not fit (so
+    replica ids stay contiguous and match the rendered macros)."""
+    if not optional:
+        return []
+    groups = [(r, placement_group([dict(r["bundle"])], strategy="PACK")) for r in optional]
+    ray.wait([g.ready() for _, g in groups], num_returns=len(groups), timeout=max(wait_s, 0.1))
+    kept: list[tuple[dict[str, Any], Any]] = []
+    stopped: set[str] = set()
+    for rep, group in groups:
+        state = ray.util.placement_group_table(group).get("state")
+        if rep["role"] not in stopped and state == "CREATED":
+            kept.append((rep, group))
+        else:
+            stopped.add(rep["role"])
+            remove(group)
+    print(f"{FAILURE_PREFIX}elastic: placed {len(kept)} of {len(optional)} optional replica(s)",
+          flush=True)
+    return kept
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the plan in ``$TETHER_RAY_PLAN`` (see the module docs).
+
+    Args:
+        argv: Unused (the plan travels in the environment).
+
+    Returns:
+        The exit code.
+    """
+    import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    plan = json.loads(os.environ[PLAN_ENV])
+    replicas: list[dict[str, Any]] = plan["replicas"]
+    ray.init(log_to_driver=True)
+    required = [r for r in replicas if not r.get("optional")]
+    bundles = [dict(r["bundle"]) for r in required]
+    pg = placement_group(bundles, strategy=plan.get("placement_strategy", "PACK"))
+    timeout = float(os.environ.get(PLACEMENT_TIMEOUT_ENV, plan.get("placement_timeout", 0)) or 0)
+    print(f"{FAILURE_PREFIX}reserving {len(bundles)} bundle(s): {bundles}", flush=True)
+    ready = pg.ready()
+    done, _ = ray.wait([ready], timeout=timeout if timeout > 0 else None)
+    if not done:
+        print(
+            f"{FAILURE_PREFIX}the cluster could not place {len(bundles)} bundle(s) {bundles} "
+            f"with strategy {plan.get('placement_strategy')} within {timeout:g}s",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 1
+    # where each replica runs: (placement group, bundle index)
+    placed: list[tuple[dict[str, Any], Any, int]] = [(r, pg, i) for i, r in enumerate(required)]
+    extra_pgs = _place_optional(
+        ray, placement_group, remove_placement_group,
+        [r for r in replicas if r.get("optional")], float(plan.get("elastic_wait", 0)),
+    )
+    placed += [(r, p, 0) for r, p in extra_pgs]
+    counts: dict[str, int] = {}
+    for rep, _, _ in placed:
+        counts[rep["role"]] = counts.get(rep["role"], 0) + 1
+    table = ray.util.placement_group_table(pg)
+    nodes = _node_addresses(ray)
+    node0 = table["bundles_to_node_id"].get(0)
+    rank0_host = nodes.get(node0, "127.0.0.1") if len(placed) > 1 else "localhost"
+
+    task = ray.remote(run_replica)
+    refs: dict[Any, dict[str, Any]] = {}
+    for rep, group, index in placed:
+        env = dict(rep["env"])
+        env[RANK0_HOST_ENV] = rank0_host
+        env[NUM_REPLICAS_ENV] = str(counts[rep["role"]])  # elastic: the replicas placed
+        opts: dict[str, Any] = {
+            "num_cpus": rep["bundle"].get("CPU", 0),
+            "num_gpus": rep["bundle"].get("GPU", 0),
+            "max_retries": 0,
+            "scheduling_strategy": PlacementGroupSchedulingStrategy(
+                placement_group=group, placement_group_bundle_index=index
+            ),
+        }
+        if rep["bundle"].get("memory"):
+            opts["memory"] = rep["bundle"]["memory"]
+        ref = task.options(**opts).remote(
+            rep["role"], rep["replica_id"], rep["argv"], env, rep.get("cwd")
+        )
+        refs[ref] = rep
+
+    code = 0
+    pending = list(refs)
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1)
+        rep = refs[done[0]]
+        try:
+            rc = int(ray.get(done[0]))
+        except Exception as e:  # a crashed worker is a failed replica
+            rc, why = 1, f"its Ray task failed: {e}"
+        else:
+            why = f"exited with code {rc}"
+        if rc != 0:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+            msg = f"role {rep['role']!r} replica {rep['replica_id']} {why}"
+            print(f"{FAILURE_PREFIX}{msg}", file=sys.stderr, flush=True)
+            code = 1
+            break
+    remove_placement_group(pg)
+    for _, group in extra_pgs:
+        remove_placement_group(group)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,86 @@
+"""Run options of ``slurm`` (their docstrings are the ``runopts`` help)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tether.specs import StructuredOpts
+
+GPUS_FLAGS = "gpus"
+GPUS_GRES = "gres"
+GPU_REQUEST_OPTIONS = (GPUS_FLAGS, GPUS_GRES)
+CONTAINER_NONE = "none"
+CONTAINER_PYXIS = "pyxis"
+CONTAINER_OPTIONS = (CONTAINER_NONE, CONTAINER_PYXIS)
+MAIL_TYPES = (
+    "NONE", "BEGIN", "END", "FAIL", "REQUEUE", "ALL", "INVALID_DEPEND", "STAGE_OUT",
+    "TIME_LIMIT", "TIME_LIMIT_90", "TIME_LIMIT_80", "TIME_LIMIT_50", "ARRAY_TASKS",
+)  # fmt: skip
+
+
+@dataclass
+class SlurmOpts(StructuredOpts):
+    """Run options of the ``slurm`` scheduler."""
+
+    partition: str | None = None
+    """Partition to submit to (--partition; default: the cluster's default partition)."""
+
+    time: str | None = None
+    """Time limit (--time), in a Slurm format: MINUTES, HH:MM:SS, D-HH:MM..."""
+
+    account: str | None = None
+    """Account to charge (--account)."""
+
+    qos: str | None = None
+    """Quality of service (--qos)."""
+
+    constraint: str | None = None
+    """Node features the job needs (--constraint), e.g. 'a100&ib'."""
+
+    nodelist: str | None = None
+    """Nodes the job must run on (--nodelist); single-role apps only."""
+
+    exclude: str | None = None
+    """Nodes the job must not run on (--exclude)."""
+
+    comment: str | None = None
+    """A comment shown by squeue (tether appends its own marker to it)."""
+
+    mail_user: str | None = None
+    """Where Slurm mails job events (--mail-user)."""
+
+    mail_type: str | None = None
+    """Which events Slurm mails (--mail-type), comma separated: BEGIN, END, FAIL, ALL..."""
+
+    job_dir: str | None = None
+    """Directory the job runs in and writes its logs to; must be visible from the nodes
+    (default: $TETHER_STATE_DIR/slurm, else ~/.local/state/tether/slurm)."""
+
+    workspace_dir: str | None = None
+    """Where a --workspace is copied for the nodes (default: <job_dir>/workspaces)."""
+
+    requeue: bool = False
+    """Let Slurm requeue the job after a node failure or preemption (--requeue)."""
+
+    exclusive: bool = False
+    """Allocate whole nodes (--exclusive)."""
+
+    replicas_per_node: int = 1
+    """Replicas of a role per node: 1 gives each its own node (--nodes=N
+    --ntasks-per-node=1); K>1 packs K per node; 0 lets Slurm place them (--ntasks=N)."""
+
+    split_streams: bool = False
+    """Also keep each replica's stdout and stderr in separate files, so logs can be read by
+    stream; the combined log then interleaves the two streams only approximately."""
+
+    gpu_request: str = GPUS_FLAGS
+    """How Resource.gpu is asked for: gpus (--gpus-per-node/--gpus-per-task) or gres
+    (--gres=gpu:N, for clusters without GPU TRES)."""
+
+    container_runtime: str = CONTAINER_NONE
+    """none (Role.image is ignored; no mounts) or pyxis (srun --container-image=Role.image,
+    bind mounts as --container-mounts)."""
+
+    sbatch_args: list[str] = field(default_factory=list)
+    """Extra sbatch flags, each as one argument ('--reservation=r1'), given to every job
+    component."""

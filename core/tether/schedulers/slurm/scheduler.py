@@ -1,0 +1,397 @@
+"""The ``slurm`` scheduler class (see the package docs)."""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import getpass
+import logging
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any, ClassVar
+
+from tether.schedulers.api import (
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+    Stream,
+    filter_regex,
+)
+from tether.schedulers.capabilities import Capabilities, MountKind
+from tether.schedulers.slurm.client import SlurmClient, SlurmCommandError
+from tether.schedulers.slurm.options import SlurmOpts
+from tether.schedulers.slurm.render import (
+    EXIT_FILE_PREFIX,
+    SlurmRequest,
+    check_app,
+    check_opts,
+    default_job_dir,
+    format_request,
+    render,
+)
+from tether.schedulers.slurm.status import (
+    SlurmApp,
+    from_sacct,
+    from_squeue,
+    role_statuses,
+    roles,
+)
+from tether.schedulers.slurm.workspace import build_role_workspace
+from tether.specs import (
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    CfgVal,
+    RetryPolicy,
+    Role,
+    StructuredOpts,
+)
+from tether.specs.status import is_terminal
+from tether.workspace.api import WorkspaceMixin
+
+log: logging.Logger = logging.getLogger(__name__)
+
+BACKEND = "slurm"
+LOG_POLL_S = 0.5
+OOM_SCAN_BYTES = 8192
+_OOM = re.compile(r"exceeded (job )?memory limit|oom[-_ ]kill|out of memory", re.IGNORECASE)
+
+
+class SlurmSubmitError(ValueError):
+    """Slurm refused the job (sbatch failed); nothing was submitted. Carries Slurm's text."""
+
+
+class SlurmScheduler(Scheduler[SlurmRequest], WorkspaceMixin[None]):
+    """Runs apps as Slurm batch jobs (see the package docs).
+
+    Args:
+        session_name: The runner's session.
+        slurm_conf: The ``slurm.conf`` of the cluster (``SLURM_CONF``; default: Slurm's lookup).
+        client: A :class:`SlurmClient` (tests pass one).
+    """
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        runs_on_this_host=False,
+        needs_image=False,  # without a container runtime Role.image is not used
+        durable=True,
+        workspaces=frozenset({"dir"}),
+        streams=frozenset(Stream),
+        log_time_filter=False,
+        log_tail=True,
+        native_retries=frozenset({RetryPolicy.REPLICA, RetryPolicy.APPLICATION}),
+        reconciled_retries=frozenset(),
+        gang=True,
+        elastic=False,
+        mounts=frozenset({MountKind.BIND}),
+        secrets=False,
+        port_map=True,
+        list_apps=True,
+        job_identity=True,
+    )
+
+    def __init__(
+        self,
+        session_name: str,
+        slurm_conf: str | None = None,
+        client: SlurmClient | None = None,
+    ) -> None:
+        super().__init__(BACKEND, session_name)
+        self._client = client or SlurmClient(slurm_conf=slurm_conf)
+
+    # ---- options and render --------------------------------------------------------------
+    def _opts_class(self) -> type[StructuredOpts]:
+        return SlurmOpts
+
+    def _validate(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> None:
+        opts = SlurmOpts(**cfg)  # type: ignore[arg-type]
+        check_opts(opts, app)
+        check_app(app, opts)
+
+    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[SlurmRequest]:
+        opts = SlurmOpts(**cfg)  # type: ignore[arg-type]
+        return AppDryRunInfo(render(app, opts), format_request)
+
+    def caching_build_workspace_and_update_role(
+        self, role: Role, cfg: Mapping[str, CfgVal], build_cache: dict[object, object]
+    ) -> None:
+        """Copies the role's workspace to ``workspace_dir`` (default ``<job_dir>/workspaces``);
+        the role's tasks then run in the copy.
+
+        Args:
+            role: The role (its metadata records the copy).
+            cfg: Resolved run options.
+            build_cache: Shared between the roles of one submission.
+        """
+        opts = SlurmOpts(**cfg)  # type: ignore[arg-type]
+        base = opts.workspace_dir or os.path.join(opts.job_dir or default_job_dir(), "workspaces")
+        build_role_workspace(role, base, build_cache)
+
+    # ---- submit --------------------------------------------------------------------------
+    def schedule(self, dryrun_info: AppDryRunInfo[SlurmRequest]) -> str:
+        """Writes the script into the job directory and submits it with ``sbatch --parsable``.
+
+        Args:
+            dryrun_info: What :meth:`submit_dryrun` returned.
+
+        Returns:
+            The job id (the het leader's for several roles).
+
+        Raises:
+            SlurmSubmitError: When Slurm refuses the job, with its reason and the roles named.
+        """
+        req = dryrun_info.request
+        job_dir = Path(req.job_dir)
+        job_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(prefix=f".{req.job_name}-", suffix=".sbatch", dir=job_dir)
+        with os.fdopen(fd, "w") as f:  # mkstemp: mode 0600
+            f.write(req.script)
+        try:
+            job_id = self._client.sbatch(req.sbatch_args, tmp)
+        except SlurmCommandError as e:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise SlurmSubmitError(self._explain(dryrun_info, e)) from None
+        with contextlib.suppress(OSError):
+            os.replace(tmp, job_dir / f"{req.job_name}-{job_id}.sbatch")
+        return job_id
+
+    @staticmethod
+    def _explain(info: AppDryRunInfo[SlurmRequest], e: SlurmCommandError) -> str:
+        req = info.request
+        text = e.stderr or str(e)
+        app = info._app  # set by submit_dryrun
+        asks = ""
+        if app is not None:
+            asks = "; ".join(
+                f"role {r.name!r}: {r.num_replicas} replica(s) of cpu={r.resource.cpu:g} "
+                f"gpu={r.resource.gpu} memMB={r.resource.memMB}"
+                for r in app.roles
+            )
+            gpu_roles = [r.name for r in app.roles if r.resource.gpu > 0]
+            if gpu_roles and ("gres" in text.lower() or "node configuration" in text):
+                asks += f" (GPUs asked for by {gpu_roles}: does the partition have GPUs?)"
+        return f"slurm rejected job {req.job_name!r}: {text}" + (f" [{asks}]" if asks else "")
+
+    # ---- query ---------------------------------------------------------------------------
+    def _fetch(self, app_id: str) -> SlurmApp | None:
+        if not app_id.isdigit():
+            return None
+        found = from_squeue(self._client.squeue(job_id=app_id))
+        app = next((a for a in found if a.app_id == app_id), None)
+        if app is None:
+            text = self._client.sacct(job_id=app_id)
+            if text:
+                app = next((a for a in from_sacct(text) if a.app_id == app_id), None)
+        return app
+
+    def describe(self, app_id: str) -> DescribeAppResponse | None:
+        """The job's state from ``squeue --json`` (``sacct`` once squeue forgot it).
+
+        Args:
+            app_id: The job id.
+
+        Returns:
+            The description, or None when Slurm does not know the job (or it is not tether's).
+        """
+        app = self._fetch(app_id)
+        if app is None:
+            return None
+        msg = app.msg
+        if app.state == AppState.FAILED:
+            msg += self._role_exit_note(app) + self._oom_note(app)
+        return DescribeAppResponse(
+            app_id=app_id,
+            state=app.state,
+            num_restarts=app.num_restarts,
+            msg=msg,
+            roles_statuses=role_statuses(app),
+            roles=roles(app),
+            job_key=app.marker.job_key,
+        )
+
+    @staticmethod
+    def _role_exit_note(app: SlurmApp) -> str:
+        """``; exit codes by role: a=143 (stopped), b=5`` for a heterogeneous job."""
+        if len(app.marker.roles) < 2 or not app.job_dir:
+            return ""
+        logs = Path(app.job_dir) / f"{app.name}-{app.app_id}"
+        codes = []
+        for (name, _), stem in zip(app.marker.roles, app.log_stems):
+            try:
+                rc = (logs / f"{EXIT_FILE_PREFIX}{stem}").read_text().strip()
+            except OSError:
+                continue
+            codes.append(f"{name}={rc}" + (" (stopped)" if rc == "143" else ""))
+        return f"; exit codes by role: {', '.join(codes)}" if codes else ""
+
+    @staticmethod
+    def _oom_note(app: SlurmApp) -> str:
+        """``; out of memory: <Slurm's line>`` when a log of the job says a step was killed
+        for exceeding its memory (Slurm reports such a job as FAILED unless it enforces memory
+        with cgroups, where the state is OUT_OF_MEMORY)."""
+        if not app.job_dir:
+            return ""
+        base = Path(app.job_dir)
+        files = [base / f"{app.name}-{app.app_id}.out"]
+        logs = base / f"{app.name}-{app.app_id}"
+        with contextlib.suppress(OSError):
+            files += sorted(logs.iterdir())
+        for path in files:
+            try:
+                with open(path, "rb") as f:
+                    f.seek(max(0, path.stat().st_size - OOM_SCAN_BYTES))
+                    tail = f.read().decode("utf-8", errors="replace")
+            except OSError:
+                continue
+            for line in tail.splitlines():
+                if _OOM.search(line):
+                    return f"; out of memory ({path.name}): {line.strip()}"
+        return ""
+
+    @staticmethod
+    def _listing(app: SlurmApp) -> ListAppResponse:
+        return ListAppResponse(
+            app_id=app.app_id,
+            state=app.state,
+            name=app.name,
+            job_key=app.marker.job_key,
+            created=app.created,
+        )
+
+    def list(self, cfg: Mapping[str, CfgVal] | None = None) -> list[ListAppResponse]:
+        """The current user's jobs that carry tether's marker, oldest first.
+
+        Args:
+            cfg: Unused.
+
+        Returns:
+            One entry per job.
+        """
+        user = getpass.getuser()
+        apps = {a.app_id: a for a in from_squeue(self._client.squeue(user=user))}
+        text = self._client.sacct(user=user)
+        if text:
+            for a in from_sacct(text):
+                apps.setdefault(a.app_id, a)
+        return sorted(
+            (self._listing(a) for a in apps.values()),
+            key=lambda a: (a.created or 0.0, int(a.app_id) if a.app_id.isdigit() else 0),
+        )
+
+    def find_jobs(self, job_key: str) -> builtins.list[ListAppResponse]:
+        """The jobs submitted with job identity ``job_key`` (from their comments), oldest first.
+
+        Args:
+            job_key: The identity.
+
+        Returns:
+            Matching jobs.
+        """
+        return [a for a in self.list() if a.job_key == job_key]
+
+    # ---- logs ----------------------------------------------------------------------------
+    def _log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int,
+        regex: str | None,
+        since: datetime | None,
+        until: datetime | None,
+        should_tail: bool,
+        streams: Stream,
+    ) -> Iterable[str]:
+        app = self._fetch(app_id)
+        if app is None:
+            raise ValueError(f"slurm knows no tether job {app_id!r}")
+        names = [n for n, _ in app.marker.roles]
+        if role_name not in names:
+            raise ValueError(f"job {app_id} has no role {role_name!r}; roles: {names}")
+        idx = names.index(role_name)
+        n = app.marker.roles[idx][1]
+        if not 0 <= k < n:
+            raise ValueError(f"role {role_name!r} of job {app_id} has replicas 0..{n - 1}, not {k}")
+        if streams != Stream.COMBINED and not app.marker.split_streams:
+            raise ValueError(
+                f"job {app_id} keeps one combined log per replica; submit with the run option "
+                f"split_streams=True to read the {streams.value} stream alone"
+            )
+        path = self.log_path(app, role_name, k, streams)
+        return filter_regex(regex, self._lines(app_id, path, should_tail))
+
+    @staticmethod
+    def log_path(app: SlurmApp, role_name: str, k: int, stream: Stream = Stream.COMBINED) -> Path:
+        """Where replica ``k`` of a role writes its output.
+
+        Args:
+            app: The job.
+            role_name: The role.
+            k: The replica.
+            stream: Which stream.
+
+        Returns:
+            ``<job_dir>/<job name>-<job id>/<role>-<k>.out`` (``.stdout``, ``.stderr``).
+        """
+        idx = [n for n, _ in app.marker.roles].index(role_name)
+        ext = {Stream.COMBINED: "out", Stream.STDOUT: "stdout", Stream.STDERR: "stderr"}[stream]
+        return Path(app.job_dir) / f"{app.name}-{app.app_id}" / f"{app.log_stems[idx]}-{k}.{ext}"
+
+    def _lines(self, app_id: str, path: Path, follow: bool) -> Iterator[str]:
+        pos = 0
+        pending = ""
+        while True:
+            done = True
+            if follow:
+                app = self._fetch(app_id)
+                done = app is None or is_terminal(app.state)
+            if path.exists():
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    f.seek(pos)
+                    chunk = f.read()
+                    pos = f.tell()
+                text = pending + chunk
+                lines = text.splitlines(keepends=True)
+                pending = lines.pop() if lines and not lines[-1].endswith("\n") else ""
+                yield from lines
+            if done:
+                if pending:
+                    yield pending + "\n"
+                return
+            time.sleep(LOG_POLL_S)
+
+    # ---- stop ----------------------------------------------------------------------------
+    def _cancel_existing(self, app_id: str) -> None:
+        self._client.scancel(app_id)
+
+    def _delete_existing(self, app_id: str) -> None:
+        app = self._fetch(app_id)
+        if app is None or not app.job_dir:
+            return
+        base = Path(app.job_dir)
+        shutil.rmtree(base / f"{app.name}-{app.app_id}", ignore_errors=True)
+        for f in (base / f"{app.name}-{app.app_id}.out", base / f"{app.name}-{app.app_id}.sbatch"):
+            with contextlib.suppress(FileNotFoundError):
+                f.unlink()
+
+
+def create_scheduler(session_name: str, **kwargs: Any) -> SlurmScheduler:
+    """Creates the ``slurm`` scheduler.
+
+    Args:
+        session_name: The runner's session.
+        **kwargs: ``slurm_conf`` and ``client`` (see :class:`SlurmScheduler`); other keys
+            (options meant for other backends) are ignored.
+
+    Returns:
+        The scheduler.
+    """
+    known = {k: kwargs.pop(k) for k in ("slurm_conf", "client") if k in kwargs}
+    if kwargs:
+        log.debug("slurm ignores scheduler arguments %s", sorted(kwargs))
+    return SlurmScheduler(session_name, **known)

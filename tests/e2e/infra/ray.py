@@ -1,0 +1,193 @@
+"""A real local Ray head (``ray start --head``) for the ``ray`` scheduler's tests.
+
+Binds 127.0.0.1 only (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``; without it Ray binds the
+machine's external address), on free ports (GCS, dashboard, client server, agents, metrics),
+with its own temporary directory, so parallel heads never collide. ``ray start`` runs in its
+own process group; stopping kills that group by its id (SIGTERM, then SIGKILL), never
+``ray stop`` (which stops every Ray head of the user on the machine).
+
+Run ``python -m tests.e2e.infra.ray`` to start one and print its Jobs API address.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+START_TIMEOUT_S = 180.0
+STOP_GRACE_S = 10.0
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def ray_cli() -> str | None:
+    """The ``ray`` command next to this Python, if installed."""
+    cand = Path(sys.executable).parent / "ray"
+    return str(cand) if cand.exists() else shutil.which("ray")
+
+
+def head_env() -> dict[str, str]:
+    """Environment for ``ray start`` and for processes that talk to the head."""
+    env = dict(os.environ)
+    env.update(
+        RAY_USAGE_STATS_ENABLED="0",
+        RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
+        # the venv's bin first: Ray's workers and job entrypoints find this Python's ray
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+    )
+    return env
+
+
+class RayHead:
+    """A Ray head on 127.0.0.1 (a context manager).
+
+    Args:
+        num_cpus: CPUs the head advertises.
+
+    Attributes:
+        address: The Jobs API (dashboard) address, ``http://127.0.0.1:PORT``.
+        gcs_address: The GCS address, ``127.0.0.1:PORT``.
+    """
+
+    def __init__(self, num_cpus: int = 2) -> None:
+        self.num_cpus = num_cpus
+        self.address = ""
+        self.gcs_address = ""
+        self._tmp: str | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> RayHead:
+        """Starts the head and waits until the Jobs API answers.
+
+        Returns:
+            Itself.
+
+        Raises:
+            RuntimeError: When ``ray`` is missing or the head does not come up.
+        """
+        cli = ray_cli()
+        if cli is None:
+            raise RuntimeError("the ray CLI is not installed (pip install 'ray[default]')")
+        self._tmp = tempfile.mkdtemp(prefix="tether-ray-")
+        gcs, dash = free_port(), free_port()
+        argv = [
+            cli, "start", "--head", "--block",
+            "--node-ip-address=127.0.0.1",
+            f"--port={gcs}",
+            "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={dash}",
+            f"--ray-client-server-port={free_port()}",
+            f"--dashboard-agent-listen-port={free_port()}",
+            f"--dashboard-agent-grpc-port={free_port()}",
+            f"--runtime-env-agent-port={free_port()}",
+            f"--metrics-export-port={free_port()}",
+            f"--num-cpus={self.num_cpus}",
+            f"--temp-dir={self._tmp}/ray",
+            "--disable-usage-stats",
+        ]
+        log_path = Path(self._tmp) / "ray-start.log"
+        with open(log_path, "wb") as out:
+            # --block keeps `ray start` as the group's leader: stopping kills the group
+            self._proc = subprocess.Popen(
+                argv, env=head_env(), stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.gcs_address = f"127.0.0.1:{gcs}"
+        self.address = f"http://127.0.0.1:{dash}"
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                text = log_path.read_text(errors="replace")[-3000:]
+                self.stop()
+                raise RuntimeError(f"ray start exited with {self._proc.returncode}:\n{text}")
+            if self._jobs_api_up():
+                return self
+            time.sleep(0.5)
+        text = log_path.read_text(errors="replace")[-3000:]
+        self.stop()
+        raise RuntimeError(f"the Ray head did not come up in {START_TIMEOUT_S:g}s:\n{text}")
+
+    def _jobs_api_up(self) -> bool:
+        import urllib.error
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(f"{self.address}/api/version", timeout=2) as r:
+                return bool(r.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def stop(self) -> None:
+        """Stops every process of the head (its process group) and removes its directory."""
+        proc = self._proc
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            deadline = time.monotonic() + STOP_GRACE_S
+            while time.monotonic() < deadline and _group_alive(proc.pid):
+                proc.poll()
+                time.sleep(0.2)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+            self._proc = None
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    def __enter__(self) -> RayHead:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # zombies (a parent that does not reap) still count for killpg; look at /proc
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            fields = stat.rsplit(")", 1)[1].split()
+            if fields[0] != "Z" and int(fields[2]) == pgid:
+                return True
+    return False
+
+
+def _main() -> None:
+    with RayHead() as head:
+        print(f"TETHER_RAY_ADDRESS={head.address}  (Ctrl-C stops the head)", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            while True:
+                time.sleep(3600)
+
+
+if __name__ == "__main__":
+    _main()

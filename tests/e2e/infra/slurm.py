@@ -1,0 +1,426 @@
+"""A real Slurm cluster on one host for tests: munged, slurmctld and two slurmd "nodes".
+
+:class:`SlurmCluster` keeps everything in a temporary directory: a munge key and socket, a
+generated ``slurm.conf`` (free ports on 127.0.0.1, ``SlurmUser=root``, no accounting), the
+controller's state and each node's spool, logs and PID files. The two nodes ``n1`` and ``n2``
+are two ``slurmd`` processes on this host (heterogeneous jobs and two-node jobs need two
+nodes). Client commands find the cluster through ``SLURM_CONF``; use :meth:`SlurmCluster.env`::
+
+    with SlurmCluster() as cluster:  # doctest: +SKIP
+        subprocess.run(["sinfo"], env=cluster.env(), check=True)
+
+Every daemon is stopped by its PID on exit. Install the packages with
+``tests/e2e/infra/setup.d/30-slurm.sh`` (Debian's ``slurm-wlm`` and ``munge``). Without
+accounting (slurmdbd), ``sacct`` is disabled: finished jobs stay visible to ``squeue`` for
+``MinJobAge`` seconds (set to 600 here).
+
+Run ``python -m tests.e2e.infra.slurm [--accounting]`` to start a cluster by hand; it prints the
+``SLURM_CONF`` to export and waits for Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+
+CLUSTER = "tether-test"
+NODES = ("n1", "n2")
+CPUS_PER_NODE = 2
+MEMORY_MB_PER_NODE = 2048
+PARTITION = "debug"
+MUNGED_CANDIDATES = ("/usr/sbin/munged", "/usr/bin/munged")
+INSTALL_HINT = (
+    "install them with tests/e2e/infra/setup.d/30-slurm.sh "
+    "(apt-get install -y --no-install-recommends slurm-wlm munge)"
+)
+
+
+class SlurmUnavailable(RuntimeError):
+    """Slurm or munge is missing or does not start here; the message says why."""
+
+
+def _munged() -> str | None:
+    for p in MUNGED_CANDIDATES:
+        if os.access(p, os.X_OK):
+            return p
+    return shutil.which("munged")
+
+
+def missing_tools() -> list[str]:
+    """The programs the cluster needs that this host lacks (empty when all are there)."""
+    missing = [
+        b
+        for b in ("slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel", "sinfo")
+        if shutil.which(b) is None
+    ]
+    if _munged() is None:
+        missing.append("munged")
+    return missing
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct ports on 127.0.0.1 that were free a moment ago."""
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def slurm_conf(
+    d: Path, ctld_port: int, node_ports: dict[str, int], dbd_port: int | None = None
+) -> str:
+    """The ``slurm.conf`` of a test cluster rooted at ``d``.
+
+    Args:
+        d: The cluster's directory.
+        ctld_port: slurmctld's port.
+        node_ports: Each node's slurmd port.
+        dbd_port: slurmdbd's port, for a cluster with accounting.
+
+    Returns:
+        The file's text.
+    """
+    accounting = (
+        "AccountingStorageType=accounting_storage/none"
+        if dbd_port is None
+        else "AccountingStorageType=accounting_storage/slurmdbd\n"
+        f"AccountingStorageHost=127.0.0.1\nAccountingStoragePort={dbd_port}\n"
+        f"AccountingStoragePass={d}/munge/munge.sock\n"  # the munge socket for slurmdbd messages
+        "AccountingStoreFlags=job_comment"  # sacct then shows tether's marker
+    )
+    nodes = "\n".join(
+        f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={p} "
+        f"CPUs={CPUS_PER_NODE} RealMemory={MEMORY_MB_PER_NODE} State=UNKNOWN"
+        for n, p in node_ports.items()
+    )
+    return f"""\
+ClusterName={CLUSTER}
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort={ctld_port}
+SlurmdPort={next(iter(node_ports.values()))}
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={d}/munge/munge.sock
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation={d}/state
+SlurmdSpoolDir={d}/spool-%n
+SlurmctldPidFile={d}/slurmctld.pid
+SlurmdPidFile={d}/slurmd-%n.pid
+SlurmctldLogFile={d}/slurmctld.log
+SlurmdLogFile={d}/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=1,sched_min_interval=100000
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=128
+JobAcctGatherFrequency=task=1
+JobAcctGatherParams=OverMemoryKill
+SlurmdParameters=config_overrides
+MpiDefault=none
+ReturnToService=2
+JobCompType=jobcomp/none
+JobAcctGatherType=jobacct_gather/linux
+{accounting}
+MinJobAge=600
+KillWait=5
+MailProg=/bin/true
+{nodes}
+PartitionName={PARTITION} Nodes={",".join(node_ports)} Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+def slurmdbd_conf(d: Path, dbd_port: int, db_port: int) -> str:
+    """The ``slurmdbd.conf`` of a test cluster: MariaDB on ``db_port``, no password."""
+    return f"""\
+AuthType=auth/munge
+AuthInfo=socket={d}/munge/munge.sock
+DbdHost=localhost
+DbdAddr=127.0.0.1
+DbdPort={dbd_port}
+SlurmUser=root
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort={db_port}
+StorageUser=root
+StorageLoc=slurm_acct_db
+PidFile={d}/slurmdbd.pid
+LogFile={d}/slurmdbd.log
+"""
+
+
+def missing_accounting_tools() -> list[str]:
+    """What accounting (slurmdbd + MariaDB) needs that this host lacks."""
+    return [
+        b for b in ("slurmdbd", "mariadbd", "mariadb-install-db", "sacct", "sacctmgr")
+        if shutil.which(b) is None and not os.access(f"/usr/sbin/{b}", os.X_OK)
+    ]  # fmt: skip
+
+
+def _wait_port(port: int, what: str, timeout: float, alive: Callable[[], None]) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        alive()
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+            return
+        if time.monotonic() > deadline:
+            raise SlurmUnavailable(f"{what} does not listen on 127.0.0.1:{port}")
+        time.sleep(0.1)
+
+
+class SlurmCluster:
+    """munged + slurmctld + two slurmd in a temporary directory (see the module docs).
+
+    Args:
+        start_timeout: Seconds to wait for both nodes to be idle.
+        accounting: Also start MariaDB and slurmdbd (``sacct`` then works); install them
+            with ``tests/e2e/infra/setup.d/31-slurmdbd.sh``.
+    """
+
+    def __init__(self, start_timeout: float = 60.0, accounting: bool = False) -> None:
+        self.start_timeout = start_timeout
+        self.accounting = accounting
+        self.dir: Path | None = None
+        self._procs: list[tuple[str, int]] = []
+        self._popen: dict[int, subprocess.Popen[bytes]] = {}
+
+    # ---- paths -------------------------------------------------------------------------
+    @property
+    def conf(self) -> Path:
+        """The cluster's ``slurm.conf``."""
+        assert self.dir is not None, "start() first"
+        return self.dir / "slurm.conf"
+
+    @property
+    def partition(self) -> str:
+        """The default partition."""
+        return PARTITION
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """The node names."""
+        return NODES
+
+    def env(self) -> dict[str, str]:
+        """Environment for Slurm client commands of this cluster."""
+        return {**os.environ, "SLURM_CONF": str(self.conf)}
+
+    def run(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Runs a Slurm command against this cluster.
+
+        Args:
+            *argv: The command line.
+            check: Raise on a non-zero exit.
+
+        Returns:
+            The finished process (text output).
+        """
+        res = subprocess.run(list(argv), env=self.env(), capture_output=True, text=True, timeout=60)
+        if check and res.returncode != 0:
+            raise SlurmUnavailable(
+                f"`{' '.join(argv)}` failed ({res.returncode}): {res.stderr.strip()}"
+            )
+        return res
+
+    # ---- lifecycle ---------------------------------------------------------------------
+    def start(self) -> SlurmCluster:
+        """Starts munged, slurmctld and the slurmd nodes; returns once both nodes are idle.
+
+        Returns:
+            self.
+
+        Raises:
+            SlurmUnavailable: When tools are missing or the cluster does not come up.
+        """
+        missing = missing_tools()
+        if missing:
+            raise SlurmUnavailable(f"missing {', '.join(missing)}; {INSTALL_HINT}")
+        missing = missing_accounting_tools() if self.accounting else []
+        if missing:
+            raise SlurmUnavailable(
+                f"missing {', '.join(missing)}; install them with "
+                "tests/e2e/infra/setup.d/31-slurmdbd.sh"
+            )
+        # short path: the munge socket path is limited to ~108 bytes
+        self.dir = Path(tempfile.mkdtemp(prefix="tether-slurm-", dir="/tmp"))
+        try:
+            self._start_munge()
+            ports = free_ports(3 + len(NODES))
+            node_ports = dict(zip(NODES, ports[3:]))
+            (self.dir / "state").mkdir()
+            dbd_port = ports[1] if self.accounting else None
+            self.conf.write_text(slurm_conf(self.dir, ports[0], node_ports, dbd_port))
+            if self.accounting:
+                self._start_accounting(ports[1], ports[2])
+            self._spawn("slurmctld", ["slurmctld", "-D", "-i", "-f", str(self.conf)])
+            for node in NODES:
+                (self.dir / f"spool-{node}").mkdir()
+                self._spawn(f"slurmd-{node}", ["slurmd", "-D", "-N", node, "-f", str(self.conf)])
+            self._wait_idle()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start_munge(self) -> None:
+        assert self.dir is not None
+        mdir = self.dir / "munge"
+        mdir.mkdir(mode=0o755)
+        key = mdir / "munge.key"
+        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+        with os.fdopen(fd, "wb") as f:
+            f.write(os.urandom(1024))
+        munged = _munged()
+        assert munged is not None
+        argv = [
+            munged, "--force", "--foreground", f"--socket={mdir}/munge.sock",
+            f"--key-file={key}", f"--pid-file={mdir}/munged.pid",
+            f"--log-file={mdir}/munged.log", f"--seed-file={mdir}/munged.seed",
+        ]  # fmt: skip
+        self._spawn("munged", argv)
+        deadline = time.monotonic() + 20
+        while not (mdir / "munge.sock").exists():
+            self._check_alive()
+            if time.monotonic() > deadline:
+                raise SlurmUnavailable(
+                    f"munged did not create its socket: {self._tail('munge/munged.log')}"
+                )
+            time.sleep(0.05)
+
+    def _start_accounting(self, dbd_port: int, db_port: int) -> None:
+        assert self.dir is not None
+        d = self.dir
+        res = subprocess.run(
+            ["mariadb-install-db", "--no-defaults", f"--datadir={d}/mysql", "--user=root",
+             "--auth-root-authentication-method=normal", "--skip-test-db"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        if res.returncode != 0:
+            raise SlurmUnavailable(f"mariadb-install-db failed: {res.stderr[-2000:]}")
+        self._spawn(
+            "mariadbd",
+            ["mariadbd", "--no-defaults", "--user=root", f"--datadir={d}/mysql",
+             f"--port={db_port}", "--bind-address=127.0.0.1", f"--socket={d}/mysql.sock",
+             f"--pid-file={d}/mysql.pid", "--skip-grant-tables", "--skip-name-resolve",
+             "--innodb-buffer-pool-size=16M"],
+        )  # fmt: skip
+        _wait_port(db_port, "mariadbd", 60, self._check_alive)
+        dbd_conf = d / "slurmdbd.conf"  # found next to slurm.conf
+        fd = os.open(dbd_conf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(slurmdbd_conf(d, dbd_port, db_port))
+        self._spawn("slurmdbd", ["slurmdbd", "-D"])
+        _wait_port(dbd_port, "slurmdbd", 60, self._check_alive)
+        self.run("sacctmgr", "-i", "add", "cluster", CLUSTER)
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        assert self.dir is not None
+        out = open(self.dir / f"{name}.stdout", "wb")  # noqa: SIM115 - closed below
+        try:
+            proc = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env={**os.environ, "SLURM_CONF": str(self.dir / "slurm.conf")},
+                start_new_session=True,
+            )  # fmt: skip
+        finally:
+            out.close()
+        self._procs.append((name, proc.pid))
+        self._popen[proc.pid] = proc
+
+    def _check_alive(self) -> None:
+        for name, pid in self._procs:
+            proc = self._popen[pid]
+            if proc.poll() is not None:
+                raise SlurmUnavailable(
+                    f"{name} exited with {proc.returncode}: {self._tail(f'{name}.stdout')} "
+                    f"{self._tail(f'{name}.log')}"
+                )
+
+    def _tail(self, rel: str, n: int = 2000) -> str:
+        assert self.dir is not None
+        p = self.dir / rel
+        return p.read_text(errors="replace")[-n:].strip() if p.exists() else ""
+
+    def _wait_idle(self) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        last = ""
+        while time.monotonic() < deadline:
+            self._check_alive()
+            res = self.run("sinfo", "-h", "-N", "-o", "%N %t", check=False)
+            last = (res.stdout + res.stderr).strip()
+            states = dict(line.split() for line in res.stdout.splitlines() if line.strip())
+            if res.returncode == 0 and all(states.get(n) == "idle" for n in NODES):
+                return
+            time.sleep(0.2)
+        raise SlurmUnavailable(
+            f"nodes not idle after {self.start_timeout:.0f}s (sinfo: {last!r}); "
+            f"slurmctld log: {self._tail('slurmctld.log')}"
+        )
+
+    def stop(self) -> None:
+        """Stops every daemon by its PID (TERM, then KILL) and removes the directory."""
+        for _name, pid in reversed(self._procs):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        for _name, pid in reversed(self._procs):
+            proc = self._popen.get(pid)
+            if proc is None:
+                continue
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                proc.wait(timeout=5)
+        self._procs = []
+        self._popen = {}
+        if self.dir is not None and not os.environ.get("TETHER_KEEP_SLURM_DIR"):
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+
+    def __enter__(self) -> SlurmCluster:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main() -> None:
+    """Starts a cluster and waits for Ctrl-C or SIGTERM (then stops every daemon)."""
+    import sys
+
+    signal.signal(signal.SIGTERM, _interrupt)
+    with SlurmCluster(accounting="--accounting" in sys.argv[1:]) as cluster:
+        print(f"export SLURM_CONF={cluster.conf}", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            signal.pause()
+
+
+if __name__ == "__main__":
+    main()
