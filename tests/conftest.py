@@ -60,3 +60,8 @@ def tether_state_dir(
     state = tmp_path_factory.mktemp("tether-state")
     monkeypatch.setenv("TETHER_STATE_DIR", str(state))
     return state
+
+
+# Session fixtures of real infrastructure (one Kubernetes control plane per session, shared
+# by tests/e2e and the contract suite) and the backend contract suite's harness parameter.
+pytest_plugins = ["tests.e2e.infra.fixtures", "tests.schedulers.contract.plugin"]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tether.schedulers.kubernetes.render import make_app_name, render
+from tether.schedulers.kubernetes.render import ANN_SUBMITTED, make_app_name, render
 from tether.schedulers.kubernetes.scheduler import KubernetesOpts
 from tether.schedulers.kubernetes.status import (
     AppView,
@@ -375,3 +375,14 @@ def test_a_retry_pod_created_in_the_same_second_is_the_current_one() -> None:
     for pods in ([failed, retry], [retry, failed]):
         v = view(name, [job], pods)
         assert v.state == AppState.RUNNING and v.num_restarts == 1
+
+
+def test_created_has_sub_second_resolution_from_the_submission_annotation() -> None:
+    # creationTimestamp has whole seconds: two apps of one job key submitted within the same
+    # second must still list oldest first (the Runner re-attaches to the newest one)
+    name, objs = make_app(n=1)
+    jobs = jobs_of(objs)
+    assert view(name, jobs, []).created == (NOW - timedelta(seconds=100)).timestamp()
+    for job in jobs:
+        job["metadata"]["annotations"][ANN_SUBMITTED] = "1714564700.250000"
+    assert view(name, jobs, []).created == 1714564700.25

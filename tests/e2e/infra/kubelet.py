@@ -8,7 +8,10 @@ requests (``follow``, ``sinceSeconds``, ``sinceTime``, ``timestamps``, ``tailLin
 ``limitBytes``, ``previous``) from lines the test supplies, so that
 ``CoreV1Api.read_namespaced_pod_log`` works end to end.
 
-No container runs: this is a stand-in for the node side only.
+No container runtime: by default no program runs, the pod's phases follow the behaviour. With
+an ``executor`` (:class:`~.kubelet_exec.PodExecutor`) a pod whose behaviour is
+:meth:`Behaviour.run_process` runs its container command as a local process, whose output is
+its log and whose exit code ends the pod.
 
 Example:
     >>> def behaviour(pod):  # doctest: +SKIP
@@ -48,6 +51,8 @@ from kubernetes import client, watch
 from kubernetes.client import ApiClient, V1Pod
 from kubernetes.client.rest import ApiException
 
+from tests.e2e.infra.kubelet_exec import PodExecutor
+
 log = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
@@ -64,7 +69,8 @@ WAITING = "waiting"
 UNSCHEDULABLE = "unschedulable"
 CRASH_LOOP = "crash_loop"
 RUN_FOREVER = "run_forever"
-_OUTCOMES = frozenset({SUCCEED, FAIL, WAITING, UNSCHEDULABLE, CRASH_LOOP, RUN_FOREVER})
+PROCESS = "process"
+_OUTCOMES = frozenset({SUCCEED, FAIL, WAITING, UNSCHEDULABLE, CRASH_LOOP, RUN_FOREVER, PROCESS})
 
 
 @dataclass(frozen=True)
@@ -142,6 +148,15 @@ class Behaviour:
     def run_forever(cls) -> Behaviour:
         """Running until deleted."""
         return cls(RUN_FOREVER)
+
+    @classmethod
+    def run_process(cls) -> Behaviour:
+        """Runs the container command as a local process (needs ``FakeKubelet(executor=)``).
+
+        The pod is Running while the process runs, then Succeeded or Failed with its exit
+        code; its output is the container log (see :mod:`.kubelet_exec`).
+        """
+        return cls(PROCESS, reason="")
 
 
 @dataclass
@@ -322,6 +337,7 @@ class FakeKubelet:
         node_labels: dict[str, str] | None = None,
         delete_node_on_stop: bool = True,
         watch_timeout: int = 5,
+        executor: PodExecutor | None = None,
     ) -> None:
         """Prepares (does not start) the kubelet.
 
@@ -341,6 +357,8 @@ class FakeKubelet:
             delete_node_on_stop: Delete the Node on stop.
             watch_timeout: Server-side timeout of each pod watch (the thread relists after
                 each); bounds how long :meth:`stop` waits.
+            executor: Runs the pods whose behaviour is :meth:`Behaviour.run_process` as
+                local processes (their output is their log).
         """
         self.api = api
         self.v1 = client.CoreV1Api(api)
@@ -365,6 +383,7 @@ class FakeKubelet:
         self.node_labels = dict(node_labels or {})
         self.delete_node_on_stop = delete_node_on_stop
         self.watch_timeout = watch_timeout
+        self.executor = executor
         self.port = 0
         self.requests: list[str] = []
         self.errors: list[str] = []
@@ -424,6 +443,8 @@ class FakeKubelet:
         self._stop.set()
         with self._lock:
             self._lock.notify_all()
+        if self.executor is not None:
+            self.executor.kill_all()
         _interrupt(self._watch_resp)
         if self._server is not None:
             self._server.shutdown()
@@ -607,6 +628,10 @@ class FakeKubelet:
                 rec.pod = pod
                 rec.set_state("deleted")
                 self._lock.notify_all()
+            else:
+                rec = None
+        if rec is not None and self.executor is not None:
+            self.executor.kill(rec.uid)
 
     def _on_pod(self, pod: V1Pod) -> None:
         meta, spec = pod.metadata, pod.spec
@@ -703,6 +728,8 @@ class FakeKubelet:
         elif action == "crash":
             self._crash(rec)
         elif action == "delete":
+            if self.executor is not None:
+                self.executor.kill(rec.uid)
             self.v1.delete_namespaced_pod(
                 rec.name,
                 rec.namespace,
@@ -847,10 +874,32 @@ class FakeKubelet:
         self._patch_status(rec, status)
         with self._lock:
             rec.set_state("running")
-            if b.outcome in (SUCCEED, FAIL):
+            if b.outcome == PROCESS:
+                self._exec(rec)
+            elif b.outcome in (SUCCEED, FAIL):
                 self._schedule(key, "finish", rec.uid, b.run_seconds)
             elif b.outcome == CRASH_LOOP:
                 self._schedule(key, "crash", rec.uid, b.run_seconds)
+
+    def _exec(self, rec: PodRecord) -> None:
+        """Starts the pod's process; when it exits, finishes the pod with its exit code."""
+        if self.executor is None:
+            raise RuntimeError("Behaviour.run_process() needs FakeKubelet(executor=PodExecutor())")
+        key, uid = (rec.namespace, rec.name), rec.uid
+
+        def exited(code: int) -> None:
+            with self._lock:
+                cur = self._records.get(key)
+                if cur is None or cur.uid != uid:
+                    return
+                ok = code == 0
+                cur.behaviour = replace(
+                    cur.behaviour, outcome=SUCCEED if ok else FAIL, exit_code=code,
+                    reason="Completed" if ok else "Error",
+                )  # fmt: skip
+                self._schedule(key, "finish", uid)
+
+        self.executor.start(rec.pod, exited)
 
     def _terminated(self, rec: PodRecord, exit_code: int, reason: str) -> dict[str, Any]:
         return {
@@ -912,6 +961,10 @@ class FakeKubelet:
 
     # ------------------------------------------------------------------ logs
     def _lines(self, pod: V1Pod, container: str, started: datetime) -> list[tuple[datetime, str]]:
+        if self.executor is not None:
+            ran = self.executor.lines(pod.metadata.uid)
+            if ran is not None:
+                return ran
         if self._logs is None:
             return []
         items = self._logs(pod, container) if self._logs_take_container else self._logs(pod)

@@ -297,3 +297,57 @@ def test_per_pod_policies(api: client.ApiClient) -> None:
         )
         v1.delete_collection_namespaced_pod(NS_POLICY, grace_period_seconds=0)
     assert kubelet.errors == []
+
+
+def test_process_mode_runs_the_pod_command(api: client.ApiClient, tmp_path: Any) -> None:
+    """run_process(): the container command really runs; its output is the log, its exit code
+    ends the pod, and deleting a running pod stops the process."""
+    import sys
+
+    from tests.e2e.infra.kubelet_exec import PodExecutor
+
+    ns = "infra-process"
+    create_namespace(api, ns)
+    v1 = client.CoreV1Api(api)
+    marker = tmp_path / "stopped"
+
+    def pod(name: str, code: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"restartPolicy": "Never", "containers": [{
+                "name": "main", "image": "host/python:1", "command": [sys.executable, "-c", code],
+                "env": [{"name": "WHO", "value": name}],
+            }]},
+        }  # fmt: skip
+
+    with FakeKubelet(api, node_name="infra-process-node", namespace=ns,
+                     behaviour=Behaviour.run_process(), executor=PodExecutor()):  # fmt: skip
+        exits = "import os; print('hi', os.environ['WHO']); exit(3)"
+        v1.create_namespaced_pod(ns, pod("exits", exits))
+        code = (
+            "import signal, sys, time\n"
+            f"signal.signal(signal.SIGTERM, lambda *_: (open({str(marker)!r}, 'w'), sys.exit(0)))\n"
+            "print('up', flush=True)\n"
+            "time.sleep(3600)\n"
+        )
+        v1.create_namespaced_pod(ns, pod("sleeps", code))
+
+        def terminated() -> Any:
+            st = v1.read_namespaced_pod_status("exits", ns).status
+            cs = st.container_statuses or []
+            return st.phase == "Failed" and cs and cs[0].state.terminated
+
+        term = wait_until("the pod to fail", terminated)
+        assert term.exit_code == 3
+        assert v1.read_namespaced_pod_log("exits", ns).splitlines() == ["hi exits"]
+
+        wait_until("the second pod's output", lambda: "up" in _log_or_empty(v1, ns, "sleeps"))
+        v1.delete_namespaced_pod("sleeps", ns)
+        wait_until("SIGTERM to reach the process", marker.exists)
+
+
+def _log_or_empty(v1: client.CoreV1Api, ns: str, name: str) -> str:
+    try:
+        return str(v1.read_namespaced_pod_log(name, ns))
+    except ApiException:
+        return ""

@@ -74,6 +74,10 @@ ANN_PORT_NAMES = "tether.dev/port-names"
 ANN_STOPPED = "tether.dev/stopped"
 """Set by tether when it stops an object: ``cancelled``, ``failed`` or ``superseded``."""
 ANN_STOP_REASON = "tether.dev/stop-reason"
+ANN_SUBMITTED = "tether.dev/submitted"
+"""Submission time in seconds since the epoch (microseconds), set by ``schedule``: the
+``creationTimestamp`` has one-second resolution, too coarse to order two submissions of one
+job key (``find_jobs`` is oldest first)."""
 
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 

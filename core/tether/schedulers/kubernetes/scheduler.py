@@ -35,6 +35,7 @@ from tether.schedulers.kubernetes.render import (
     ANN_GANG,
     ANN_STOP_REASON,
     ANN_STOPPED,
+    ANN_SUBMITTED,
     APPWRAPPER_GROUP,
     APPWRAPPER_PLURAL,
     APPWRAPPER_VERSION,
@@ -280,7 +281,11 @@ class KubernetesScheduler(Scheduler[KubernetesRequest], ImageWorkspaceMixin):
         api = self._kube(req.context)
         self._namespaces_seen.add(req.namespace)
         created: list[dict[str, Any]] = []
+        submitted = f"{time.time():.6f}"
         for manifest in req.manifests:
+            meta = dict(manifest.get("metadata") or {})
+            meta["annotations"] = {**(meta.get("annotations") or {}), ANN_SUBMITTED: submitted}
+            manifest = {**manifest, "metadata": meta}
             try:
                 api.create(path_for(manifest, req.namespace), manifest)
             except KubernetesApiError as e:

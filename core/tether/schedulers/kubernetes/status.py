@@ -32,6 +32,7 @@ from tether.schedulers.kubernetes.render import (
     ANN_ROLE_NAME,
     ANN_STOP_REASON,
     ANN_STOPPED,
+    ANN_SUBMITTED,
     ANN_UI_URL,
     DEVICE_VOLUME_PREFIX,
     GANG_APPWRAPPER,
@@ -170,6 +171,14 @@ def _created(obj: Mapping[str, Any]) -> datetime:
     return parse_time(_meta(obj).get("creationTimestamp")) or datetime.min.replace(
         tzinfo=timezone.utc
     )
+
+
+def _submitted(obj: Mapping[str, Any]) -> float:
+    """When tether submitted the object (its annotation), else its creationTimestamp."""
+    try:
+        return float(_ann(obj)[ANN_SUBMITTED])
+    except (KeyError, ValueError):
+        return _created(obj).timestamp()
 
 
 def _true_conditions(obj: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -688,7 +697,7 @@ def analyze(
         GANG_VOLCANO if vcjob else GANG_APPWRAPPER if appwrapper else GANG_NONE
     )
     pull_timeout = float(_int(ann.get(ANN_IMAGE_PULL_TIMEOUT), DEFAULT_IMAGE_PULL_TIMEOUT_S))
-    created = [_created(o) for o in [*jobs, *(x for x in (vcjob, appwrapper) if x)]]
+    created = [_submitted(o) for o in [*jobs, *(x for x in (vcjob, appwrapper) if x)]]
     view = AppView(
         namespace=namespace,
         name=name,
@@ -703,7 +712,7 @@ def analyze(
         appwrapper=appwrapper,
         app_name=ann.get(ANN_APP_NAME, name),
         job_key=ann.get(ANN_JOB_KEY),
-        created=min(created).timestamp() if created else None,
+        created=min(created) if created else None,
         ui_url=ann.get(ANN_UI_URL),
     )
     metas: dict[str, RoleMeta] = {}

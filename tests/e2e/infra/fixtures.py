@@ -1,0 +1,81 @@
+"""Session-scoped real backends, shared by every test that needs them (a pytest plugin).
+
+Registered by ``tests/conftest.py`` (``pytest_plugins``), so the end-to-end tests and the
+backend contract suite (``tests/schedulers/contract``) share one cluster per session.
+
+Slurm: munged + slurmctld + two slurmd "nodes" (``tests/e2e/infra/slurm.py``) for the whole
+session; the tests skip, with the reason, when Debian's slurm-wlm/munge are not installed
+(``tests/e2e/infra/setup.d/30-slurm.sh`` installs them).
+
+Ray: a head on 127.0.0.1 (``tests/e2e/infra/ray.py``); skips without ``ray``.
+
+Kubernetes: one etcd + kube-apiserver + kube-controller-manager (``tests/e2e/infra/kube.py``)
+for the whole session. The tests skip, with the reason, only when the binaries are missing
+and ``TETHER_BUILD_KUBE`` is not set; with ``TETHER_BUILD_KUBE=1`` (CI) they are built first
+(cached outside the repository).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from tests.e2e.infra.kube import KubeBinaries, KubeCluster
+    from tests.e2e.infra.slurm import SlurmCluster
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[SlurmCluster]:
+    """A running two-node Slurm cluster shared by the session (stopped by PID at the end)."""
+    from tests.e2e.infra.slurm import SlurmCluster, missing_tools
+
+    missing = missing_tools()
+    if missing:
+        pytest.skip(
+            f"Slurm is not installed (missing {', '.join(missing)}); run "
+            "tests/e2e/infra/setup.d/30-slurm.sh"
+        )
+    with SlurmCluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def kube_binaries() -> KubeBinaries:
+    """The control plane binaries; built first when TETHER_BUILD_KUBE=1, else skip."""
+    pytest.importorskip("kubernetes")
+    from tests.e2e.infra.kube import SKIP_REASON, ensure_binaries
+
+    found = ensure_binaries()
+    if found is None:
+        pytest.skip(SKIP_REASON)
+    return found
+
+
+@pytest.fixture(scope="session")
+def kube_cluster(kube_binaries: KubeBinaries) -> Iterator[KubeCluster]:
+    """A running control plane shared by the session (stopped by PID at the end)."""
+    from tests.e2e.infra.kube import KubeCluster
+
+    with KubeCluster(kube_binaries, insecure_kubeconfig=False) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def kube_api(kube_cluster: KubeCluster) -> Iterator[Any]:
+    """An admin ``kubernetes.client.ApiClient`` for the session cluster."""
+    with kube_cluster.api_client() as api:
+        yield api
+
+
+@pytest.fixture(scope="session")
+def ray_head() -> Iterator[Any]:
+    """A real Ray head on 127.0.0.1 (free ports, temp dir) for the session; skips without
+    ``ray``. Stopped by its process group at the end."""
+    pytest.importorskip("ray.job_submission")
+    from tests.e2e.infra.ray import RayHead
+
+    with RayHead(num_cpus=2) as head:
+        yield head

@@ -1,0 +1,146 @@
+"""The harnesses of the built-in backends that run on this machine.
+
+``local_cwd`` always runs. ``kubernetes`` runs against the session's real kube-apiserver,
+etcd and kube-controller-manager (``tests/e2e/infra``) with the test kubelet in process mode:
+each pod's container command runs as a local process (``tests/e2e/infra/kubelet_exec.py``),
+so programs, exit codes, logs, restarts and cancellation are real; only the container
+runtime is replaced by the host.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.schedulers.contract.harness import BackendHarness
+from tether.schedulers.api import Scheduler
+from tether.specs import AppDef, CfgVal
+
+CONTRACT_SUITE_LABEL = "contract"
+"""Value of the ``e2e-suite`` label of the contract suite's pods (the test kubelet runs them)."""
+
+
+class LocalHarness(BackendHarness):
+    """``local_cwd``: replicas are processes of this machine, state under TETHER_STATE_DIR."""
+
+    name = "local_cwd"
+    image = ""
+
+    def __init__(self, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+        super().__init__(request, tmp_path)
+        self._shared = tmp_path / "shared"
+        self._shared.mkdir()
+
+    def scheduler(self) -> Scheduler[Any]:
+        from tether.schedulers.local import create_scheduler
+
+        return create_scheduler("contract")
+
+    def offline_scheduler(self) -> Scheduler[Any]:
+        return self.scheduler()
+
+    def cfg(self) -> dict[str, CfgVal]:
+        return {"grace_period": 2.0}
+
+    def scheduler_params(self) -> dict[str, Any]:
+        return {}
+
+    @property
+    def host_dir(self) -> Path:
+        return self._shared
+
+    def state_snapshot(self, sched: Scheduler[Any]) -> object:
+        root = Path(os.environ["TETHER_STATE_DIR"])
+        return sorted(
+            (str(p.relative_to(root)), p.read_bytes() if p.is_file() else b"")
+            for p in root.rglob("*")
+        )
+
+    def fingerprint(self, sched: Scheduler[Any], app_id: str) -> object:
+        store = sched.store  # type: ignore[attr-defined]
+        path = store.state_path(app_id)
+        return path.read_bytes() if path.exists() else None
+
+    def kill_controller(self, sched: Scheduler[Any], app_id: str) -> bool:
+        from tests.schedulers.contract.harness import wait_for
+        from tether.schedulers.local.supervisor import pid_alive
+
+        rec = sched.store.load(app_id)  # type: ignore[attr-defined]
+        assert rec is not None and rec.supervisor_pid is not None, rec
+        os.kill(rec.supervisor_pid, signal.SIGKILL)
+        wait_for("the supervisor to die",
+                 lambda: not pid_alive(rec.supervisor_pid, rec.supervisor_start_time))  # fmt: skip
+        return True
+
+    def expected_rank0_host(self, app_id: str, app: AppDef) -> str:
+        return "localhost"
+
+
+class KubernetesHarness(BackendHarness):
+    """``kubernetes`` on the session cluster; a namespace per case; pods run as processes."""
+
+    name = "kubernetes"
+    image = "tether-contract/host-python:1"
+
+    def __init__(self, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+        super().__init__(request, tmp_path)
+        from tests.e2e.infra.kube import create_namespace
+
+        request.getfixturevalue("tether_contract_kubelet")
+        self.api = request.getfixturevalue("kube_api")
+        self.namespace = "c-" + hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:12]
+        create_namespace(self.api, self.namespace)
+        self._shared = tmp_path / "shared"
+        self._shared.mkdir()
+
+    def scheduler(self) -> Scheduler[Any]:
+        from tether.schedulers.kubernetes import create_scheduler
+
+        return create_scheduler("contract", client=self.api, namespace=self.namespace)
+
+    def offline_scheduler(self) -> Scheduler[Any]:
+        from tether.schedulers.kubernetes import create_scheduler
+
+        return create_scheduler("contract", kubeconfig=str(self.tmp_path / "no-kubeconfig"))
+
+    def cfg(self) -> dict[str, CfgVal]:
+        return {"namespace": self.namespace, "labels": {"e2e-suite": CONTRACT_SUITE_LABEL}}
+
+    def scheduler_params(self) -> dict[str, Any]:
+        return {"kubernetes": {"client": self.api, "namespace": self.namespace}}
+
+    @property
+    def host_dir(self) -> Path:
+        return self._shared
+
+    def fingerprint(self, sched: Scheduler[Any], app_id: str) -> object:
+        from kubernetes import client
+
+        from tether.schedulers.kubernetes.render import LABEL_APP_ID
+
+        ns, _, name = app_id.partition(":")
+        sel = f"{LABEL_APP_ID}={name}"
+        v1, batch = client.CoreV1Api(self.api), client.BatchV1Api(self.api)
+        objs = [
+            *batch.list_namespaced_job(ns, label_selector=sel).items,
+            *v1.list_namespaced_pod(ns, label_selector=sel).items,
+            *v1.list_namespaced_service(ns, label_selector=sel).items,
+        ]
+        return sorted(
+            (type(o).__name__, o.metadata.name, o.metadata.resource_version) for o in objs
+        )
+
+    def expected_rank0_host(self, app_id: str, app: AppDef) -> str:
+        # documented: replica 0 of the first role under the app's headless Service
+        from tether.schedulers.kubernetes.render import replica_hostname
+
+        ns, _, name = app_id.partition(":")
+        if sum(r.num_replicas for r in app.roles) == 1:
+            return "localhost"
+        host = replica_hostname(name, app.roles[0].name, 0)
+        return f"{host}.{name}.{ns}.svc.cluster.local"

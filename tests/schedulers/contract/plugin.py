@@ -1,0 +1,93 @@
+"""The backend contract suite as a pytest plugin: the ``harness`` fixture and its parameters.
+
+Built-in backends are always parameters (``kubernetes`` is marked ``e2e``). A third-party
+backend (a ``tether.schedulers`` entry point) runs the same cases with its own
+:class:`~tests.schedulers.contract.harness.BackendHarness`, from a tether checkout::
+
+    PYTHONPATH=$TETHER_CHECKOUT:$TETHER_CHECKOUT/core:$TETHER_CHECKOUT/adapters \\
+        pytest -p tests.schedulers.contract.plugin \\
+        --tether-harness my_backend_tests.harness:MyHarness \\
+        $TETHER_CHECKOUT/tests/schedulers/contract
+
+With ``--tether-harness`` (repeatable) only the given harnesses run. The suite is test code:
+it stays in the repository, not in the installed package.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from tests.e2e.infra.kubelet import FakeKubelet
+    from tests.schedulers.contract.harness import BackendHarness
+
+OPTION = "--tether-harness"
+
+BUILTIN_HARNESSES: list[tuple[str, str, tuple[Any, ...]]] = [
+    ("local_cwd", "tests.schedulers.contract.backends:LocalHarness", ()),
+    ("kubernetes", "tests.schedulers.contract.backends:KubernetesHarness", (pytest.mark.e2e,)),
+]
+"""``(id, "module:Class", marks)`` of the built-in backends' harnesses."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Adds ``--tether-harness MODULE:CLASS``."""
+    parser.addoption(
+        OPTION,
+        action="append",
+        default=[],
+        metavar="MODULE:CLASS",
+        help="run the tether backend contract suite with this BackendHarness only "
+        "(repeatable); default: the built-in backends",
+    )
+
+
+def _load(target: str) -> type[BackendHarness]:
+    module, sep, attr = target.partition(":")
+    if not sep or not module or not attr:
+        raise pytest.UsageError(f"{OPTION} {target!r}: expected MODULE:CLASS")
+    try:
+        cls: type[BackendHarness] = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise pytest.UsageError(f"{OPTION} {target!r}: cannot load it: {e}") from e
+    return cls
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrizes the contract cases over the harnesses."""
+    if "harness_target" not in metafunc.fixturenames:
+        return
+    given: list[str] = metafunc.config.getoption(OPTION) or []
+    if given:
+        params = [pytest.param(t, id=_load(t).name or t) for t in given]
+    else:
+        params = [pytest.param(t, id=i, marks=m) for i, t, m in BUILTIN_HARNESSES]
+    metafunc.parametrize("harness_target", params)
+
+
+@pytest.fixture
+def harness(harness_target: str, request: pytest.FixtureRequest, tmp_path: Path) -> BackendHarness:
+    """The backend under test, set up for this case."""
+    return _load(harness_target)(request, tmp_path)
+
+
+@pytest.fixture(scope="session")
+def tether_contract_kubelet(kube_api: Any) -> Iterator[FakeKubelet]:
+    """A test kubelet that runs the contract suite's pods as local processes."""
+    from tests.e2e.infra.kubelet import Behaviour, FakeKubelet
+    from tests.e2e.infra.kubelet_exec import PodExecutor
+    from tests.schedulers.contract.backends import CONTRACT_SUITE_LABEL
+
+    with FakeKubelet(
+        kube_api,
+        node_name="tether-contract-node",
+        label_selector=f"e2e-suite={CONTRACT_SUITE_LABEL}",
+        behaviour=Behaviour.run_process(),
+        executor=PodExecutor(),
+    ) as kubelet:
+        yield kubelet
