@@ -505,3 +505,45 @@ def test_dryrun_works_offline_without_kubeconfig(tmp_path: Path) -> None:
     assert [d["kind"] for d in docs] == ["Service", "Job"]
     assert docs[1]["metadata"]["namespace"] == "ml"
     assert "s3cr3t-value" not in doc["text"]
+
+
+# ---- overlays --------------------------------------------------------------------------------
+def test_overlays_merge_into_pod_and_container_last_and_dryrun_shows_them() -> None:
+    from tether.specs.overlays import DEL, PUT
+
+    role = Role(
+        "echo",
+        image="busybox:1.36",
+        entrypoint="echo",
+        args=["hi"],
+        overlays={
+            "kubernetes": {
+                "metadata": {"labels": {"team": "ml"}},
+                "spec": {
+                    "hostIPC": True,
+                    "tolerations": [{"key": "gpu", "operator": "Exists"}],
+                    "restartPolicy": PUT("OnFailure"),
+                    "enableServiceLinks": DEL,
+                },
+            },
+            "kubernetes.container": {
+                "env": [{"name": "EXTRA", "value": "1"}],
+                "lifecycle": {"preStop": {"exec": {"command": ["sleep", "5"]}}},
+            },
+        },
+    )
+    app = AppDef("hello", roles=[role])
+    text, objs = rendered(app, tolerations=["dedicated=ml:NoSchedule"])
+    check_golden("overlays", text)
+    pod = objs[0]["spec"]["template"]
+    assert pod["metadata"]["labels"]["team"] == "ml"
+    assert pod["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "tether"
+    spec = pod["spec"]
+    assert spec["hostIPC"] is True and spec["restartPolicy"] == "OnFailure"
+    assert "enableServiceLinks" not in spec
+    assert [t["key"] for t in spec["tolerations"]] == ["dedicated", "gpu"]  # JOIN: appended
+    (ctr,) = containers(objs)
+    assert env_of(ctr)["EXTRA"] == "1" and "TETHER_ROLE_NAME" in env_of(ctr)
+    assert ctr["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "5"]
+    info = create_scheduler("test").submit_dryrun(app, {})
+    assert "hostIPC: true" in str(info) and "preStop" in str(info)

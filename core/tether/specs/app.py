@@ -37,6 +37,10 @@ class Role:
         mounts: Bind, volume and device mounts.
         workspace: A project directory to ship with the role (see :mod:`tether.workspace`).
         metadata: Scheduler-specific metadata; values may contain macros.
+        overlays: Backend-specific fields merged into the native request, keyed by target
+            (e.g. ``"kubernetes"``); see :mod:`tether.specs.overlays`.
+        overrides: Values that replace attributes of the native resource a backend builds
+            from this role (TorchX's ``Role.overrides``; backend-defined, empty by default).
     """
 
     name: str
@@ -54,6 +58,8 @@ class Role:
     mounts: list[Mount] = field(default_factory=list)
     workspace: Workspace | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    overlays: dict[str, dict[str, Any]] = field(default_factory=dict)
+    overrides: dict[str, Any] = field(default_factory=dict)
 
     def pre_proc(self, scheduler: str, dryrun_info: Any) -> Any:
         """Hook for roles that adjust the native request of a scheduler (identity by default).

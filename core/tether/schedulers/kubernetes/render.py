@@ -46,6 +46,7 @@ from tether.specs import (
     Role,
     VolumeMount,
 )
+from tether.specs.overlays import apply_role_overlay
 from tether.specs.secrets import MASK, is_secret_name
 
 # ---- labels and annotations (the contract between render and describe) ------------------
@@ -76,6 +77,11 @@ ANN_STOP_REASON = "tether.dev/stop-reason"
 
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
+
+OVERLAY_POD = "kubernetes"
+"""``Role.overlays`` key merged into each replica's pod template (``metadata``/``spec``)."""
+OVERLAY_CONTAINER = "kubernetes.container"
+"""``Role.overlays`` key merged into the role's container."""
 
 SHM_VOLUME = "dshm"
 MOUNT_VOLUME_PREFIX = "mount-"
@@ -681,7 +687,11 @@ def render_pod_template(
         spec["tolerations"] = [parse_toleration(t) for t in opts.tolerations]
     spec["containers"] = [container]
     spec["volumes"] = volumes
-    return {"metadata": {"labels": labels, "annotations": annotations}, "spec": spec}
+    pod: dict[str, Any] = {"metadata": {"labels": labels, "annotations": annotations}, "spec": spec}
+    # Overlays last: the platform team's escape hatch wins over everything tether rendered.
+    apply_role_overlay(container, role, OVERLAY_CONTAINER)
+    apply_role_overlay(pod, role, OVERLAY_POD)
+    return pod
 
 
 def render_service(
