@@ -101,3 +101,36 @@ def test_declaration_errors() -> None:
         o.add("x", str, "h", default="a", required=True)
     with pytest.raises(TypeError, match="is not a int"):
         o.add("y", int, "h", default="a")
+
+
+def test_cfg_from_str_like_torchx() -> None:
+    opts = DemoOpts.as_runopts()
+    # ';' or ',' lists, spaces stripped, trailing separators ignored
+    assert opts.cfg_from_str("hosts=h1; h2;,namespace=ns") == {
+        "hosts": ["h1", "h2"], "namespace": "ns",
+    }  # fmt: skip
+    # k:v dicts continue over commas like lists do
+    assert opts.cfg_from_str("labels=a:1,b:2,dry=true") == {
+        "labels": {"a": "1", "b": "2"}, "dry": True,
+    }  # fmt: skip
+    assert opts.cfg_from_str("labels=team: ml; env: prod")["labels"] == {
+        "team": "ml", "env": "prod",
+    }  # fmt: skip
+
+
+def test_structured_opts_is_a_mapping_and_camel_case_keys_resolve() -> None:
+    o = DemoOpts.from_cfg({"namespace": "ml", "retries": 3})
+    assert o["namespace"] == "ml" and dict(o)["retries"] == 3 and len(o) == 7
+    assert o.get("nope") is None and "hosts" in o
+
+    @dataclass
+    class K8sLike(StructuredOpts):
+        image_pull_policy: str = "IfNotPresent"
+        """Pull policy."""
+
+    assert K8sLike.from_cfg({"imagePullPolicy": "Always"}).image_pull_policy == "Always"
+    assert K8sLike.as_runopts().cfg_from_str("imagePullPolicy=Never") == {
+        "imagePullPolicy": "Never"
+    }
+    with pytest.raises(InvalidRunConfigException, match="given twice"):
+        K8sLike.from_cfg({"imagePullPolicy": "Always", "image_pull_policy": "Never"})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import types
 import typing
 from collections.abc import Iterator, Mapping
@@ -127,6 +128,20 @@ class runopts:
     def __contains__(self, name: object) -> bool:
         return name in self._opts
 
+    def _canonical(self, cfg: Mapping[str, CfgVal], where: str) -> dict[str, CfgVal]:
+        """Maps camelCase / dotted / dashed keys to the declared snake_case option names."""
+        out: dict[str, CfgVal] = {}
+        for key, val in cfg.items():
+            name = key if key in self._opts else snake_case(key)
+            name = name if name in self._opts else key
+            if name in out:
+                raise InvalidRunConfigException(
+                    f"run option {name!r}{where} is given twice (as {key!r} and another "
+                    "spelling); keep one"
+                )
+            out[name] = val
+        return out
+
     def resolve(self, cfg: Mapping[str, CfgVal], scheduler: str = "") -> dict[str, CfgVal]:
         """Checks ``cfg`` and fills in defaults.
 
@@ -143,6 +158,7 @@ class runopts:
         """
         where = f" for scheduler {scheduler!r}" if scheduler else ""
         known = list(self._opts)
+        cfg = self._canonical(cfg, where)
         for key in cfg:
             if key not in self._opts:
                 close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
@@ -173,10 +189,12 @@ class runopts:
         return out
 
     def cfg_from_str(self, cfg_str: str) -> dict[str, CfgVal]:
-        """Parses ``k=v,k2=v2`` with each value converted to its option's type.
+        """Parses ``k=v,k2=v2`` with each value converted to its option's type (as TorchX).
 
-        Lists are written ``a;b;c`` (commas also work when the next item has no ``=``), dicts
-        ``k:v;k2:v2``, booleans ``true/false/1/0/yes/no``.
+        Items are separated by ``,``; an item without ``=`` continues the previous value, so
+        ``hosts=h1,h2`` and ``labels=a:1,b:2`` work. Lists are written ``a;b;c`` (or with
+        commas), dicts ``k:v;k2:v2`` (or with commas), booleans ``true/false/1/0/yes/no``.
+        Items and list entries are stripped of surrounding spaces.
 
         Args:
             cfg_str: The string from ``-cfg``.
@@ -186,29 +204,47 @@ class runopts:
             :meth:`resolve`).
 
         Raises:
-            InvalidRunConfigException: When an item has no ``=`` or a value cannot be converted.
+            InvalidRunConfigException: When the first item has no ``=`` or a value cannot be
+                converted.
         """
-        out: dict[str, CfgVal] = {}
+        raw: dict[str, str] = {}
         last: str | None = None
-        for item in _split_items(cfg_str):
+        for item in cfg_str.split(","):
+            if not item.strip():
+                continue
             key, sep, val = item.partition("=")
             if not sep:
-                if last is not None and isinstance(out[last], list):
-                    cast = typing.cast(list[str], out[last])
-                    cast.extend(v for v in item.split(";") if v)
-                    continue
-                raise InvalidRunConfigException(
-                    f"run option {item!r} in {cfg_str!r} has no '=': write key=value,key2=value2"
-                )
-            key = key.strip()
-            opt = self._opts.get(key)
-            out[key] = _convert(key, val, opt.opt_type) if opt else val
-            last = key
+                if last is None:
+                    raise InvalidRunConfigException(
+                        f"run option {item.strip()!r} in {cfg_str!r} has no '=': write "
+                        "key=value,key2=value2"
+                    )
+                raw[last] += "," + item
+                continue
+            last = key.strip()
+            raw[last] = val
+        out: dict[str, CfgVal] = {}
+        for key, val in raw.items():
+            opt = self._opts.get(key) or self._opts.get(snake_case(key))
+            out[key] = _convert(key, val, opt.opt_type) if opt else val.strip()
         return out
 
 
-def _split_items(s: str) -> list[str]:
-    return [p for p in (x.strip() for x in s.split(",")) if p]
+def snake_case(key: str) -> str:
+    """``imagePullPolicy`` -> ``image_pull_policy``; ``a.b``/``a-b`` -> ``a_b``.
+
+    Args:
+        key: A run option name as a user wrote it.
+
+    Returns:
+        Its snake_case form.
+    """
+    out = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", key)
+    return re.sub(r"[.\-]", "_", out).lower()
+
+
+def _items(val: str) -> list[str]:
+    return [v.strip() for v in val.replace(",", ";").split(";") if v.strip()]
 
 
 def _convert(key: str, val: str, t: Any) -> CfgVal:
@@ -222,20 +258,18 @@ def _convert(key: str, val: str, t: Any) -> CfgVal:
                 return False
             raise ValueError(val)
         if t is int:
-            return int(val)
+            return int(val.strip())
         if t is float:
-            return float(val)
+            return float(val.strip())
         if origin is list:
-            return [v for v in val.split(";") if v]
+            return _items(val)
         if origin is dict:
             out: dict[str, str] = {}
-            for kv in val.split(";"):
-                if not kv:
-                    continue
+            for kv in _items(val):
                 k, sep, v = kv.partition(":")
                 if not sep:
                     raise ValueError(kv)
-                out[k] = v
+                out[k.strip()] = v.strip()
             return out
     except ValueError:
         raise InvalidRunConfigException(
@@ -296,8 +330,10 @@ def _unwrap_optional(t: Any) -> Any:
 
 
 @dataclass
-class StructuredOpts:
-    """Base for a scheduler's options dataclass.
+class StructuredOpts(Mapping[str, Any]):
+    """Base for a scheduler's options dataclass; also a read-only mapping of its fields.
+
+    ``opts["namespace"]``, ``dict(opts)`` and ``opts.get("queue")`` work as on a cfg dict.
 
     Declare each option as a field with a default (or none, for a required option) and a
     docstring right below it; the docstring is the option's help text::
@@ -347,3 +383,17 @@ class StructuredOpts:
         """
         resolved = cls.as_runopts().resolve(cfg, scheduler)
         return cls(**resolved)
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._field_names():
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._field_names())
+
+    def __len__(self) -> int:
+        return len(self._field_names())
+
+    def _field_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(self))

@@ -137,7 +137,7 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         return self._gpu_cache
 
     # ---- render ------------------------------------------------------------------------
-    def _validate(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> None:
+    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
         opts = local_opts(cfg)
         if opts.cwd is not None and not os.path.isdir(os.path.expanduser(opts.cwd)):
             raise ValueError(f"run option cwd={opts.cwd!r} is not a directory")
