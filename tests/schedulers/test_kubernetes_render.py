@@ -172,11 +172,11 @@ def test_gpus_devices_named_resource_shm_and_mounts() -> None:
     ctr = pod["containers"][0]
     assert ctr["image"] == "registry.example.com/team/train:2"
     assert ctr["resources"]["limits"] == {
-        "cpu": "96000m", "memory": f"{1152 * 1024}Mi", "nvidia.com/gpu": "8",
+        "cpu": "96000m", "memory": f"{1152 * 983}Mi", "nvidia.com/gpu": "8",
         "vpc.amazonaws.com/efa": "4",
     }  # fmt: skip
     assert ctr["resources"]["requests"]["cpu"] == "95900m"
-    assert ctr["resources"]["requests"]["memory"] == f"{1152 * 1024 - 1024}Mi"
+    assert ctr["resources"]["requests"]["memory"] == f"{1152 * 983 - 1024}Mi"
     assert pod["nodeSelector"] == {
         "node.kubernetes.io/instance-type": "p4d.24xlarge",
         "topology.kubernetes.io/zone": "us-east-1a",

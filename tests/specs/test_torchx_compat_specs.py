@@ -54,3 +54,26 @@ def test_dryrun_info_exposes_app_and_cfg() -> None:
 def test_role_overrides_default_empty_and_settable() -> None:
     assert Role("r").overrides == {}
     assert Role("r", overrides={"hostNetwork": True}).overrides == {"hostNetwork": True}
+
+
+def test_named_resources_is_a_mapping_of_fresh_resources() -> None:
+    from tether.specs import get_named_resources, named_resources, resource
+
+    p3 = named_resources["aws_p3.2xlarge"]
+    assert (p3.cpu, p3.gpu, p3.memMB) == (8, 1, 61 * int(1024 * 0.96))
+    p3.capabilities["x"] = "1"
+    assert "x" not in named_resources["aws_p3.2xlarge"].capabilities
+    assert "gpu.small" in named_resources and "aws_inf2.48xlarge" in list(named_resources)
+    for name in ("aws_p5.48xlarge", "aws_g6.xlarge", "aws_g6e.48xlarge", "aws_trn2.48xlarge"):
+        assert named_resources[name].cpu > 0
+    assert get_named_resources("gpu.small") == resource(h="gpu.small")
+    assert resource() == resource(cpu=2, gpu=0, memMB=1024)  # TorchX's default resource
+
+
+def test_unknown_named_resource_key_error_suggests() -> None:
+    import pytest
+
+    from tether.specs import named_resources
+
+    with pytest.raises(KeyError, match="did you mean gpu.small"):
+        named_resources["gpu.smal"]

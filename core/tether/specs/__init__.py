@@ -16,7 +16,9 @@ from tether.specs.handles import (
 from tether.specs.macros import macros
 from tether.specs.mounts import BindMount, DeviceMount, Mount, VolumeMount, parse_mounts
 from tether.specs.named_resources import (
+    NamedResources,
     get_named_resource,
+    get_named_resources,
     named_resources,
     reload_named_resources,
     resource,
@@ -57,6 +59,7 @@ __all__ = [
     "DeviceMount",
     "InvalidRunConfigException",
     "MalformedAppHandleException",
+    "NamedResources",
     "Mount",
     "ParsedAppHandle",
     "ReplicaStatus",
@@ -69,6 +72,7 @@ __all__ = [
     "VolumeMount",
     "cfg_from_str",
     "get_named_resource",
+    "get_named_resources",
     "is_secret_name",
     "is_terminal",
     "macros",
