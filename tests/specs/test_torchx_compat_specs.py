@@ -75,5 +75,5 @@ def test_unknown_named_resource_key_error_suggests() -> None:
 
     from tether.specs import named_resources
 
-    with pytest.raises(KeyError, match="did you mean gpu.small"):
+    with pytest.raises(KeyError, match=r"did you mean gpu\.small"):
         named_resources["gpu.smal"]
