@@ -31,3 +31,7 @@ class LocalOpts(StructuredOpts):
 
     grace_period: float = DEFAULT_GRACE_PERIOD_S
     """Seconds between SIGTERM and SIGKILL when stopping a replica's processes."""
+
+    prepend_cwd: bool = False
+    """Put the replica's working directory first on its ``PATH`` (as TorchX), so an
+    entrypoint such as ``train.py`` or ``run.sh`` in that directory is found."""

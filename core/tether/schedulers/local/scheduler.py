@@ -148,10 +148,10 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
             cwd = role_cwd(role, default_cwd)
             if not os.path.isdir(cwd):
                 raise ValueError(f"role {role.name!r}: working directory {cwd!r} does not exist")
-            self._check_entrypoint(role, cwd)
+            self._check_entrypoint(role, cwd, bool(opts.prepend_cwd))
 
     @staticmethod
-    def _check_entrypoint(role: Role, cwd: str) -> None:
+    def _check_entrypoint(role: Role, cwd: str, prepend_cwd: bool = False) -> None:
         ep = role.entrypoint
         if os.sep in ep:
             path = os.path.join(cwd, os.path.expanduser(ep))
@@ -162,6 +162,8 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
                 )
             return
         search = role.env.get("PATH", os.environ.get("PATH", os.defpath))
+        if prepend_cwd:
+            search = os.pathsep.join((cwd, search))
         if shutil.which(ep, path=search) is None:
             raise ValueError(
                 f"role {role.name!r}: entrypoint {ep!r} is not found on PATH ({search}); "
