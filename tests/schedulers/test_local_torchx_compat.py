@@ -41,3 +41,40 @@ def test_without_prepend_cwd_path_is_untouched(tmp_path: Path) -> None:
     with Runner("t") as runner:
         info = runner.dryrun(app, "local_cwd", cfg={"cwd": str(tmp_path)})
         assert f"PATH={tmp_path}" not in str(info)
+
+
+def test_exit_with_launcher_cancels_on_close_default_is_durable(tmp_path: Path) -> None:
+    app = AppDef("tied", roles=[Role("s", image=str(tmp_path), entrypoint="sleep", args=["60"])])
+    with Runner("t") as runner:
+        tied = runner.run(app, "local_cwd", cfg={"exit_with_launcher": True})
+        durable = runner.run(app, "local_cwd")
+    with Runner("t") as observer:
+        st = observer.wait(tied, wait_interval=0.2, timeout=60)
+        assert st is not None and st.state == AppState.CANCELLED
+        st = observer.status(durable)
+        assert st is not None and st.state in (AppState.RUNNING, AppState.PENDING)
+        observer.cancel(durable)
+
+
+def test_exit_with_launcher_cancels_when_the_launching_process_exits(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(f"""
+        from tether.runner import Runner
+        from tether.specs import AppDef, Role
+        app = AppDef("tied", roles=[Role("s", image={str(tmp_path)!r}, entrypoint="sleep",
+                                         args=["60"])])
+        runner = Runner("t")
+        print(runner.run(app, "local_cwd", cfg={{"exit_with_launcher": True}}), flush=True)
+        # exits without closing the runner: the atexit hook cancels the app
+    """)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
+        env={**os.environ},
+    )  # fmt: skip
+    handle = proc.stdout.strip().splitlines()[-1]
+    with Runner("t") as observer:
+        st = observer.wait(handle, wait_interval=0.2, timeout=60)
+        assert st is not None and st.state == AppState.CANCELLED

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import builtins
 import contextlib
 import difflib
@@ -111,6 +112,7 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         self._store = StateStore(state_dir)
         self._gpu_count = gpu_count
         self._gpu_cache: int | None = None
+        self._tied: list[str] = []  # apps launched with exit_with_launcher=True
 
     @property
     def store(self) -> StateStore:
@@ -254,7 +256,25 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         for r in req.replicas():
             Path(r.combined).parent.mkdir(parents=True, exist_ok=True)
         self._start_supervisor(record, app_dir)
+        if local_opts(dryrun_info._cfg or {}).exit_with_launcher:
+            if not self._tied:
+                atexit.register(self._cancel_tied)
+            self._tied.append(req.app_id)
         return req.app_id
+
+    def _cancel_tied(self) -> None:
+        """Cancels the apps launched with ``exit_with_launcher`` (at close and at exit)."""
+        tied, self._tied = self._tied, []
+        for app_id in tied:
+            try:
+                self.cancel(app_id)
+            except Exception:  # best effort at exit: one app must not block the others
+                log.warning("could not cancel %s at launcher exit", app_id, exc_info=True)
+
+    def close(self) -> None:
+        """Cancels the apps launched here with ``exit_with_launcher=True``; others keep running."""
+        self._cancel_tied()
+        super().close()
 
     def _start_supervisor(self, record: AppRecord, app_dir: Path) -> None:
         ready_r, ready_w = os.pipe()
