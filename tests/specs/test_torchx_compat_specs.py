@@ -51,9 +51,30 @@ def test_dryrun_info_exposes_app_and_cfg() -> None:
     assert info._app is info.app  # the private names keep working
 
 
-def test_role_overrides_default_empty_and_settable() -> None:
-    assert Role("r").overrides == {}
-    assert Role("r", overrides={"hostNetwork": True}).overrides == {"hostNetwork": True}
+def test_role_overrides_are_computed_lazily_once() -> None:
+    calls: list[str] = []
+
+    def image() -> str:
+        calls.append("image")
+        return "registry/img:built"
+
+    async def args() -> list[str]:
+        return ["--lr", "0.1"]
+
+    role = Role("r", image="placeholder", entrypoint="python",
+                overrides={"image": image, "args": args()})  # fmt: skip
+    assert calls == []
+    assert role.image == "registry/img:built" and role.image == "registry/img:built"
+    assert calls == ["image"] and "image" not in role.overrides
+    role.resolve_overrides()
+    assert role.args == ["--lr", "0.1"] and role.overrides == {}
+    assert Role("x").overrides == {}
+
+
+def test_pending_overrides_resolved_before_render() -> None:
+    role = Role("echo", image="busybox", entrypoint="echo", overrides={"args": lambda: ["hi"]})
+    info = create_scheduler("s").submit_dryrun(AppDef("a", roles=[role]), {})
+    assert "- hi" in str(info)
 
 
 def test_named_resources_is_a_mapping_of_fresh_resources() -> None:

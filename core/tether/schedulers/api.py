@@ -146,6 +146,8 @@ class Scheduler(abc.ABC, Generic[T]):
             ValueError: For an invalid app or options.
         """
         resolved = self.run_opts().resolve(cfg, self.backend)
+        for role in app.roles:
+            role.resolve_overrides()
         validate(app)
         check_app(app, self.capabilities, self.backend)
         self._validate(app, self.backend, resolved)

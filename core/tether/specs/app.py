@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import inspect
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +16,10 @@ from tether.specs.status import RetryPolicy
 
 if TYPE_CHECKING:
     from tether.workspace.api import Workspace
+
+
+async def _await(value: Awaitable[Any]) -> Any:
+    return await value
 
 
 @dataclass
@@ -39,8 +46,10 @@ class Role:
         metadata: Scheduler-specific metadata; values may contain macros.
         overlays: Backend-specific fields merged into the native request, keyed by target
             (e.g. ``"kubernetes"``); see :mod:`tether.specs.overlays`.
-        overrides: Values that replace attributes of the native resource a backend builds
-            from this role (TorchX's ``Role.overrides``; backend-defined, empty by default).
+        overrides: Lazily computed attributes (TorchX's ``Role.overrides``): attribute name
+            -> a callable (or awaitable) whose result replaces the attribute the first time it
+            is read, e.g. ``overrides={"image": build_image}``. Schedulers resolve every
+            pending override before rendering.
     """
 
     name: str
@@ -60,6 +69,24 @@ class Role:
     metadata: dict[str, Any] = field(default_factory=dict)
     overlays: dict[str, dict[str, Any]] = field(default_factory=dict)
     overrides: dict[str, Any] = field(default_factory=dict)
+
+    def __getattribute__(self, name: str) -> Any:
+        if name.startswith("_") or name == "overrides":
+            return object.__getattribute__(self, name)
+        pending = object.__getattribute__(self, "__dict__").get("overrides")
+        if pending and name in pending:
+            value = pending.pop(name)
+            if callable(value):
+                value = value()
+            if inspect.isawaitable(value):
+                value = asyncio.run(_await(value))
+            object.__setattr__(self, name, value)
+        return object.__getattribute__(self, name)
+
+    def resolve_overrides(self) -> None:
+        """Computes every pending override now (schedulers call it before rendering)."""
+        for name in list(self.overrides):
+            getattr(self, name)
 
     def pre_proc(self, scheduler: str, dryrun_info: Any) -> Any:
         """Hook for roles that adjust the native request of a scheduler (identity by default).
