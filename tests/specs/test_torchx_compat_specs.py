@@ -98,3 +98,11 @@ def test_unknown_named_resource_key_error_suggests() -> None:
 
     with pytest.raises(KeyError, match=r"did you mean gpu\.small"):
         named_resources["gpu.smal"]
+
+
+def test_named_resources_call_form_still_returns_factories() -> None:
+    from tether.specs import Resource, named_resources
+
+    factories = named_resources()
+    assert isinstance(factories["gpu.small"](), Resource)
+    assert set(factories) == set(named_resources)

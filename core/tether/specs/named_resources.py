@@ -101,6 +101,11 @@ class NamedResources(Mapping[str, Resource]):
         """The factories by name (each returns a fresh Resource)."""
         return dict(_factories())
 
+    def __call__(self) -> dict[str, Callable[[], Resource]]:
+        """The factories by name: the earlier ``named_resources()`` form (same as
+        :meth:`factories`)."""
+        return self.factories()
+
 
 named_resources = NamedResources()
 """The named-resource registry as a mapping: ``named_resources["aws_p4d.24xlarge"]``."""
