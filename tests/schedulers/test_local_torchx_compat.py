@@ -78,3 +78,22 @@ def test_exit_with_launcher_cancels_when_the_launching_process_exits(tmp_path: P
     with Runner("t") as observer:
         st = observer.wait(handle, wait_interval=0.2, timeout=60)
         assert st is not None and st.state == AppState.CANCELLED
+
+
+def test_scheduler_submit_with_workspace_runs_in_it(tmp_path: Path) -> None:
+    from tether.schedulers.local.scheduler import create_scheduler
+    from tether.specs import make_app_handle
+
+    (tmp_path / "marker.txt").write_text("here\n")
+    app = AppDef("ws", roles=[Role("r", entrypoint="cat", args=["marker.txt"])])
+    sched = create_scheduler("t")
+    try:
+        app_id = sched.submit(app, {}, workspace=str(tmp_path))
+    finally:
+        sched.close()
+    assert app.roles[0].workspace is None  # the caller's app is not modified
+    handle = make_app_handle("local_cwd", "t", app_id)
+    with Runner("t") as runner:
+        st = runner.wait(handle, wait_interval=0.2, timeout=60)
+        assert st is not None and st.state == AppState.SUCCEEDED, st
+        assert "".join(runner.log_lines(handle, "r", 0)) == "here\n"
