@@ -132,5 +132,33 @@ def test_structured_opts_is_a_mapping_and_camel_case_keys_resolve() -> None:
     assert K8sLike.as_runopts().cfg_from_str("imagePullPolicy=Never") == {
         "imagePullPolicy": "Never"
     }
-    with pytest.raises(InvalidRunConfigException, match="given twice"):
+    with pytest.raises(InvalidRunConfigException, match="given twice with different values"):
         K8sLike.from_cfg({"imagePullPolicy": "Always", "image_pull_policy": "Never"})
+
+
+@dataclass
+class K8s(StructuredOpts):
+    context: str | None = None
+    """Kube context."""
+    image_repo: str = "r"
+    """Repo."""
+
+
+@dataclass
+class Outer(StructuredOpts):
+    k8s: K8s = field(default_factory=K8s)
+    mail_user: str | None = field(default=None, metadata={"cfg_key": "mail-user"})
+    """Who gets mail."""
+    _private: int = 0
+
+
+def test_groups_flatten_with_dotted_keys_and_cfg_key_metadata() -> None:
+    opts = Outer.as_runopts()
+    assert sorted(k for k, _ in opts) == ["k8s.context", "k8s.image_repo", "mail-user"]
+    assert opts.get("k8s.context").help == "Kube context."  # type: ignore[union-attr]
+    o = Outer.from_cfg({"k8s.context": "prod", "k8s.imageRepo": "x", "mail-user": "a@b"})
+    assert (o.k8s.context, o.k8s.image_repo, o.mail_user) == ("prod", "x", "a@b")
+    assert o["k8s.context"] == "prod" and o["mail-user"] == "a@b"
+    assert dict(o) == {"k8s.context": "prod", "k8s.image_repo": "x", "mail-user": "a@b"}
+    # the same option under two spellings with equal values counts once
+    assert Outer.from_cfg({"k8s.imageRepo": "y", "k8s.image_repo": "y"}).k8s.image_repo == "y"

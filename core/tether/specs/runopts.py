@@ -129,17 +129,27 @@ class runopts:
         return name in self._opts
 
     def _canonical(self, cfg: Mapping[str, CfgVal], where: str) -> dict[str, CfgVal]:
-        """Maps camelCase / dotted / dashed keys to the declared snake_case option names."""
+        """Maps camelCase keys (also inside dotted group keys) to the declared option names.
+
+        The same option given under two spellings with equal values counts once; with
+        different values it is an error.
+        """
         out: dict[str, CfgVal] = {}
+        spelled: dict[str, str] = {}
         for key, val in cfg.items():
-            name = key if key in self._opts else snake_case(key)
-            name = name if name in self._opts else key
-            if name in out:
+            name = key
+            if key not in self._opts:
+                for cand in (".".join(snake_case(p) for p in key.split(".")), snake_case(key)):
+                    if cand in self._opts:
+                        name = cand
+                        break
+            if name in out and out[name] != val:
                 raise InvalidRunConfigException(
-                    f"run option {name!r}{where} is given twice (as {key!r} and another "
-                    "spelling); keep one"
+                    f"run option {name!r}{where} is given twice with different values (as "
+                    f"{spelled[name]!r} and {key!r}); keep one"
                 )
             out[name] = val
+            spelled[name] = key
         return out
 
     def resolve(self, cfg: Mapping[str, CfgVal], scheduler: str = "") -> dict[str, CfgVal]:
@@ -348,14 +358,25 @@ class StructuredOpts(Mapping[str, Any]):
     def as_runopts(cls) -> runopts:
         """The options as :class:`runopts` (help from the field docstrings).
 
+        A field whose type is itself a ``StructuredOpts`` is a group: its options are
+        flattened with dot-prefixed keys (field ``k8s`` with option ``context`` is
+        ``k8s.context``), as TorchX does. Field metadata ``cfg_key`` names an option that
+        cannot be a field name (``field(default=None, metadata={"cfg_key": "mail-user"})``).
+        Fields starting with ``_`` are not options.
+
         Returns:
             The runopts.
         """
         docs = _field_docs(cls)
         hints = typing.get_type_hints(cls)
         opts = runopts()
-        for f in dataclasses.fields(cls):
+        for f in _cfg_fields(cls):
             t = _unwrap_optional(hints[f.name])
+            if _is_group(t):
+                for key, sub in t.as_runopts():
+                    opts.add(f"{f.name}.{key}", sub.opt_type, sub.help, default=sub.default,
+                             required=sub.is_required)  # fmt: skip
+                continue
             required = f.default is dataclasses.MISSING and (
                 f.default_factory is dataclasses.MISSING
             )
@@ -364,12 +385,15 @@ class StructuredOpts(Mapping[str, Any]):
                 default = typing.cast(CfgVal, f.default)
             elif f.default_factory is not dataclasses.MISSING:
                 default = typing.cast(CfgVal, f.default_factory())
-            opts.add(f.name, t, docs.get(f.name, ""), default=default, required=required)
+            opts.add(_cfg_key(f), t, docs.get(f.name, ""), default=default, required=required)
         return opts
 
     @classmethod
     def from_cfg(cls: type[S], cfg: Mapping[str, CfgVal], scheduler: str = "") -> S:
         """Builds the options object from a cfg mapping, validating it.
+
+        camelCase spellings of the keys are accepted (``imagePullPolicy``); groups are read
+        from their dot-prefixed keys (``k8s.context``).
 
         Args:
             cfg: The run options.
@@ -381,19 +405,56 @@ class StructuredOpts(Mapping[str, Any]):
         Raises:
             InvalidRunConfigException: As :meth:`runopts.resolve`.
         """
-        resolved = cls.as_runopts().resolve(cfg, scheduler)
-        return cls(**resolved)
+        return cls._build(cls.as_runopts().resolve(cfg, scheduler))
+
+    @classmethod
+    def _build(cls: type[S], resolved: Mapping[str, CfgVal]) -> S:
+        hints = typing.get_type_hints(cls)
+        kwargs: dict[str, Any] = {}
+        for f in _cfg_fields(cls):
+            t = _unwrap_optional(hints[f.name])
+            if _is_group(t):
+                prefix = f"{f.name}."
+                sub = {k[len(prefix):]: v for k, v in resolved.items() if k.startswith(prefix)}
+                kwargs[f.name] = t._build(sub)
+            elif _cfg_key(f) in resolved:
+                kwargs[f.name] = resolved[_cfg_key(f)]
+        return cls(**kwargs)
 
     def __getitem__(self, key: str) -> Any:
-        if key not in self._field_names():
-            raise KeyError(key)
-        return getattr(self, key)
+        head, dot, rest = key.partition(".")
+        for f in _cfg_fields(self):
+            if dot and f.name in (head, snake_case(head)):
+                group = getattr(self, f.name)
+                if isinstance(group, StructuredOpts):
+                    return group[rest]
+            elif (
+                not dot
+                and (key == _cfg_key(f) or f.name in (key, snake_case(key)))
+                and not isinstance(getattr(self, f.name), StructuredOpts)
+            ):
+                return getattr(self, f.name)
+        raise KeyError(key)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._field_names())
+        for f in _cfg_fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, StructuredOpts):
+                yield from (f"{f.name}.{k}" for k in value)
+            else:
+                yield _cfg_key(f)
 
     def __len__(self) -> int:
-        return len(self._field_names())
+        return sum(1 for _ in self)
 
-    def _field_names(self) -> tuple[str, ...]:
-        return tuple(f.name for f in dataclasses.fields(self))
+
+def _cfg_fields(cls_or_obj: Any) -> list[dataclasses.Field[Any]]:
+    return [f for f in dataclasses.fields(cls_or_obj) if not f.name.startswith("_")]
+
+
+def _cfg_key(f: dataclasses.Field[Any]) -> str:
+    return str(f.metadata.get("cfg_key", f.name))
+
+
+def _is_group(t: Any) -> bool:
+    return isinstance(t, type) and issubclass(t, StructuredOpts) and t is not StructuredOpts
