@@ -106,3 +106,11 @@ def test_named_resources_call_form_still_returns_factories() -> None:
     factories = named_resources()
     assert isinstance(factories["gpu.small"](), Resource)
     assert set(factories) == set(named_resources)
+
+
+def test_describe_app_response_has_torchx_fields() -> None:
+    from tether.schedulers.api import DescribeAppResponse
+
+    resp = DescribeAppResponse(app_id="a", metadata={"cluster": "c1"}, structured_error_msg="{}")
+    assert resp.metadata == {"cluster": "c1"} and resp.ui_url is None
+    assert DescribeAppResponse().metadata == {}

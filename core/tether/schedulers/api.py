@@ -59,6 +59,7 @@ class DescribeAppResponse:
         msg: Human-readable detail (the native reason on failure).
         structured_error_msg: A JSON error document, when there is one.
         ui_url: Link to the scheduler's UI.
+        metadata: Scheduler-specific facts about the app (as TorchX's).
         roles_statuses: Per-replica statuses.
         roles: The roles, rebuilt from the native objects where possible.
         job_key: The job identity the app was submitted with, if any.
@@ -70,6 +71,7 @@ class DescribeAppResponse:
     msg: str = NONE
     structured_error_msg: str = NONE
     ui_url: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
     roles_statuses: list[RoleStatus] = field(default_factory=list)
     roles: list[Role] = field(default_factory=list)
     job_key: str | None = None
