@@ -509,29 +509,21 @@ def test_dryrun_works_offline_without_kubeconfig(tmp_path: Path) -> None:
 
 # ---- overlays --------------------------------------------------------------------------------
 def test_overlays_merge_into_pod_and_container_last_and_dryrun_shows_them() -> None:
-    from tether.specs.overlays import DEL, PUT
+    from tether.specs.overlays import DEL, JOIN, PUT, set_overlay
 
-    role = Role(
-        "echo",
-        image="busybox:1.36",
-        entrypoint="echo",
-        args=["hi"],
-        overlays={
-            "kubernetes": {
-                "metadata": {"labels": {"team": "ml"}},
-                "spec": {
-                    "hostIPC": True,
-                    "tolerations": [{"key": "gpu", "operator": "Exists"}],
-                    "restartPolicy": PUT("OnFailure"),
-                    "enableServiceLinks": DEL,
-                },
-            },
-            "kubernetes.container": {
-                "env": [{"name": "EXTRA", "value": "1"}],
-                "lifecycle": {"preStop": {"exec": {"command": ["sleep", "5"]}}},
-            },
+    role = Role("echo", image="busybox:1.36", entrypoint="echo", args=["hi"])
+    set_overlay(role, "kubernetes", "V1Pod", {
+        "metadata": {"labels": {"team": "ml"}},
+        "spec": {
+            "hostIPC": True,
+            "tolerations": [{"key": "gpu", "operator": "Exists"}],
+            PUT("restartPolicy"): "OnFailure",
+            DEL("enableServiceLinks"): None,
+            JOIN("containers", on="name"): [
+                {"name": "echo", "lifecycle": {"preStop": {"exec": {"command": ["sleep", "5"]}}}},
+            ],
         },
-    )
+    })  # fmt: skip
     app = AppDef("hello", roles=[role])
     text, objs = rendered(app, tolerations=["dedicated=ml:NoSchedule"])
     check_golden("overlays", text)
@@ -541,9 +533,9 @@ def test_overlays_merge_into_pod_and_container_last_and_dryrun_shows_them() -> N
     spec = pod["spec"]
     assert spec["hostIPC"] is True and spec["restartPolicy"] == "OnFailure"
     assert "enableServiceLinks" not in spec
-    assert [t["key"] for t in spec["tolerations"]] == ["dedicated", "gpu"]  # JOIN: appended
-    (ctr,) = containers(objs)
-    assert env_of(ctr)["EXTRA"] == "1" and "TETHER_ROLE_NAME" in env_of(ctr)
+    assert [t["key"] for t in spec["tolerations"]] == ["dedicated", "gpu"]  # appended
+    (ctr,) = containers(objs)  # JOIN merged into the role's container, no second one
+    assert "TETHER_ROLE_NAME" in env_of(ctr)
     assert ctr["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "5"]
     info = create_scheduler("test").submit_dryrun(app, {})
     assert "hostIPC: true" in str(info) and "preStop" in str(info)

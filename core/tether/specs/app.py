@@ -43,9 +43,8 @@ class Role:
         port_map: Named ports the replica listens on.
         mounts: Bind, volume and device mounts.
         workspace: A project directory to ship with the role (see :mod:`tether.workspace`).
-        metadata: Scheduler-specific metadata; values may contain macros.
-        overlays: Backend-specific fields merged into the native request, keyed by target
-            (e.g. ``"kubernetes"``); see :mod:`tether.specs.overlays`.
+        metadata: Scheduler-specific metadata; values may contain macros. Overlays live
+            here (``metadata[backend][kind]``, see :func:`tether.specs.overlays.set_overlay`).
         overrides: Lazily computed attributes (TorchX's ``Role.overrides``): attribute name
             -> a callable (or awaitable) whose result replaces the attribute the first time it
             is read, e.g. ``overrides={"image": build_image}``. Schedulers resolve every
@@ -67,7 +66,6 @@ class Role:
     mounts: list[Mount] = field(default_factory=list)
     workspace: Workspace | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
-    overlays: dict[str, dict[str, Any]] = field(default_factory=dict)
     overrides: dict[str, Any] = field(default_factory=dict)
 
     def __getattribute__(self, name: str) -> Any:

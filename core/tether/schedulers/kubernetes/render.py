@@ -46,7 +46,7 @@ from tether.specs import (
     Role,
     VolumeMount,
 )
-from tether.specs.overlays import apply_role_overlay
+from tether.specs.overlays import apply_overlay, get_overlay
 from tether.specs.secrets import MASK, is_secret_name
 
 # ---- labels and annotations (the contract between render and describe) ------------------
@@ -78,10 +78,10 @@ ANN_STOP_REASON = "tether.dev/stop-reason"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
-OVERLAY_POD = "kubernetes"
-"""``Role.overlays`` key merged into each replica's pod template (``metadata``/``spec``)."""
-OVERLAY_CONTAINER = "kubernetes.container"
-"""``Role.overlays`` key merged into the role's container."""
+OVERLAY_NAMESPACE = "kubernetes"
+OVERLAY_KIND = "V1Pod"
+"""Overlays stored with ``set_overlay(role, "kubernetes", "V1Pod", ...)`` merge into each
+replica's pod template (``metadata``/``spec``; the role's container is named after the role)."""
 
 SHM_VOLUME = "dshm"
 MOUNT_VOLUME_PREFIX = "mount-"
@@ -689,8 +689,7 @@ def render_pod_template(
     spec["volumes"] = volumes
     pod: dict[str, Any] = {"metadata": {"labels": labels, "annotations": annotations}, "spec": spec}
     # Overlays last: the platform team's escape hatch wins over everything tether rendered.
-    apply_role_overlay(container, role, OVERLAY_CONTAINER)
-    apply_role_overlay(pod, role, OVERLAY_POD)
+    apply_overlay(pod, get_overlay(role, OVERLAY_NAMESPACE, OVERLAY_KIND))
     return pod
 
 
