@@ -140,11 +140,27 @@ def config_files(cwd: str | None = None) -> list[str]:
 
 
 def _read(path: str) -> dict[str, dict[str, str]]:
+    with open(path, encoding="utf-8") as f:
+        return parse_ini(f.read(), path)
+
+
+def parse_ini(text: str, path: str = "<config>") -> dict[str, dict[str, str]]:
+    """Parses the text of a config file.
+
+    Args:
+        text: The file's text.
+        path: Its name, for error messages.
+
+    Returns:
+        Section name to key/value strings (key case kept).
+
+    Raises:
+        ConfigError: For a malformed file, naming the file and line.
+    """
     parser = configparser.ConfigParser(interpolation=None, delimiters=("=",))
     parser.optionxform = str  # type: ignore[assignment,method-assign]  # keep key case
     try:
-        with open(path, encoding="utf-8") as f:
-            parser.read_file(f, source=path)
+        parser.read_string(text, source=path)
     except configparser.MissingSectionHeaderError as e:
         raise ConfigError(
             f"{path}:{e.lineno}: expected a [section] header before {e.line.strip()!r}"

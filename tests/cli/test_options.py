@@ -34,7 +34,8 @@ def test_configure_writes_a_readable_file(tether: Callable[..., Result], project
     assert "# log_dir =" in text  # no default: commented out
     cfg = load_config()
     assert cfg.section("local_cwd") == {"auto_set_cuda_visible_devices": "false",
-                                        "grace_period": "5.0"}
+                                        "grace_period": "5.0", "exit_with_launcher": "false",
+                                        "prepend_cwd": "false"}
     # the written file is accepted by the scheduler
     assert tether("run", "--dryrun", "utils.echo").code == 0
     res = tether("configure", "-s", "local_cwd")

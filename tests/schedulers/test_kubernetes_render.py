@@ -171,11 +171,11 @@ def test_gpus_devices_named_resource_shm_and_mounts() -> None:
     ctr = pod["containers"][0]
     assert ctr["image"] == "registry.example.com/team/train:2"
     assert ctr["resources"]["limits"] == {
-        "cpu": "96000m", "memory": f"{1152 * 1024}Mi", "nvidia.com/gpu": "8",
+        "cpu": "96000m", "memory": f"{1152 * 983}Mi", "nvidia.com/gpu": "8",
         "vpc.amazonaws.com/efa": "4",
     }  # fmt: skip
     assert ctr["resources"]["requests"]["cpu"] == "95900m"
-    assert ctr["resources"]["requests"]["memory"] == f"{1152 * 1024 - 1024}Mi"
+    assert ctr["resources"]["requests"]["memory"] == f"{1152 * 983 - 1024}Mi"
     assert pod["nodeSelector"] == {
         "node.kubernetes.io/instance-type": "p4d.24xlarge",
         "topology.kubernetes.io/zone": "us-east-1a",
@@ -547,3 +547,36 @@ def test_dashboard_url_is_rendered_into_an_annotation() -> None:
     assert ann["tether.dev/ui-url"] == f"https://dash/#/ml/d-{SUFFIX}"
     msg = dryrun_error({"dashboard_url": "https://dash/{job}"})
     assert "dashboard_url='https://dash/{job}' may only use {namespace} and {name}" in msg
+
+# ---- overlays --------------------------------------------------------------------------------
+def test_overlays_merge_into_pod_and_container_last_and_dryrun_shows_them() -> None:
+    from tether.specs.overlays import DEL, JOIN, PUT, set_overlay
+
+    role = Role("echo", image="busybox:1.36", entrypoint="echo", args=["hi"])
+    set_overlay(role, "kubernetes", "V1Pod", {
+        "metadata": {"labels": {"team": "ml"}},
+        "spec": {
+            "hostIPC": True,
+            "tolerations": [{"key": "gpu", "operator": "Exists"}],
+            PUT("restartPolicy"): "OnFailure",
+            DEL("enableServiceLinks"): None,
+            JOIN("containers", on="name"): [
+                {"name": "echo", "lifecycle": {"preStop": {"exec": {"command": ["sleep", "5"]}}}},
+            ],
+        },
+    })  # fmt: skip
+    app = AppDef("hello", roles=[role])
+    text, objs = rendered(app, tolerations=["dedicated=ml:NoSchedule"])
+    check_golden("overlays", text)
+    pod = objs[0]["spec"]["template"]
+    assert pod["metadata"]["labels"]["team"] == "ml"
+    assert pod["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "tether"
+    spec = pod["spec"]
+    assert spec["hostIPC"] is True and spec["restartPolicy"] == "OnFailure"
+    assert "enableServiceLinks" not in spec
+    assert [t["key"] for t in spec["tolerations"]] == ["dedicated", "gpu"]  # appended
+    (ctr,) = containers(objs)  # JOIN merged into the role's container, no second one
+    assert "TETHER_ROLE_NAME" in env_of(ctr)
+    assert ctr["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "5"]
+    info = create_scheduler("test").submit_dryrun(app, {})
+    assert "hostIPC: true" in str(info) and "preStop" in str(info)

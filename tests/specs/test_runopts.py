@@ -101,3 +101,64 @@ def test_declaration_errors() -> None:
         o.add("x", str, "h", default="a", required=True)
     with pytest.raises(TypeError, match="is not a int"):
         o.add("y", int, "h", default="a")
+
+
+def test_cfg_from_str_like_torchx() -> None:
+    opts = DemoOpts.as_runopts()
+    # ';' or ',' lists, spaces stripped, trailing separators ignored
+    assert opts.cfg_from_str("hosts=h1; h2;,namespace=ns") == {
+        "hosts": ["h1", "h2"], "namespace": "ns",
+    }  # fmt: skip
+    # k:v dicts continue over commas like lists do
+    assert opts.cfg_from_str("labels=a:1,b:2,dry=true") == {
+        "labels": {"a": "1", "b": "2"}, "dry": True,
+    }  # fmt: skip
+    assert opts.cfg_from_str("labels=team: ml; env: prod")["labels"] == {
+        "team": "ml", "env": "prod",
+    }  # fmt: skip
+
+
+def test_structured_opts_is_a_mapping_and_camel_case_keys_resolve() -> None:
+    o = DemoOpts.from_cfg({"namespace": "ml", "retries": 3})
+    assert o["namespace"] == "ml" and dict(o)["retries"] == 3 and len(o) == 7
+    assert o.get("nope") is None and "hosts" in o
+
+    @dataclass
+    class K8sLike(StructuredOpts):
+        image_pull_policy: str = "IfNotPresent"
+        """Pull policy."""
+
+    assert K8sLike.from_cfg({"imagePullPolicy": "Always"}).image_pull_policy == "Always"
+    assert K8sLike.as_runopts().cfg_from_str("imagePullPolicy=Never") == {
+        "imagePullPolicy": "Never"
+    }
+    with pytest.raises(InvalidRunConfigException, match="given twice with different values"):
+        K8sLike.from_cfg({"imagePullPolicy": "Always", "image_pull_policy": "Never"})
+
+
+@dataclass
+class K8s(StructuredOpts):
+    context: str | None = None
+    """Kube context."""
+    image_repo: str = "r"
+    """Repo."""
+
+
+@dataclass
+class Outer(StructuredOpts):
+    k8s: K8s = field(default_factory=K8s)
+    mail_user: str | None = field(default=None, metadata={"cfg_key": "mail-user"})
+    """Who gets mail."""
+    _private: int = 0
+
+
+def test_groups_flatten_with_dotted_keys_and_cfg_key_metadata() -> None:
+    opts = Outer.as_runopts()
+    assert sorted(k for k, _ in opts) == ["k8s.context", "k8s.image_repo", "mail-user"]
+    assert opts.get("k8s.context").help == "Kube context."  # type: ignore[union-attr]
+    o = Outer.from_cfg({"k8s.context": "prod", "k8s.imageRepo": "x", "mail-user": "a@b"})
+    assert (o.k8s.context, o.k8s.image_repo, o.mail_user) == ("prod", "x", "a@b")
+    assert o["k8s.context"] == "prod" and o["mail-user"] == "a@b"
+    assert dict(o) == {"k8s.context": "prod", "k8s.image_repo": "x", "mail-user": "a@b"}
+    # the same option under two spellings with equal values counts once
+    assert Outer.from_cfg({"k8s.imageRepo": "y", "k8s.image_repo": "y"}).k8s.image_repo == "y"

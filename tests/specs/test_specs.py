@@ -158,7 +158,8 @@ class TestNamedResources:
 
     def test_aws_instance_types(self) -> None:
         p4d = resource(h="aws_p4d.24xlarge")
-        assert (p4d.cpu, p4d.gpu, p4d.memMB) == (96, 8, 1152 * 1024)
+        # TorchX's memory tax: 96% of the instance's memory, as int(1024 * 0.96) MiB per GiB
+        assert (p4d.cpu, p4d.gpu, p4d.memMB) == (96, 8, 1152 * 983)
         assert p4d.devices == {"vpc.amazonaws.com/efa": 4}
         assert p4d.capabilities["node.kubernetes.io/instance-type"] == "p4d.24xlarge"
         assert resource(h="aws_trn1.32xlarge").devices["aws.amazon.com/neurondevice"] == 16

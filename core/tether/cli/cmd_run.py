@@ -91,6 +91,13 @@ class CmdRun(SubCommand):
         subparser.add_argument("--job_key", "--job-key", default=None,
                                help="stable identity: re-attach instead of submitting twice")
         subparser.add_argument(
+            "--stdin", action="store_true",
+            help="read the component and its arguments from stdin (as TorchX): a JSON object "
+                 "{\"component_name\", \"component_args\", \"scheduler\", "
+                 "\"scheduler_args\", \"workspace\", \"dryrun\", ...} or a shell-quoted "
+                 "line of component arguments",
+        )
+        subparser.add_argument(
             "component_name_and_args", nargs=argparse.REMAINDER,
             metavar="COMPONENT [ARGS ...]",
             help="component (dist.ddp, path/file.py:fn, pkg.module:fn) and its arguments; "
@@ -98,6 +105,10 @@ class CmdRun(SubCommand):
         )
 
     def run(self, args: argparse.Namespace) -> None:
+        if args.stdin:
+            from tether.cli.run_stdin import apply_stdin
+
+            apply_stdin(args, sys.stdin.read())
         if not args.component_name_and_args:
             raise CLIError("missing the component to run, e.g. `tether run utils.echo "
                            "--msg hi` (`tether builtins` lists the components)")

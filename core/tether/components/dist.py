@@ -72,11 +72,14 @@ def ddp(
     memMB: int = 1024,
     j: str = "1x2",
     env: dict[str, str] | None = None,
+    metadata: dict[str, str] | None = None,
     max_retries: int = 0,
     rdzv_port: int = 29500,
     rdzv_backend: str = "c10d",
+    rdzv_conf: str | None = None,
     mounts: list[str] | None = None,
     debug: bool = False,
+    tee: int = 3,
 ) -> AppDef:
     """Distributed data parallel: one role of ``nnodes`` replicas, each running torchrun.
 
@@ -107,15 +110,22 @@ def ddp(
         j: ``[{min_nnodes}:]{nnodes}x{nproc_per_node}``; a range of nodes makes the job
             elastic.
         env: Environment variables, K=V,K2=V2.
+        metadata: Metadata for the scheduler, K=V,K2=V2 (the app's ``metadata``).
         max_retries: How many times the scheduler retries the job.
         rdzv_port: Port of the rendezvous store on rank 0's host (multi-node jobs).
         rdzv_backend: Rendezvous backend: c10d (elastic) or static.
+        rdzv_conf: More rendezvous settings for torchrun, e.g.
+            join_timeout=600,close_timeout=600,timeout=600.
         mounts: Mounts, e.g. type=bind,src=/data,dst=/data,readonly.
         debug: Set PyTorch/NCCL debug environment variables.
+        tee: Which worker streams torchrun copies to the console with a rank prefix
+            (1 stdout, 2 stderr, 3 both).
 
     Returns:
         The AppDef.
     """
+    if tee not in (0, 1, 2, 3):
+        raise ValueError(f"--tee {tee} is not one of 0 (none), 1 (stdout), 2 (stderr), 3 (both)")
     if (script is None) == (m is None):
         raise ValueError("exactly one of --script and -m must be given")
     if rdzv_backend not in RDZV_BACKENDS:
@@ -146,9 +156,11 @@ def ddp(
         "--rdzv_id", macros.app_id,
         "--nnodes", nnodes_arg,
         "--nproc_per_node", str(jarg.nproc_per_node),
-        "--tee", "3",
+        "--tee", str(tee),
         "--role", role_name,
     ]
+    if rdzv_conf:
+        cmd += ["--rdzv_conf", rdzv_conf]
     if rdzv_backend == "static" and nnodes > 1:
         cmd += ["--node_rank", macros.replica_id]
     cmd += [script] if script is not None else ["-m", str(m)]
@@ -156,6 +168,7 @@ def ddp(
 
     return AppDef(
         name=names.run_name,
+        metadata=dict(metadata or {}),
         roles=[
             Role(
                 name=role_name,

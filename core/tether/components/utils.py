@@ -277,3 +277,76 @@ def booth(
             resource=resource(cpu=1, gpu=0, memMB=256),
         ),
     )
+
+
+def hydra(
+    *overrides: str,
+    script: str | None = None,
+    m: str | None = None,
+    config_path: str | None = None,
+    config_name: str | None = None,
+    multirun: bool = False,
+    image: str = DEFAULT_IMAGE,
+    name: str = "tether_utils_hydra",
+    cpu: int = 1,
+    gpu: int = 0,
+    memMB: int = 1024,
+    h: str | None = None,
+    env: dict[str, str] | None = None,
+    max_retries: int = 0,
+    mounts: list[str] | None = None,
+) -> AppDef:
+    """Runs a Hydra application with config overrides (TorchX's Hydra launcher recipe).
+
+    Example: ``tether run utils.hydra --script train.py --config_name sweep -- lr=0.1
+    +trainer.gpus=1``.
+
+    Args:
+        overrides: Hydra overrides: ``key=value``, ``+key=value``, ``++key=value`` or ``~key``.
+        script: The Hydra script to run.
+        m: The module to run (``python -m``), instead of ``--script``.
+        config_path: Hydra's ``--config-path`` (directory of the primary config).
+        config_name: Hydra's ``--config-name`` (the primary config's name).
+        multirun: Run Hydra in ``--multirun`` mode (sweeps).
+        image: Container image (ignored by local schedulers).
+        name: The app's name.
+        cpu: CPUs per replica.
+        gpu: GPUs per replica.
+        memMB: Memory per replica in MiB.
+        h: A named resource; wins over --cpu/--gpu/--memMB.
+        env: Environment variables, K=V,K2=V2.
+        max_retries: How many times the scheduler retries the job.
+        mounts: Mounts, e.g. type=bind,src=/data,dst=/data.
+
+    Returns:
+        The AppDef.
+    """
+    bad = [o for o in overrides if not (o.startswith("~") or "=" in o)]
+    if bad:
+        raise ValueError(
+            f"Hydra overrides must be key=value, +key=value, ++key=value or ~key; got {bad}"
+        )
+    if (script is None) == (m is None):
+        raise ValueError("exactly one of --script and -m must be given")
+    hydra_args: list[str] = []
+    if config_path:
+        hydra_args += ["--config-path", config_path]
+    if config_name:
+        hydra_args += ["--config-name", config_name]
+    if multirun:
+        hydra_args.append("--multirun")
+    return python(
+        *hydra_args,
+        *overrides,
+        m=m,
+        script=script,
+        image=image,
+        name=name,
+        cpu=cpu,
+        gpu=gpu,
+        memMB=memMB,
+        h=h,
+        env=env,
+        max_retries=max_retries,
+        mounts=mounts,
+    )

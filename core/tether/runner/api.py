@@ -12,11 +12,12 @@ import difflib
 import logging
 import os
 import time
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from tether.config import TetherConfig, load_config
 from tether.schedulers import get_scheduler_factories, get_scheduler_factory
@@ -99,7 +100,10 @@ class Runner:
         name: Session name, part of every handle.
         scheduler_factories: Available schedulers (default: the registry).
         component_defaults: Default component arguments by component name.
-        scheduler_params: Keyword arguments for scheduler factories, by scheduler name.
+        scheduler_params: Keyword arguments for scheduler factories: either by scheduler name
+            (``{"kubernetes": {...}}``) or, as TorchX takes them, one flat dict passed to every
+            factory (``{"namespace": "ml"}``). It is read by scheduler name when every key is
+            a scheduler name and every value a mapping.
         config: The ``.tetherconfig`` (default: loaded from the usual places).
     """
 
@@ -108,13 +112,13 @@ class Runner:
         name: str = DEFAULT_SESSION,
         scheduler_factories: Mapping[str, SchedulerFactory] | None = None,
         component_defaults: Mapping[str, Mapping[str, str]] | None = None,
-        scheduler_params: Mapping[str, Mapping[str, Any]] | None = None,
+        scheduler_params: Mapping[str, Any] | None = None,
         config: TetherConfig | None = None,
     ) -> None:
         self._name = name
         self._factories = dict(scheduler_factories) if scheduler_factories is not None else None
         self._component_defaults = {k: dict(v) for k, v in (component_defaults or {}).items()}
-        self._scheduler_params = {k: dict(v) for k, v in (scheduler_params or {}).items()}
+        self._scheduler_params = dict(scheduler_params or {})
         self._config = config
         self._schedulers: dict[str, Scheduler[Any]] = {}
 
@@ -161,9 +165,17 @@ class Runner:
                 factory = self._factories[name]
             else:
                 factory = get_scheduler_factory(name)
-            sched = factory(self._name, **self._scheduler_params.get(name, {}))
+            sched = factory(self._name, **self._params_for(name))
             self._schedulers[name] = sched
         return sched
+
+    def _params_for(self, name: str) -> dict[str, Any]:
+        params = self._scheduler_params
+        if not params:
+            return {}
+        names = set(self.scheduler_backends())
+        by_name = all(k in names and isinstance(v, Mapping) for k, v in params.items())
+        return dict(params.get(name, {})) if by_name else dict(params)
 
     def _scheduler_for(self, app_handle: AppHandle) -> tuple[Scheduler[Any], str]:
         parsed = parse_app_handle(app_handle)
@@ -342,7 +354,11 @@ class Runner:
         merged = self.config.apply(scheduler, cfg, opts)
         if isinstance(sched, WorkspaceMixin) and any(r.workspace is not None for r in app.roles):
             sched.build_workspaces(app.roles, opts.resolve(merged, scheduler))
-        return sched.submit_dryrun(app, merged)
+        info = sched.submit_dryrun(app, merged)
+        # schedule() finds the scheduler by the name this runner knows it under (a plugin's
+        # registered name may differ from its ``backend``)
+        info.scheduler = scheduler
+        return info
 
     def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> AppHandle:
         """Submits a request rendered by :meth:`dryrun`.
@@ -382,6 +398,31 @@ class Runner:
                 return ExistingJob(handle, status)
         return None
 
+    @overload
+    def run(
+        self,
+        app: AppDef,
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None = ...,
+        workspace: Workspace | str | None = ...,
+        parent_run_id: str | None = ...,
+        job_key: str | None = ...,
+        dryrun: Literal[False] = ...,
+    ) -> AppHandle: ...
+
+    @overload
+    def run(
+        self,
+        app: AppDef,
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None = ...,
+        workspace: Workspace | str | None = ...,
+        parent_run_id: str | None = ...,
+        job_key: str | None = ...,
+        *,
+        dryrun: Literal[True],
+    ) -> AppDryRunInfo[Any]: ...
+
     def run(
         self,
         app: AppDef,
@@ -390,7 +431,8 @@ class Runner:
         workspace: Workspace | str | None = None,
         parent_run_id: str | None = None,
         job_key: str | None = None,
-    ) -> AppHandle:
+        dryrun: bool = False,
+    ) -> AppHandle | AppDryRunInfo[Any]:
         """Runs ``app`` on ``scheduler`` and returns its handle without waiting.
 
         With ``job_key`` the runner re-attaches to a job already launched with that key (see
@@ -403,10 +445,13 @@ class Runner:
             workspace: A workspace for roles that have none.
             parent_run_id: Tracking parent run.
             job_key: Stable job identity.
+            dryrun: Render the request and return it (as :meth:`dryrun`) without submitting.
 
         Returns:
-            The app handle.
+            The app handle, or the request with ``dryrun=True``.
         """
+        if dryrun:
+            return self.dryrun(app, scheduler, cfg, workspace, parent_run_id, job_key)
         return self.run_or_attach(app, scheduler, cfg, workspace, parent_run_id, job_key).app_handle
 
     def run_or_attach(
@@ -605,6 +650,15 @@ class Runner:
         """
         sched, app_id = self._scheduler_for(app_handle)
         sched.cancel(app_id)
+
+    def stop(self, app_handle: AppHandle) -> None:
+        """Deprecated alias of :meth:`cancel` (TorchX's ``Runner.stop``).
+
+        Args:
+            app_handle: The handle.
+        """
+        warnings.warn("Runner.stop is deprecated; use Runner.cancel", DeprecationWarning, 2)
+        self.cancel(app_handle)
 
     def delete(self, app_handle: AppHandle) -> None:
         """Cancels the app if needed and removes what the scheduler keeps of it. Idempotent.

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import abc
 import builtins
+import copy
 import re
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -37,7 +38,7 @@ from tether.specs import (
     validate,
 )
 from tether.specs.status import is_terminal
-from tether.workspace.api import WorkspaceMixin
+from tether.workspace.api import Workspace, WorkspaceMixin
 
 JOB_KEY = "tether.job_key"
 """``AppDef.metadata`` key holding the caller's stable job identity (see module docs)."""
@@ -58,6 +59,7 @@ class DescribeAppResponse:
         msg: Human-readable detail (the native reason on failure).
         structured_error_msg: A JSON error document, when there is one.
         ui_url: Link to the scheduler's UI.
+        metadata: Scheduler-specific facts about the app (as TorchX's).
         roles_statuses: Per-replica statuses.
         roles: The roles, rebuilt from the native objects where possible.
         job_key: The job identity the app was submitted with, if any.
@@ -69,6 +71,7 @@ class DescribeAppResponse:
     msg: str = NONE
     structured_error_msg: str = NONE
     ui_url: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
     roles_statuses: list[RoleStatus] = field(default_factory=list)
     roles: list[Role] = field(default_factory=list)
     job_key: str | None = None
@@ -145,9 +148,11 @@ class Scheduler(abc.ABC, Generic[T]):
             ValueError: For an invalid app or options.
         """
         resolved = self.run_opts().resolve(cfg, self.backend)
+        for role in app.roles:
+            role.resolve_overrides()
         validate(app)
         check_app(app, self.capabilities, self.backend)
-        self._validate(app, resolved)
+        self._validate(app, self.backend, resolved)
         info = self._submit_dryrun(app, resolved)
         for role in app.roles:
             info = role.pre_proc(self.backend, info)
@@ -160,8 +165,14 @@ class Scheduler(abc.ABC, Generic[T]):
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[Any]:
         """Renders the native request (pure: no side effects)."""
 
-    def _validate(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> None:
-        """Backend-specific checks; raise ValueError naming the role and field."""
+    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
+        """Backend-specific checks (TorchX's signature); raise ValueError naming role and field.
+
+        Args:
+            app: The app.
+            scheduler: The scheduler's backend name.
+            cfg: The resolved run options.
+        """
 
     @abc.abstractmethod
     def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
@@ -174,16 +185,31 @@ class Scheduler(abc.ABC, Generic[T]):
             The app id.
         """
 
-    def submit(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> str:
+    def submit(
+        self,
+        app: AppDef,
+        cfg: Mapping[str, CfgVal],
+        workspace: Workspace | str | None = None,
+    ) -> str:
         """Renders and submits in one call (prefer the Runner, which also tracks and reattaches).
 
         Args:
-            app: The app.
+            app: The app (not modified).
             cfg: Run options.
+            workspace: A workspace (or ``--workspace`` string) for roles that have none; built
+                when this scheduler builds workspaces.
 
         Returns:
             The app id.
         """
+        if workspace is not None:
+            app = copy.deepcopy(app)
+            ws = Workspace.from_str(workspace) if isinstance(workspace, str) else workspace
+            for role in app.roles:
+                if role.workspace is None:
+                    role.workspace = ws
+            if isinstance(self, WorkspaceMixin):
+                self.build_workspaces(app.roles, self.run_opts().resolve(cfg, self.backend))
         return self.schedule(self.submit_dryrun(app, cfg))
 
     # ---- query -----------------------------------------------------------------------
@@ -292,7 +318,6 @@ class Scheduler(abc.ABC, Generic[T]):
             raise ValueError(f"scheduler {self.backend!r} cannot follow a live log")
         return self._log_iter(app_id, role_name, k, regex, since, until, should_tail, stream)
 
-    @abc.abstractmethod
     def _log_iter(
         self,
         app_id: str,
@@ -304,7 +329,15 @@ class Scheduler(abc.ABC, Generic[T]):
         should_tail: bool,
         streams: Stream,
     ) -> Iterable[str]:
-        """Backend log reading (stream already checked)."""
+        """Backend log reading (stream already checked).
+
+        A scheduler without logs leaves this as is; a TorchX-style plugin may instead
+        override :meth:`log_iter` itself.
+
+        Raises:
+            NotImplementedError: By default.
+        """
+        raise NotImplementedError(f"scheduler {self.backend!r} does not return logs")
 
     # ---- secrets ---------------------------------------------------------------------
     def put_secret(self, name: str, values: Mapping[str, str], cfg: Mapping[str, CfgVal]) -> None:

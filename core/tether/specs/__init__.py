@@ -17,7 +17,9 @@ from tether.specs.handles import (
 from tether.specs.macros import macros
 from tether.specs.mounts import BindMount, DeviceMount, Mount, VolumeMount, parse_mounts
 from tether.specs.named_resources import (
+    NamedResources,
     get_named_resource,
+    get_named_resources,
     named_resources,
     reload_named_resources,
     resource,
@@ -59,6 +61,7 @@ __all__ = [
     "InvalidRunConfigException",
     "MalformedAppHandleException",
     "Mount",
+    "NamedResources",
     "ParsedAppHandle",
     "ReplicaStatus",
     "Resource",
@@ -72,6 +75,7 @@ __all__ = [
     "VolumeMount",
     "cfg_from_str",
     "get_named_resource",
+    "get_named_resources",
     "is_secret_name",
     "is_terminal",
     "macros",

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
+import inspect
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +18,10 @@ from tether.specs.status import RetryPolicy
 
 if TYPE_CHECKING:
     from tether.workspace.api import Workspace
+
+
+async def _await(value: Awaitable[Any]) -> Any:
+    return await value
 
 
 @dataclass
@@ -38,7 +45,12 @@ class Role:
         port_map: Named ports the replica listens on.
         mounts: Bind, volume and device mounts.
         workspace: A project directory to ship with the role (see :mod:`tether.workspace`).
-        metadata: Scheduler-specific metadata; values may contain macros.
+        metadata: Scheduler-specific metadata; values may contain macros. Overlays live
+            here (``metadata[backend][kind]``, see :func:`tether.specs.overlays.set_overlay`).
+        overrides: Deferred attributes (TorchX's ``Role.overrides``): attribute name -> a
+            value, a callable or an awaitable whose result replaces the attribute when
+            :meth:`resolve_overrides` runs (``submit_dryrun`` calls it before rendering), e.g.
+            ``overrides={"image": build_image}``.
     """
 
     name: str
@@ -56,6 +68,24 @@ class Role:
     mounts: list[Mount] = field(default_factory=list)
     workspace: Workspace | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    def resolve_overrides(self) -> None:
+        """Sets each pending override as its attribute, computing callables (and awaiting
+        coroutines) now.
+
+        TorchX computes an override when the attribute is first read; tether resolves them all
+        at one explicit point instead: :meth:`~tether.schedulers.api.Scheduler.submit_dryrun`
+        calls this before rendering (no attribute-access magic). Resolved entries leave
+        ``overrides``.
+        """
+        for name in list(self.overrides):
+            value = self.overrides.pop(name)
+            if callable(value):
+                value = value()
+            if inspect.isawaitable(value):
+                value = asyncio.run(_await(value))
+            setattr(self, name, value)
 
     def __post_init__(self) -> None:
         if isinstance(self.args, tuple):

@@ -30,6 +30,33 @@ class AppDryRunInfo(Generic[T]):
         self._cfg: Mapping[str, Any] | None = None
         self._scheduler: str | None = None
 
+    @property
+    def app(self) -> AppDef | None:
+        """The app this request was rendered from (set by ``submit_dryrun``)."""
+        return self._app
+
+    @app.setter
+    def app(self, value: AppDef | None) -> None:
+        self._app = value
+
+    @property
+    def cfg(self) -> Mapping[str, Any] | None:
+        """The resolved run options the request was rendered with."""
+        return self._cfg
+
+    @cfg.setter
+    def cfg(self, value: Mapping[str, Any] | None) -> None:
+        self._cfg = value
+
+    @property
+    def scheduler(self) -> str | None:
+        """The backend name of the scheduler that rendered the request."""
+        return self._scheduler
+
+    @scheduler.setter
+    def scheduler(self, value: str | None) -> None:
+        self._scheduler = value
+
     def __str__(self) -> str:
         text = self._fmt(self.request)
         secrets = app_secret_values(self._app.roles) if self._app is not None else []

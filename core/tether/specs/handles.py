@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 AppHandle = str
 
@@ -21,9 +21,8 @@ class MalformedAppHandleException(ValueError):
         )
 
 
-@dataclass(frozen=True)
-class ParsedAppHandle:
-    """The parts of an app handle."""
+class ParsedAppHandle(NamedTuple):
+    """The parts of an app handle (a named tuple: ``scheduler, session, app_id = ...``)."""
 
     scheduler_backend: str
     session_name: str

@@ -16,7 +16,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 
 from tether.specs.resources import Resource
 
@@ -70,16 +70,45 @@ def _load() -> dict[str, Callable[[], Resource]]:
     return reg
 
 
-def named_resources() -> dict[str, Callable[[], Resource]]:
-    """Every registered named resource, by name.
-
-    Returns:
-        A mapping from name to a factory returning a fresh :class:`Resource`.
-    """
+def _factories() -> dict[str, Callable[[], Resource]]:
     global _registry
     if _registry is None:
         _registry = _load()
     return _registry
+
+
+class NamedResources(Mapping[str, Resource]):
+    """Every registered named resource, as TorchX's ``named_resources``.
+
+    ``named_resources["gpu.small"]`` returns a fresh :class:`Resource` (an unknown name raises
+    ``KeyError`` with close matches); iteration yields the names. The registry is read on
+    first use.
+    """
+
+    def __getitem__(self, name: str) -> Resource:
+        return get_named_resource(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_factories())
+
+    def __len__(self) -> int:
+        return len(_factories())
+
+    def __contains__(self, name: object) -> bool:
+        return name in _factories()
+
+    def factories(self) -> dict[str, Callable[[], Resource]]:
+        """The factories by name (each returns a fresh Resource)."""
+        return dict(_factories())
+
+    def __call__(self) -> dict[str, Callable[[], Resource]]:
+        """The factories by name: the earlier ``named_resources()`` form (same as
+        :meth:`factories`)."""
+        return self.factories()
+
+
+named_resources = NamedResources()
+"""The named-resource registry as a mapping: ``named_resources["aws_p4d.24xlarge"]``."""
 
 
 def reload_named_resources() -> None:
@@ -100,7 +129,7 @@ def get_named_resource(name: str) -> Resource:
     Raises:
         KeyError: When the name is unknown; the message lists close matches.
     """
-    reg = named_resources()
+    reg = _factories()
     if name not in reg:
         close = difflib.get_close_matches(name, list(reg), n=4, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
@@ -109,6 +138,18 @@ def get_named_resource(name: str) -> Resource:
             f"register more via the {ENTRY_POINT_GROUP!r} entry point or ${CUSTOM_ENV})"
         )
     return reg[name]()
+
+
+def get_named_resources(res: str) -> Resource:
+    """TorchX's name for :func:`get_named_resource`.
+
+    Args:
+        res: A registered name.
+
+    Returns:
+        A fresh Resource.
+    """
+    return get_named_resource(res)
 
 
 def resource(
@@ -120,7 +161,7 @@ def resource(
     """Builds a Resource from a named resource or explicit values.
 
     When ``h`` is given it wins over the explicit values. Without it, missing values default to
-    1 CPU, 0 GPU and 1024 MiB.
+    TorchX's: 2 CPUs, 0 GPU and 1024 MiB (an explicit 0 is kept, unlike TorchX).
 
     Args:
         cpu: Number of CPUs.
@@ -137,7 +178,7 @@ def resource(
     if h:
         return get_named_resource(h)
     return Resource(
-        cpu=1 if cpu is None else cpu,
+        cpu=2 if cpu is None else cpu,
         gpu=0 if gpu is None else gpu,
         memMB=1024 if memMB is None else memMB,
     )

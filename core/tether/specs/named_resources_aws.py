@@ -1,7 +1,9 @@
 """AWS EC2 instance types as named resources (``aws_<instance type>``).
 
-Values are the instance's published facts: vCPUs, accelerators and memory (GiB * 1024 MiB).
-Schedulers that pack pods onto nodes subtract their own reserve for system daemons.
+Values are the instance's published vCPUs and accelerators, and its memory less TorchX's
+memory tax: ``memMB = GiB * int(1024 * MEM_TAX)`` with ``MEM_TAX = 0.96`` (ECS/EC2 keep part
+of the memory, and AWS Batch uses hard limits: a job asking for the full amount never starts).
+The values equal TorchX's for the instance types TorchX lists.
 Each resource carries the instance type as the capability
 ``node.kubernetes.io/instance-type`` and network/accelerator devices (EFA, Neuron) in
 ``devices``.
@@ -16,6 +18,10 @@ from tether.specs.resources import Resource
 K8S_ITYPE = "node.kubernetes.io/instance-type"
 EFA_DEVICE = "vpc.amazonaws.com/efa"
 NEURON_DEVICE = "aws.amazon.com/neurondevice"
+MEM_TAX = 0.96
+"""Share of an instance's memory a job may ask for (as TorchX)."""
+GiB = int(1024 * MEM_TAX)
+"""MiB per GiB of instance memory after the tax."""
 
 # instance type: (vCPU, GPU, memory GiB, EFA interfaces, Neuron devices)
 _INSTANCES: dict[str, tuple[int, int, int, int, int]] = {
@@ -38,6 +44,8 @@ _INSTANCES: dict[str, tuple[int, int, int, int, int]] = {
     "p4d.24xlarge": (96, 8, 1152, 4, 0),
     "p4de.24xlarge": (96, 8, 1152, 4, 0),
     "p5.48xlarge": (192, 8, 2048, 32, 0),
+    "p5e.48xlarge": (192, 8, 2048, 32, 0),
+    "p5en.48xlarge": (192, 8, 2048, 16, 0),
     # NVIDIA T4
     "g4dn.xlarge": (4, 1, 16, 0, 0),
     "g4dn.2xlarge": (8, 1, 32, 0, 0),
@@ -64,10 +72,25 @@ _INSTANCES: dict[str, tuple[int, int, int, int, int]] = {
     "g6.16xlarge": (64, 1, 256, 1, 0),
     "g6.24xlarge": (96, 4, 384, 1, 0),
     "g6.48xlarge": (192, 8, 768, 1, 0),
+    # NVIDIA L40S
+    "g6e.xlarge": (4, 1, 32, 0, 0),
+    "g6e.2xlarge": (8, 1, 64, 0, 0),
+    "g6e.4xlarge": (16, 1, 128, 0, 0),
+    "g6e.8xlarge": (32, 1, 256, 1, 0),
+    "g6e.12xlarge": (48, 4, 384, 1, 0),
+    "g6e.16xlarge": (64, 1, 512, 1, 0),
+    "g6e.24xlarge": (96, 4, 768, 2, 0),
+    "g6e.48xlarge": (192, 8, 1536, 4, 0),
+    # AWS Inferentia2
+    "inf2.xlarge": (4, 0, 16, 0, 1),
+    "inf2.8xlarge": (32, 0, 128, 0, 1),
+    "inf2.24xlarge": (96, 0, 384, 0, 6),
+    "inf2.48xlarge": (192, 0, 768, 0, 12),
     # AWS Trainium
     "trn1.2xlarge": (8, 0, 32, 0, 1),
     "trn1.32xlarge": (128, 0, 512, 8, 16),
     "trn1n.32xlarge": (128, 0, 512, 16, 16),
+    "trn2.48xlarge": (192, 0, 2048, 16, 16),
 }
 
 
@@ -83,7 +106,7 @@ def _factory(itype: str) -> Callable[[], Resource]:
         return Resource(
             cpu=vcpu,
             gpu=gpu,
-            memMB=mem_gib * 1024,
+            memMB=mem_gib * GiB,
             capabilities={K8S_ITYPE: itype},
             devices=devices,
         )

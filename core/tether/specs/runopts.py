@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import re
 import types
 import typing
 from collections.abc import Iterator, Mapping
@@ -130,6 +131,30 @@ class runopts:
     def __contains__(self, name: object) -> bool:
         return name in self._opts
 
+    def _canonical(self, cfg: Mapping[str, CfgVal], where: str) -> dict[str, CfgVal]:
+        """Maps camelCase keys (also inside dotted group keys) to the declared option names.
+
+        The same option given under two spellings with equal values counts once; with
+        different values it is an error.
+        """
+        out: dict[str, CfgVal] = {}
+        spelled: dict[str, str] = {}
+        for key, val in cfg.items():
+            name = key
+            if key not in self._opts:
+                for cand in (".".join(snake_case(p) for p in key.split(".")), snake_case(key)):
+                    if cand in self._opts:
+                        name = cand
+                        break
+            if name in out and out[name] != val:
+                raise InvalidRunConfigException(
+                    f"run option {name!r}{where} is given twice with different values (as "
+                    f"{spelled[name]!r} and {key!r}); keep one"
+                )
+            out[name] = val
+            spelled[name] = key
+        return out
+
     def resolve(self, cfg: Mapping[str, CfgVal], scheduler: str = "") -> dict[str, CfgVal]:
         """Checks ``cfg`` and fills in defaults.
 
@@ -151,6 +176,7 @@ class runopts:
                 f"run options{where} must be a dict of name -> value, got "
                 f"{type(cfg).__name__} {cfg!r:.80}"
             )
+        cfg = self._canonical(cfg, where)
         for key in cfg:
             if not isinstance(key, str):
                 raise InvalidRunConfigException(
@@ -194,10 +220,12 @@ class runopts:
         return out
 
     def cfg_from_str(self, cfg_str: str) -> dict[str, CfgVal]:
-        """Parses ``k=v,k2=v2`` with each value converted to its option's type.
+        """Parses ``k=v,k2=v2`` with each value converted to its option's type (as TorchX).
 
-        Lists are written ``a;b;c`` (commas also work when the next item has no ``=``), dicts
-        ``k:v;k2:v2``, booleans ``true/false/1/0/yes/no``.
+        Items are separated by ``,``; an item without ``=`` continues the previous value, so
+        ``hosts=h1,h2`` and ``labels=a:1,b:2`` work. Lists are written ``a;b;c`` (or with
+        commas), dicts ``k:v;k2:v2`` (or with commas), booleans ``true/false/1/0/yes/no``.
+        Items and list entries are stripped of surrounding spaces.
 
         Args:
             cfg_str: The string from ``-cfg``.
@@ -207,29 +235,47 @@ class runopts:
             :meth:`resolve`).
 
         Raises:
-            InvalidRunConfigException: When an item has no ``=`` or a value cannot be converted.
+            InvalidRunConfigException: When the first item has no ``=`` or a value cannot be
+                converted.
         """
-        out: dict[str, CfgVal] = {}
+        raw: dict[str, str] = {}
         last: str | None = None
-        for item in _split_items(cfg_str):
+        for item in cfg_str.split(","):
+            if not item.strip():
+                continue
             key, sep, val = item.partition("=")
             if not sep:
-                if last is not None and isinstance(out[last], list):
-                    cast = typing.cast(list[str], out[last])
-                    cast.extend(v for v in item.split(";") if v)
-                    continue
-                raise InvalidRunConfigException(
-                    f"run option {item!r} in {cfg_str!r} has no '=': write key=value,key2=value2"
-                )
-            key = key.strip()
-            opt = self._opts.get(key)
-            out[key] = _convert(key, val, opt.opt_type) if opt else val
-            last = key
+                if last is None:
+                    raise InvalidRunConfigException(
+                        f"run option {item.strip()!r} in {cfg_str!r} has no '=': write "
+                        "key=value,key2=value2"
+                    )
+                raw[last] += "," + item
+                continue
+            last = key.strip()
+            raw[last] = val
+        out: dict[str, CfgVal] = {}
+        for key, val in raw.items():
+            opt = self._opts.get(key) or self._opts.get(snake_case(key))
+            out[key] = _convert(key, val, opt.opt_type) if opt else val.strip()
         return out
 
 
-def _split_items(s: str) -> list[str]:
-    return [p for p in (x.strip() for x in s.split(",")) if p]
+def snake_case(key: str) -> str:
+    """``imagePullPolicy`` -> ``image_pull_policy``; ``a.b``/``a-b`` -> ``a_b``.
+
+    Args:
+        key: A run option name as a user wrote it.
+
+    Returns:
+        Its snake_case form.
+    """
+    out = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", key)
+    return re.sub(r"[.\-]", "_", out).lower()
+
+
+def _items(val: str) -> list[str]:
+    return [v.strip() for v in val.replace(",", ";").split(";") if v.strip()]
 
 
 def _convert(key: str, val: str, t: Any) -> CfgVal:
@@ -243,20 +289,18 @@ def _convert(key: str, val: str, t: Any) -> CfgVal:
                 return False
             raise ValueError(val)
         if t is int:
-            return int(val)
+            return int(val.strip())
         if t is float:
-            return float(val)
+            return float(val.strip())
         if origin is list:
-            return [v for v in val.split(";") if v]
+            return _items(val)
         if origin is dict:
             out: dict[str, str] = {}
-            for kv in val.split(";"):
-                if not kv:
-                    continue
+            for kv in _items(val):
                 k, sep, v = kv.partition(":")
                 if not sep:
                     raise ValueError(kv)
-                out[k] = v
+                out[k.strip()] = v.strip()
             return out
     except ValueError:
         raise InvalidRunConfigException(
@@ -317,8 +361,10 @@ def _unwrap_optional(t: Any) -> Any:
 
 
 @dataclass
-class StructuredOpts:
-    """Base for a scheduler's options dataclass.
+class StructuredOpts(Mapping[str, Any]):
+    """Base for a scheduler's options dataclass; also a read-only mapping of its fields.
+
+    ``opts["namespace"]``, ``dict(opts)`` and ``opts.get("queue")`` work as on a cfg dict.
 
     Declare each option as a field with a default (or none, for a required option) and a
     docstring right below it; the docstring is the option's help text::
@@ -333,14 +379,25 @@ class StructuredOpts:
     def as_runopts(cls) -> runopts:
         """The options as :class:`runopts` (help from the field docstrings).
 
+        A field whose type is itself a ``StructuredOpts`` is a group: its options are
+        flattened with dot-prefixed keys (field ``k8s`` with option ``context`` is
+        ``k8s.context``), as TorchX does. Field metadata ``cfg_key`` names an option that
+        cannot be a field name (``field(default=None, metadata={"cfg_key": "mail-user"})``).
+        Fields starting with ``_`` are not options.
+
         Returns:
             The runopts.
         """
         docs = _field_docs(cls)
         hints = typing.get_type_hints(cls)
         opts = runopts()
-        for f in dataclasses.fields(cls):
+        for f in _cfg_fields(cls):
             t = _unwrap_optional(hints[f.name])
+            if _is_group(t):
+                for key, sub in t.as_runopts():
+                    opts.add(f"{f.name}.{key}", sub.opt_type, sub.help, default=sub.default,
+                             required=sub.is_required)  # fmt: skip
+                continue
             required = f.default is dataclasses.MISSING and (
                 f.default_factory is dataclasses.MISSING
             )
@@ -349,12 +406,15 @@ class StructuredOpts:
                 default = typing.cast(CfgVal, f.default)
             elif f.default_factory is not dataclasses.MISSING:
                 default = typing.cast(CfgVal, f.default_factory())
-            opts.add(f.name, t, docs.get(f.name, ""), default=default, required=required)
+            opts.add(_cfg_key(f), t, docs.get(f.name, ""), default=default, required=required)
         return opts
 
     @classmethod
     def from_cfg(cls: type[S], cfg: Mapping[str, CfgVal], scheduler: str = "") -> S:
         """Builds the options object from a cfg mapping, validating it.
+
+        camelCase spellings of the keys are accepted (``imagePullPolicy``); groups are read
+        from their dot-prefixed keys (``k8s.context``).
 
         Args:
             cfg: The run options.
@@ -366,5 +426,56 @@ class StructuredOpts:
         Raises:
             InvalidRunConfigException: As :meth:`runopts.resolve`.
         """
-        resolved = cls.as_runopts().resolve(cfg, scheduler)
-        return cls(**resolved)
+        return cls._build(cls.as_runopts().resolve(cfg, scheduler))
+
+    @classmethod
+    def _build(cls: type[S], resolved: Mapping[str, CfgVal]) -> S:
+        hints = typing.get_type_hints(cls)
+        kwargs: dict[str, Any] = {}
+        for f in _cfg_fields(cls):
+            t = _unwrap_optional(hints[f.name])
+            if _is_group(t):
+                prefix = f"{f.name}."
+                sub = {k[len(prefix):]: v for k, v in resolved.items() if k.startswith(prefix)}
+                kwargs[f.name] = t._build(sub)
+            elif _cfg_key(f) in resolved:
+                kwargs[f.name] = resolved[_cfg_key(f)]
+        return cls(**kwargs)
+
+    def __getitem__(self, key: str) -> Any:
+        head, dot, rest = key.partition(".")
+        for f in _cfg_fields(self):
+            if dot and f.name in (head, snake_case(head)):
+                group = getattr(self, f.name)
+                if isinstance(group, StructuredOpts):
+                    return group[rest]
+            elif (
+                not dot
+                and (key == _cfg_key(f) or f.name in (key, snake_case(key)))
+                and not isinstance(getattr(self, f.name), StructuredOpts)
+            ):
+                return getattr(self, f.name)
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        for f in _cfg_fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, StructuredOpts):
+                yield from (f"{f.name}.{k}" for k in value)
+            else:
+                yield _cfg_key(f)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def _cfg_fields(cls_or_obj: Any) -> list[dataclasses.Field[Any]]:
+    return [f for f in dataclasses.fields(cls_or_obj) if not f.name.startswith("_")]
+
+
+def _cfg_key(f: dataclasses.Field[Any]) -> str:
+    return str(f.metadata.get("cfg_key", f.name))
+
+
+def _is_group(t: Any) -> bool:
+    return isinstance(t, type) and issubclass(t, StructuredOpts) and t is not StructuredOpts

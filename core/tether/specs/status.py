@@ -71,6 +71,8 @@ class ReplicaStatus:
         hostname: Where it runs, when known.
         exit_code: Exit code of the last attempt, when known.
         msg: Human-readable detail (a failure reason).
+        structured_error_msg: A JSON error document the replica wrote, or ``"<NONE>"``.
+        hostaddr: The replica's network address (IP), when the scheduler knows it.
     """
 
     id: int
@@ -79,6 +81,8 @@ class ReplicaStatus:
     hostname: str = ""
     exit_code: int | None = None
     msg: str = ""
+    structured_error_msg: str = "<NONE>"
+    hostaddr: str = ""
 
 
 @dataclass
@@ -189,6 +193,28 @@ class AppStatus:
                 rep["state"] = AppState(rep["state"]).name
                 rep["msg"] = mask_text(rep.get("msg") or "")
         return d
+
+    def to_json(self, filter_roles: list[str] | None = None) -> dict[str, object]:
+        """A JSON-serializable dict, keyed like TorchX's ``AppStatus.to_json``.
+
+        Args:
+            filter_roles: Include only these roles (all when None).
+
+        Returns:
+            ``state`` (name), ``num_restarts``, ``roles``, ``msg``, ``structured_error_msg``
+            and ``url`` (the UI link).
+        """
+        d = self.to_dict()
+        roles = d["roles"]
+        assert isinstance(roles, list)
+        return {
+            "state": d["state"],
+            "num_restarts": self.num_restarts,
+            "roles": [r for r in roles if filter_roles is None or r["role"] in filter_roles],
+            "msg": self.msg,
+            "structured_error_msg": self.structured_error_msg,
+            "url": self.ui_url,
+        }
 
     def __str__(self) -> str:
         return self.format()

@@ -43,6 +43,8 @@ class Workspace:
     def from_str(workspace: str | None) -> Workspace | None:
         """Parses ``DIR`` or ``SRC:DST[,SRC2:DST2]`` (the CLI's ``--workspace``).
 
+        A ``file://`` prefix (TorchX's ``file:///path`` form) is accepted on each directory.
+
         Args:
             workspace: The string (None or empty means no workspace).
 
@@ -56,6 +58,9 @@ class Workspace:
             return None
         projects: dict[str, str] = {}
         for part in workspace.split(","):
+            part = part.strip()
+            if part.startswith("file://"):  # TorchX's form: file:///path/to/project
+                part = part[len("file://") :]
             src, _, dst = part.partition(":")
             src = os.path.expanduser(src.strip())
             if not os.path.isdir(src):

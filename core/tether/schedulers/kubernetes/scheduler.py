@@ -229,7 +229,7 @@ class KubernetesScheduler(Scheduler[KubernetesRequest], ImageWorkspaceMixin):
     def _opts_class(self) -> type[StructuredOpts]:
         return KubernetesOpts
 
-    def _validate(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> None:
+    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
         opts = KubernetesOpts(**cfg)  # type: ignore[arg-type]
         check_opts(opts)
         check_app(app)

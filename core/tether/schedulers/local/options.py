@@ -31,3 +31,12 @@ class LocalOpts(StructuredOpts):
 
     grace_period: float = DEFAULT_GRACE_PERIOD_S
     """Seconds between SIGTERM and SIGKILL when stopping a replica's processes."""
+
+    exit_with_launcher: bool = False
+    """Cancel the app when the process that launched it exits or closes its scheduler
+    (TorchX's local behaviour). By default replicas are durable: they keep running under
+    their own supervisor after the launcher exits, and any process can attach to them."""
+
+    prepend_cwd: bool = False
+    """Put the replica's working directory first on its ``PATH`` (as TorchX), so an
+    entrypoint such as ``train.py`` or ``run.sh`` in that directory is found."""

@@ -244,6 +244,9 @@ def render(
             r = materialize(role, app_id=app_id, replica_id=i, rank0_host="localhost",
                             img_root=cwd)
             env = dict(r.env)
+            if opts.prepend_cwd:
+                path = env.get("PATH") or os.environ.get("PATH", "")
+                env["PATH"] = os.pathsep.join(p for p in (cwd, path) if p)
             rdir = log_dir / role_dir(role.name) / str(i)
             reps.append(
                 ReplicaRequest(

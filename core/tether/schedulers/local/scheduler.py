@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import builtins
 import contextlib
 import difflib
@@ -120,6 +121,7 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         self._store = StateStore(state_dir)
         self._gpu_count = gpu_count
         self._gpu_cache: int | None = None
+        self._tied: list[str] = []  # apps launched with exit_with_launcher=True
 
     @property
     def store(self) -> StateStore:
@@ -146,7 +148,7 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         return self._gpu_cache
 
     # ---- render ------------------------------------------------------------------------
-    def _validate(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> None:
+    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
         opts = local_opts(cfg)
         if opts.cwd is not None and not os.path.isdir(os.path.expanduser(opts.cwd)):
             raise ValueError(f"run option cwd={opts.cwd!r} is not a directory")
@@ -157,11 +159,11 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
             cwd = role_cwd(role, default_cwd)
             if not os.path.isdir(cwd):
                 raise ValueError(f"role {role.name!r}: working directory {cwd!r} does not exist")
-            self._check_entrypoint(role, cwd)
+            self._check_entrypoint(role, cwd, bool(opts.prepend_cwd))
             check_secrets(role.name, role.secrets)
 
     @staticmethod
-    def _check_entrypoint(role: Role, cwd: str) -> None:
+    def _check_entrypoint(role: Role, cwd: str, prepend_cwd: bool = False) -> None:
         ep = role.entrypoint
         if os.sep in ep:
             path = os.path.join(cwd, os.path.expanduser(ep))
@@ -172,6 +174,8 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
                 )
             return
         search = role.env.get("PATH", os.environ.get("PATH", os.defpath))
+        if prepend_cwd:
+            search = os.pathsep.join((cwd, search))
         if shutil.which(ep, path=search) is None:
             raise ValueError(
                 f"role {role.name!r}: entrypoint {ep!r} is not found on PATH ({search}); "
@@ -264,7 +268,25 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         for r in req.replicas():
             private_dirs(Path(r.combined).parent)
         self._start_supervisor(record, app_dir)
+        if local_opts(dryrun_info._cfg or {}).exit_with_launcher:
+            if not self._tied:
+                atexit.register(self._cancel_tied)
+            self._tied.append(req.app_id)
         return req.app_id
+
+    def _cancel_tied(self) -> None:
+        """Cancels the apps launched with ``exit_with_launcher`` (at close and at exit)."""
+        tied, self._tied = self._tied, []
+        for app_id in tied:
+            try:
+                self.cancel(app_id)
+            except Exception:  # best effort at exit: one app must not block the others
+                log.warning("could not cancel %s at launcher exit", app_id, exc_info=True)
+
+    def close(self) -> None:
+        """Cancels the apps launched here with ``exit_with_launcher=True``; others keep running."""
+        self._cancel_tied()
+        super().close()
 
     def _start_supervisor(self, record: AppRecord, app_dir: Path) -> None:
         ready_r, ready_w = os.pipe()

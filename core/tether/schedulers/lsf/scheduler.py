@@ -136,7 +136,7 @@ class LsfScheduler(Scheduler[LsfRequest], WorkspaceMixin[None]):
         return LsfOpts
 
     # ---- render and submit -------------------------------------------------------------
-    def _validate(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> None:
+    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
         opts = _opts(cfg)
         check(app, opts)
         _role_cwd(app, opts)

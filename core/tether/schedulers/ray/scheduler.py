@@ -192,7 +192,7 @@ class RayScheduler(Scheduler[RayJobRequest], WorkspaceMixin[None]):
             raise
 
     # ---- render and submit -------------------------------------------------------------
-    def _validate(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> None:
+    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
         opts = _opts(cfg)
         check_opts(opts)
         wd = opts.working_dir or workspace_dir(app)

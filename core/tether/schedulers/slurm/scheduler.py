@@ -108,7 +108,7 @@ class SlurmScheduler(Scheduler[SlurmRequest], WorkspaceMixin[None]):
     def _opts_class(self) -> type[StructuredOpts]:
         return SlurmOpts
 
-    def _validate(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> None:
+    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
         opts = SlurmOpts(**cfg)  # type: ignore[arg-type]
         check_opts(opts, app)
         check_app(app, opts)
