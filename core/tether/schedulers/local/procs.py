@@ -248,6 +248,11 @@ def recover(store: StateStore, app_id: str, cancelled: bool = False) -> AppRecor
         rec = store.load(app_id)
         if rec is None or rec.app_state.is_terminal() or supervised(rec):
             return rec
+        # read again now that the supervisor is known to be gone: it may have recorded the
+        # app's end between the read above and the check (its last write is its last word)
+        rec = store.load(app_id)
+        if rec is None or rec.app_state.is_terminal():
+            return rec
         resolve_unsupervised(rec, cancelled=cancelled)
         store.save(rec, fsync=True)
         return rec

@@ -459,6 +459,11 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         rec = self._store.load(app_id)
         if rec is None or rec.app_state.is_terminal() or supervised(rec):
             return rec
+        # read again now that the supervisor is known to be gone: it may have recorded the
+        # app's end between the read above and the check (its last write is its last word)
+        rec = self._store.load(app_id)
+        if rec is None or rec.app_state.is_terminal():
+            return rec
         mark_unsupervised(rec)
         return rec
 
@@ -575,6 +580,9 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
                     rec.supervisor_pid, rec.supervisor_start_time
                 ):
                     continue  # it just started: signal it
+                rec = self._store.load(app_id)  # the supervisor's last write is its last word
+                if rec is None or rec.app_state.is_terminal():
+                    return
                 resolve_unsupervised(rec, cancelled=True)
                 self._store.save(rec, fsync=True)
                 return
