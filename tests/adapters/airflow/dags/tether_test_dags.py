@@ -185,8 +185,8 @@ with DAG("tether_t_timeout_deferred", schedule=None, start_date=START, catchup=F
     ComponentOperator(
         task_id="slow_deferred",
         component="utils.sh",
-        component_args=["echo $$ > '{{ params.pidfile }}'; echo waiting; sleep 120"],
-        execution_timeout=dt.timedelta(seconds=3),
+        component_args=["echo $$ > '{{ params.pidfile }}'; echo waiting; sleep 600"],
+        execution_timeout=dt.timedelta(seconds=20),  # time for the job to print a line under load,
         deferrable=True,
         wait_interval=0.2,
     )
