@@ -3,6 +3,7 @@ optional extra, imported here on first use) and turns its messages into dicts.""
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 
@@ -68,7 +69,8 @@ def read_log_lines(project: str, log_filter: str) -> list[str]:
         GcpBatchClientError: When ``google-cloud-logging`` is not installed.
     """
     try:
-        from google.cloud import logging as cloud_logging  # type: ignore[attr-defined]
+        # imported by name: whether mypy sees google.cloud.logging depends on what is installed
+        cloud_logging: Any = importlib.import_module("google.cloud.logging")
     except ImportError as e:
         raise GcpBatchClientError(
             "reading gcp_batch logs needs google-cloud-logging: pip install google-cloud-logging"
