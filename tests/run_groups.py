@@ -36,19 +36,22 @@ class Group:
         paths: Test paths it runs.
         marker: The ``-m`` expression.
         ignore: Paths it leaves to other groups.
+        args: Further pytest arguments (e.g. ``--contract-backends``: which backends' contract
+            cases this group runs).
     """
 
     name: str
     paths: list[str]
     marker: str
     ignore: list[str] = field(default_factory=list)
+    args: list[str] = field(default_factory=list)
 
     def argv(self, extra: list[str]) -> list[str]:
         """The pytest command line."""
         args = [sys.executable, "-m", "pytest", "-q", "-ra", "-p", "no:cacheprovider",
                 "-m", self.marker, *self.paths]
         args += [f"--ignore={p}" for p in self.ignore]
-        return args + extra
+        return args + self.args + extra
 
 
 KUBE = [
@@ -71,7 +74,7 @@ BACKENDS = [
 
 GROUPS = [
     Group("unit", ["tests"], "not e2e"),
-    Group("kubernetes", KUBE, "e2e"),
+    Group("kubernetes", KUBE, "e2e", args=["--contract-backends=local_cwd,kubernetes"]),
     Group("backends", BACKENDS, "e2e"),
     # every other e2e test: the orchestrators against their real servers, the README, ...
     Group("orchestrators", ["tests"], "e2e", ignore=KUBE + BACKENDS),

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from tests.schedulers.contract.harness import BackendHarness
 
 OPTION = "--tether-harness"
+BACKENDS_OPTION = "--contract-backends"
 
 BUILTIN_HARNESSES: list[tuple[str, str, tuple[Any, ...]]] = [
     ("local_cwd", "tests.schedulers.contract.backends:LocalHarness", ()),
@@ -44,6 +45,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="MODULE:CLASS",
         help="run the tether backend contract suite with this BackendHarness only "
         "(repeatable); default: the built-in backends",
+    )
+    parser.addoption(
+        BACKENDS_OPTION,
+        default="",
+        metavar="ID[,ID...]",
+        help="run the contract suite on these built-in backends only (comma-separated ids; "
+        "`tests/run_groups.py` gives each test group its backends)",
     )
 
 
@@ -66,7 +74,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if given:
         params = [pytest.param(t, id=_load(t).name or t) for t in given]
     else:
-        params = [pytest.param(t, id=i, marks=m) for i, t, m in BUILTIN_HARNESSES]
+        only = {b for b in metafunc.config.getoption(BACKENDS_OPTION).split(",") if b}
+        unknown = only - {i for i, _, _ in BUILTIN_HARNESSES}
+        if unknown:
+            raise pytest.UsageError(
+                f"{BACKENDS_OPTION}: unknown backend(s) {sorted(unknown)}; built-in: "
+                f"{[i for i, _, _ in BUILTIN_HARNESSES]}"
+            )
+        params = [
+            pytest.param(t, id=i, marks=m)
+            for i, t, m in BUILTIN_HARNESSES
+            if not only or i in only
+        ]
     metafunc.parametrize("harness_target", params)
 
 
