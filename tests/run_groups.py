@@ -49,7 +49,7 @@ class Group:
     def argv(self, extra: list[str]) -> list[str]:
         """The pytest command line."""
         args = [sys.executable, "-m", "pytest", "-q", "-ra", "-p", "no:cacheprovider",
-                "-m", self.marker, *self.paths]
+                "--durations=15", "-m", self.marker, *self.paths]
         args += [f"--ignore={p}" for p in self.ignore]
         return args + self.args + extra
 
