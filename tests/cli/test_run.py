@@ -211,6 +211,30 @@ def test_ctrl_c_while_waiting_on_local_cancels_the_app(tether_proc: Callable[...
     assert "State: CANCELLED" in status.out
 
 
+def test_an_inherited_ignored_sigint_stays_ignored(tether_proc: Callable[..., Result]) -> None:
+    # A background job (`cmd &` in a script, nohup) starts with SIGINT ignored so that a
+    # Ctrl-C meant for the foreground job does not reach it; `tether run` keeps that choice
+    # (as Python and every POSIX tool do) instead of turning it back into "cancel the app".
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tether.cli.main", "run", "utils.sh", "sleep 60"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    assert proc.stdout is not None
+    handle = proc.stdout.readline().strip()
+    assert handle.startswith("local_cwd://")
+    try:
+        proc.send_signal(signal.SIGINT)
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(timeout=3)  # still waiting on the app: the signal was ignored
+        state = tether_proc("status", handle).out
+        assert not any(s in state for s in ("CANCELLED", "FAILED", "SUCCEEDED")), state
+    finally:
+        assert tether_proc("cancel", handle).code == 0
+        proc.communicate(timeout=60)
+    assert proc.returncode == 3
+
+
 @pytest.mark.slow
 def test_demo_ddp_two_ranks_on_local_cwd(tether: Callable[..., Result]) -> None:
     """What `make demo` runs: a real 1x2 DDP job, logs from both ranks, SUCCEEDED."""
