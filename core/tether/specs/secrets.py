@@ -28,8 +28,15 @@ _SECRET_NAME = re.compile(
     r"PRIVATE|(^|_)KEYS?(_|$)|KEY$|AUTH|SESSION|COOKIE|SIGNATURE|DSN)",
     re.IGNORECASE,
 )
-_URL_PASSWORD = re.compile(r"(?P<pre>[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]*:)(?P<pw>[^\s/@]+)@")
-_ASSIGNMENT = re.compile(r"(?P<name>(?:--?)?[A-Za-z_][A-Za-z0-9_.-]*)=(?P<value>[^\s'\"]+)")
+# Linear time on any input (log lines can be megabytes of one character): a name or scheme
+# starts only where a word starts (look-behind) and is taken whole (possessive ``*+``), so no
+# start position rescans the same run of characters.
+_URL_PASSWORD = re.compile(
+    r"(?<![A-Za-z0-9+.-])(?P<pre>[A-Za-z][A-Za-z0-9+.-]*+://[^\s/:@]*+:)(?P<pw>[^\s/@]++)@"
+)
+_ASSIGNMENT = re.compile(
+    r"(?<![A-Za-z0-9_.-])(?P<name>(?:--?)?[A-Za-z_][A-Za-z0-9_.-]*+)=(?P<value>[^\s'\"]++)"
+)
 
 
 _NOT_SECRET = frozenset({"TETHER_JOB_KEY", "PWD", "OLDPWD", "TETHER_LOCAL_APPS"})
@@ -71,7 +78,10 @@ def mask_text(text: str, secrets: Iterable[str] = ()) -> str:
         The text with ``****`` in place of each secret.
     """
     text = redact(text, sorted({s for s in secrets if s}, key=len, reverse=True))
-    text = _URL_PASSWORD.sub(lambda m: m.group("pre") + MASK + "@", text)
+    if "://" in text:  # cheap checks first: most log lines have neither
+        text = _URL_PASSWORD.sub(lambda m: m.group("pre") + MASK + "@", text)
+    if "=" not in text:
+        return text
     return _ASSIGNMENT.sub(
         lambda m: (
             f"{m.group('name')}={MASK}"
