@@ -2,7 +2,9 @@
 
 Each run submits an app (four long replicas and one that fails at once and is restarted
 forever, so the supervisor is always forking), SIGKILLs the supervisor after a random delay
-that spans its start-up, the replicas' start and the restarts, and then asks tether about the
+that spans its start-up, the replicas' start and the restarts, or (in 40% of the runs) as
+soon as a replica runs that the record does not name yet (between fork and record; the test
+counts these kills and requires some), and then asks tether about the
 app: ``cancel``, or ``reconcile`` (what the Runner's wait and the adapters' pollers call;
 ``describe`` itself is a pure read). Afterwards no process of the app may be left alive and the
 app must be in a final state. Figures are printed (run pytest with ``-s`` to see them) and
@@ -94,6 +96,51 @@ def kill_supervisor(sched: LocalScheduler, app_id: str, state_path: str) -> bool
     return bool(pids)
 
 
+def children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (``/proc/PID/task/*/children``)."""
+    out: list[int] = []
+    with contextlib.suppress(OSError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{tid}/children") as f:
+                out += [int(c) for c in f.read().split()]
+    return out
+
+
+def cmdline(pid: int) -> str:
+    """The command line of ``pid`` ('' when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def unrecorded(sched: LocalScheduler, app_id: str, marker: str, kill: bool = False) -> list[int]:
+    """Live replicas of the app that its record does not name yet: forked, not recorded.
+
+    Args:
+        sched: The scheduler.
+        app_id: The app.
+        marker: In the command line of each of its replicas.
+        kill: SIGKILL the supervisor at once when there are some (the window is short).
+
+    Returns:
+        Their pids, when the record still holds the intent (a replica ``launching``).
+    """
+    rec = sched.store.load(app_id)
+    if rec is None or not any(r.launching for r in rec.replicas):
+        return []
+    recorded = {r.pid for r in rec.replicas if r.pid is not None}
+    if kill and rec.supervisor_pid is not None:  # fast: only the supervisor's children
+        live = [pid for pid in children(rec.supervisor_pid) if marker in cmdline(pid)]
+    else:
+        live = matching(marker)
+    found = [pid for pid in live if pid not in recorded]
+    if found and kill and rec.supervisor_pid is not None:
+        kill_all([rec.supervisor_pid])
+    return found
+
+
 def crash_app(marker: str) -> AppDef:
     loop = "while :; do sleep 1; done"
     return AppDef(
@@ -119,7 +166,7 @@ def test_sigkill_supervisor_at_random_instants_leaves_no_orphan_and_no_stuck_app
     cfg = {"grace_period": 0.2}
     rng = random.Random(int(os.environ.get("TETHER_CRASH_SEED", "0")) or None)
     orphans = stuck = 0
-    before_pid = in_launch = 0
+    before_pid = in_launch = after_fork = 0
     details: list[str] = []
     # calibrate: how long until the supervisor reports the replicas started
     marker = f"tether-crash-{uuid.uuid4().hex}"
@@ -144,7 +191,18 @@ def test_sigkill_supervisor_at_random_instants_leaves_no_orphan_and_no_stuck_app
 
         th = threading.Thread(target=launch)
         th.start()
-        time.sleep(rng.uniform(0.0, span))
+        if run % 2 and rng.random() < 0.8:
+            # aimed at the fork/record window: kill as soon as a replica runs that the
+            # record does not name yet (the launch, or a restart of the failing role)
+            aim = time.monotonic() + 5
+            while time.monotonic() < aim:  # no sleep between looks: the window is short
+                hit = unrecorded(sched, app_id, marker, kill=True)
+                if hit:
+                    # SIGKILLed while these ran unrecorded: tether must find them anyway
+                    after_fork += 1
+                    break
+        else:
+            time.sleep(rng.uniform(0.0, span))
         deadline = time.monotonic() + 60
         killed = False
         while time.monotonic() < deadline:
@@ -157,7 +215,7 @@ def test_sigkill_supervisor_at_random_instants_leaves_no_orphan_and_no_stuck_app
         rec = sched.store.load(app_id)
         assert rec is not None
         before_pid += rec.supervisor_pid is None
-        # killed between the durable intent and the confirmation (fork/record window)
+        # killed between the durable intent and the confirmation
         in_launch += any(r.launching for r in rec.replicas) and rec.app_state.name in (
             "SUBMITTED", "RUNNING"
         )
@@ -185,9 +243,11 @@ def test_sigkill_supervisor_at_random_instants_leaves_no_orphan_and_no_stuck_app
     print(
         f"\n[crash-injection] runs={RUNS} kill-window={span:.3f}s "
         f"killed-before-supervisor-recorded={before_pid} killed-while-launching={in_launch} "
-        f"orphans={orphans} stuck={stuck}"
+        f"killed-between-fork-and-record={after_fork} orphans={orphans} stuck={stuck}"
     )
     assert (orphans, stuck) == (0, 0), "\n".join(details)
+    # the kills really hit the window the crash consistency is about
+    assert after_fork > 0 and before_pid > 0, (after_fork, before_pid)
 
 
 LAUNCHER = textwrap.dedent(

@@ -85,3 +85,15 @@ def test_format_lineage_tree() -> None:
 
 def test_format_lineage_tree_of_a_lone_run() -> None:
     assert format_lineage_tree(Lineage("local://me/x")) == "local://me/x"
+
+
+def test_rank_reads_the_replica_env_of_the_one_replica_module(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tether.schedulers import replica
+    from tether.tracker import sync
+
+    assert sync.ENV_REPLICA_ID is replica.ENV_REPLICA_ID  # one definition, not a copy
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.setenv(replica.ENV_REPLICA_ID, "3")
+    assert sync.process_rank() == 3 and not sync.is_rank0()

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tether.runner import Runner, fan_in, get_runner
-from tether.specs import AppDef, AppDryRunInfo, AppState, AppStatus, CfgVal, mask_env
+from tether.specs import AppDef, AppDryRunInfo, AppState, AppStatus, CfgVal, mask_args, mask_env
+from tether.specs.secrets import app_secret_values, mask_text
 
 log = logging.getLogger(__name__)
 
@@ -205,6 +206,32 @@ def materialize(
     return app
 
 
+def app_secrets(app: AppDef | None) -> list[str]:
+    """Every value the app's roles mark as secret (env and args), to mask text about the app.
+
+    Args:
+        app: The app (None: no values).
+
+    Returns:
+        The values, longest first (see :func:`tether.specs.secrets.app_secret_values`).
+    """
+    return app_secret_values(app.roles) if app is not None else []
+
+
+def mask_app_text(app: AppDef | None, text: str, extra: list[str] | None = None) -> str:
+    """Masks text about an app (a message, a rendered request) by the one secret policy.
+
+    Args:
+        app: The app whose env and args values are secret where they look so.
+        text: The text.
+        extra: More values known to be secret.
+
+    Returns:
+        The masked text.
+    """
+    return mask_text(text, [*app_secrets(app), *(extra or [])])
+
+
 def describe_app(app: AppDef) -> dict[str, Any]:
     """A printable summary of an AppDef with secrets masked (for dry-runs and artifacts).
 
@@ -212,24 +239,26 @@ def describe_app(app: AppDef) -> dict[str, Any]:
         app: The app.
 
     Returns:
-        Name, and per role: image, command, replicas, resources, env (masked), retries.
+        Name, and per role: image, command and env (both masked), replicas, resources,
+        retries.
     """
+    secrets = app_secrets(app)
     return {
         "name": app.name,
         "roles": [
             {
                 "name": r.name,
                 "image": r.image,
-                "command": [r.entrypoint, *r.args],
+                "command": mask_args([r.entrypoint, *r.args], secrets),
                 "num_replicas": r.num_replicas,
                 "min_replicas": r.min_replicas,
                 "resource": {"cpu": r.resource.cpu, "gpu": r.resource.gpu,
                              "memMB": r.resource.memMB, "devices": dict(r.resource.devices)},
-                "env": mask_env(r.env),
+                "env": {k: mask_text(v, secrets) for k, v in mask_env(r.env).items()},
                 "secrets": {k: str(ref) for k, ref in r.secrets.items()},
                 "max_retries": r.max_retries,
                 "retry_policy": r.retry_policy.value,
-                "mounts": [repr(m) for m in r.mounts],
+                "mounts": [mask_text(repr(m), secrets) for m in r.mounts],
             }
             for r in app.roles
         ],
@@ -429,7 +458,8 @@ class ComponentJob:
             except Exception as e:
                 log.warning("cannot read the outputs of %s: %s", handle, e)
         return JobResult(
-            app_handle=handle, state=status.state, msg=status.msg, ui_url=status.ui_url,
+            app_handle=handle, state=status.state, msg=mask_app_text(self.app, status.msg),
+            ui_url=status.ui_url,
             outputs=outputs, num_restarts=max(status.num_restarts, 0), reattached=self.reattached,
         )
 

@@ -194,7 +194,7 @@ def spmd(
     image: str = DEFAULT_IMAGE,
     name: str = "/",
     h: str = "gpu.small",
-    j: str = "1",
+    j: str = "1x1",
     env: dict[str, str] | None = None,
     max_retries: int = 0,
     rdzv_port: int = 29500,

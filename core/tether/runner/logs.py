@@ -7,7 +7,7 @@ launcher step all read job logs through :func:`fan_in`, so they look the same ev
 
 from __future__ import annotations
 
-import queue
+import collections
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -42,6 +42,66 @@ class LogLine:
 
 
 _DONE = object()
+
+QUEUE_BYTES = 16 * 1024 * 1024
+"""How many bytes of lines :func:`fan_in` holds between the readers and the consumer.
+
+A reader waits while the queue is full, so memory stays bounded whatever the line lengths
+(a log without newlines comes in pieces of up to 8 MiB) and however slow the consumer."""
+
+
+class _ByteQueue:
+    """A FIFO bounded by the size of what it holds, not the number of items.
+
+    One item is always admitted into an empty queue, so an item larger than the bound
+    passes (alone) instead of blocking forever.
+
+    Args:
+        limit: The bound in bytes (characters of the lines).
+        stop: Set when the consumer is gone: waiting writers give up.
+    """
+
+    def __init__(self, limit: int, stop: threading.Event) -> None:
+        self._limit = limit
+        self._stop = stop
+        self._items: collections.deque[tuple[object, int]] = collections.deque()
+        self._size = 0
+        self._cond = threading.Condition()
+
+    def put(self, item: object, size: int = 0) -> bool:
+        """Adds an item, waiting while the queue is full.
+
+        Args:
+            item: The item.
+            size: What it weighs (0 for markers).
+
+        Returns:
+            False when the consumer stopped (the item was dropped).
+        """
+        with self._cond:
+            while self._items and self._size + size > self._limit:
+                if self._stop.is_set():
+                    return False
+                self._cond.wait(0.5)
+            self._items.append((item, size))
+            self._size += size
+            self._cond.notify_all()
+            return True
+
+    def get(self) -> object:
+        """Takes the oldest item, waiting for one."""
+        with self._cond:
+            while not self._items:
+                self._cond.wait()
+            item, size = self._items.popleft()
+            self._size -= size
+            self._cond.notify_all()
+            return item
+
+    def close(self) -> None:
+        """Wakes the writers waiting for room, so they see the stop and end."""
+        with self._cond:
+            self._cond.notify_all()
 
 
 class LogReadError(RuntimeError):
@@ -100,8 +160,8 @@ def fan_in(
     pairs, secrets = _replicas(runner, app_handle)
     if roles is not None:
         pairs = [(r, k) for r, k in pairs if r in roles and (not roles[r] or k in roles[r])]
-    q: queue.Queue[object] = queue.Queue(maxsize=10000)
     stop = threading.Event()
+    q = _ByteQueue(QUEUE_BYTES, stop)
     errors: list[str] = []
 
     def pump(role: str, k: int) -> None:
@@ -112,7 +172,10 @@ def fan_in(
             ):
                 if stop.is_set():
                     break
-                q.put(LogLine(role, k, mask_text(line, secrets)))
+                masked = mask_text(line, secrets)
+                del line  # hold one copy of a long line, not two, while the queue is full
+                if not q.put(LogLine(role, k, masked), len(masked)):
+                    break
         except Exception as e:
             if raise_errors:
                 errors.append(f"{role}/{k}: {e}")
@@ -138,5 +201,6 @@ def fan_in(
                 yield item
     finally:
         stop.set()
+        q.close()
     if errors:
         raise LogReadError(f"cannot read the logs of {errors[0]}")

@@ -32,7 +32,14 @@ from tether.specs.runopts import (
     runopt,
     runopts,
 )
-from tether.specs.secrets import SecretRef, is_secret_name, mask_args, mask_env, mask_text
+from tether.specs.secrets import (
+    SecretRef,
+    is_secret_name,
+    mask_args,
+    mask_env,
+    mask_text,
+    mask_value,
+)
 from tether.specs.status import (
     AppState,
     AppStatus,
@@ -83,6 +90,7 @@ __all__ = [
     "mask_args",
     "mask_env",
     "mask_text",
+    "mask_value",
     "named_resources",
     "parse_app_handle",
     "parse_mounts",

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 MASK = "****"
 
@@ -27,8 +28,15 @@ _SECRET_NAME = re.compile(
     r"PRIVATE|(^|_)KEYS?(_|$)|KEY$|AUTH|SESSION|COOKIE|SIGNATURE|DSN)",
     re.IGNORECASE,
 )
-_URL_PASSWORD = re.compile(r"(?P<pre>[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]*:)(?P<pw>[^\s/@]+)@")
-_ASSIGNMENT = re.compile(r"(?P<name>(?:--?)?[A-Za-z_][A-Za-z0-9_.-]*)=(?P<value>[^\s'\"]+)")
+# Linear time on any input (log lines can be megabytes of one character): a name or scheme
+# starts only where a word starts (look-behind) and is taken whole (possessive ``*+``), so no
+# start position rescans the same run of characters.
+_URL_PASSWORD = re.compile(
+    r"(?<![A-Za-z0-9+.-])(?P<pre>[A-Za-z][A-Za-z0-9+.-]*+://[^\s/:@]*+:)(?P<pw>[^\s/@]++)@"
+)
+_ASSIGNMENT = re.compile(
+    r"(?<![A-Za-z0-9_.-])(?P<name>(?:--?)?[A-Za-z_][A-Za-z0-9_.-]*+)=(?P<value>[^\s'\"]++)"
+)
 
 
 _NOT_SECRET = frozenset({"TETHER_JOB_KEY", "PWD", "OLDPWD", "TETHER_LOCAL_APPS"})
@@ -70,7 +78,10 @@ def mask_text(text: str, secrets: Iterable[str] = ()) -> str:
         The text with ``****`` in place of each secret.
     """
     text = redact(text, sorted({s for s in secrets if s}, key=len, reverse=True))
-    text = _URL_PASSWORD.sub(lambda m: m.group("pre") + MASK + "@", text)
+    if "://" in text:  # cheap checks first: most log lines have neither
+        text = _URL_PASSWORD.sub(lambda m: m.group("pre") + MASK + "@", text)
+    if "=" not in text:
+        return text
     return _ASSIGNMENT.sub(
         lambda m: (
             f"{m.group('name')}={MASK}"
@@ -174,6 +185,55 @@ def app_secret_values(roles: Iterable[object]) -> list[str]:
         vals.update(secret_values([getattr(role, "env", {})]))
         vals.update(arg_secrets(getattr(role, "args", [])))
     return sorted((v for v in vals if v and v != MASK), key=len, reverse=True)
+
+
+def mask_value(name: str, value: Any, secrets: Iterable[str] = ()) -> Any:
+    """Masks a named value by the same policy: a component parameter, an operator field.
+
+    A string of a secret-looking ``name`` becomes ``****``; other strings are masked as free
+    text; a list of strings as an argument list (:func:`mask_args`); a mapping key by key.
+    Numbers and other values are kept (``max_tokens=5`` is no secret).
+
+    Args:
+        name: The value's name (a parameter or field name).
+        value: The value (JSON-like data).
+        secrets: Values known to be secret.
+
+    Returns:
+        The masked copy.
+    """
+    known = list(secrets)
+    if isinstance(value, Mapping):
+        return {k: mask_value(str(k), v, known) for k, v in value.items()}
+    if isinstance(value, str):
+        return MASK if value and is_secret_name(name) else mask_text(value, known)
+    if isinstance(value, (list, tuple)):
+        if all(isinstance(v, str) for v in value) and not is_secret_name(name):
+            return mask_args(value, known)
+        return [mask_value(name, v, known) for v in value]
+    return value
+
+
+def value_secrets(name: str, value: Any) -> list[str]:
+    """The secret strings inside a named value (see :func:`mask_value`), to redact elsewhere.
+
+    Args:
+        name: The value's name.
+        value: The value.
+
+    Returns:
+        The secret strings found.
+    """
+    if isinstance(value, Mapping):
+        return [s for k, v in value.items() for s in value_secrets(str(k), v)]
+    if isinstance(value, (list, tuple)):
+        strs = [v for v in value if isinstance(v, str)]
+        found = [v for v in strs if v] if is_secret_name(name) else arg_secrets(strs)
+        return found + [s for v in value if not isinstance(v, str)
+                        for s in value_secrets(name, v)]
+    if isinstance(value, str) and value:
+        return [value] if is_secret_name(name) else arg_secrets([value])
+    return []
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:

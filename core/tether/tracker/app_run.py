@@ -23,6 +23,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from tether.specs.secrets import mask_text, mask_value, secret_values
 from tether.tracker.api import (
     ENV_APP_NAME,
     ENV_JOB_ID,
@@ -45,6 +46,11 @@ LOCAL_SCHEDULER = "local"
 _cache: dict[tuple[str | None, ...], AppRun] = {}
 _cache_lock = threading.Lock()
 _local_id: str | None = None
+
+
+def _env_secrets() -> list[str]:
+    """The values of this process's secret-looking environment variables (to mask)."""
+    return secret_values([os.environ])
 
 
 def local_run_id() -> str:
@@ -195,11 +201,16 @@ class AppRun:
     def add_metadata(self, **kwargs: Any) -> None:
         """Records metadata of this run in every backend.
 
+        Secrets are masked by tether's one policy (:mod:`tether.specs.secrets`): values of
+        secret-looking keys, ``--token X``-style arguments, URL passwords and the values of
+        this process's secret-looking environment variables are recorded as ``****``.
+
         Args:
             **kwargs: Keys (letters, digits, ``_``, ``-``, ``.``) to JSON values.
         """
+        masked = mask_value("", kwargs, _env_secrets())
         for backend in self._backends.values():
-            backend.add_metadata(self._job_id, **kwargs)
+            backend.add_metadata(self._job_id, **masked)
 
     def add_artifact(
         self, name: str, path: str, metadata: Mapping[str, Any] | None = None
@@ -211,8 +222,11 @@ class AppRun:
             path: Where it is.
             metadata: Extra facts (JSON values).
         """
+        secrets = _env_secrets()
+        path = mask_text(path, secrets)  # a URL's password is never recorded
+        meta = mask_value("", dict(metadata), secrets) if metadata is not None else None
         for backend in self._backends.values():
-            backend.add_artifact(self._job_id, name, path, metadata)
+            backend.add_artifact(self._job_id, name, path, meta)
 
     def add_source(self, source_id: str, artifact_name: str | None = None) -> None:
         """Records that this run was derived from another run (or one of its artifacts).

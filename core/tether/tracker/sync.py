@@ -10,10 +10,11 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
+from tether.schedulers.replica import ENV_REPLICA_ID
+
 log: logging.Logger = logging.getLogger(__name__)
 
 ENV_RANK = "RANK"
-ENV_REPLICA_ID = "TETHER_REPLICA_ID"
 
 T = TypeVar("T")
 

@@ -331,3 +331,18 @@ def test_task_labels_are_label_safe_and_annotations_exact() -> None:
     assert run_label == label_safe(ti.run_id) and ":" not in run_label and len(run_label) <= 63
     assert cfg["annotations"]["tether.dev/airflow-run-id"] == ti.run_id
     assert local == {}  # local_cwd has no labels
+
+
+def test_dryrun_masks_secrets_in_env_args_and_component_args() -> None:
+    from tests.adapters.secret_app import PARAM_SECRET, leaks
+
+    with DAG("tether_t_dry_secrets", schedule=None, start_date=START):
+        op = ComponentOperator(
+            task_id="t", component="tests.adapters.secret_app:leaky", scheduler="local_cwd",
+            component_args={"api_token": PARAM_SECRET}, env={"EXTRA_TOKEN": "SEKRIT_openv"},
+        )
+    text = render_operator(op)
+    # both layers are there: the operator's arguments, the AppDef, the request
+    assert '"api_token": "****"' in text and '"EXTRA_TOKEN": "****"' in text
+    assert '"--token",' in text and "# local_cwd request (scheduler layer)" in text
+    assert not leaks({"airflow dryrun": text}), leaks({"airflow dryrun": text})

@@ -547,3 +547,39 @@ def test_termination_signal_of_the_flow_process_cancels_the_job(tmp_path: Path, 
     assert proc.returncode != 0, text
     assert "cancelling tether job" in text, text
     _assert_job_cancelled_and_gone(pidfile, marker)
+
+
+def test_secrets_never_reach_the_task_log_artifacts_failure_or_dryrun() -> None:
+    """The app of tests.adapters.secret_app prints a secret of every kind and fails."""
+    from prefect import flow
+
+    from tests.adapters.secret_app import PARAM_SECRET, leaks
+    from tether.adapters.prefect import component_task, dryrun
+
+    leaky = component_task("tests.adapters.secret_app:leaky", scheduler="local_cwd",
+                           name="leaky", env={"EXTRA_TOKEN": "SEKRIT_taskenv"})
+
+    @flow
+    def leaking() -> JobResult:
+        return leaky(api_token=PARAM_SECRET)
+
+    state = leaking(return_state=True)
+    assert state.is_failed()
+    with pytest.raises(JobFailedError) as failed:
+        state.result()
+    flow_run_id = state.state_details.flow_run_id
+    msgs = wait_for_logs(flow_run_id, "r/0 args ", "DATABASE_URL=postgresql://app:****@",
+                         "finished FAILED")
+    (task_run,) = _task_runs(flow_run_id)
+    arts = _artifacts(flow_run_id)
+    (summary,) = [a for a in arts if a.key == "tether-leaky"]
+    assert "--token ****" in summary.data and "**FAILED**" in summary.data
+    surfaces = {
+        "task run log": "\n".join(msgs),
+        "failure": str(failed.value),
+        "task run state message": str(task_run.state.message),
+        "artifacts": "\n".join(str(a.data) for a in arts),
+        "dryrun": str(dryrun(leaky, api_token=PARAM_SECRET)),
+    }
+    print(f"\n[secrets] prefect surfaces checked: {sorted(surfaces)}")
+    assert not leaks(surfaces), leaks(surfaces)

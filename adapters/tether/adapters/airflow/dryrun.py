@@ -24,9 +24,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from tether.adapters.common import describe_app, render_dryrun
+from tether.adapters.common import app_secrets, describe_app, render_dryrun
 from tether.specs import mask_env
-from tether.specs.secrets import MASK
+from tether.specs.secrets import MASK, mask_text, mask_value, secret_values, value_secrets
 
 if TYPE_CHECKING:
     from airflow.sdk import DAG, Context
@@ -161,7 +161,7 @@ def describe_operator(op: ComponentOperator, fields: Mapping[str, Any]) -> dict[
         "task_id": op.task_id,
         "operator": f"{type(op).__module__}.{type(op).__qualname__}",
         "component": str(fields.get("component") or op.component_name),
-        "component_args": fields.get("component_args"),
+        "component_args": mask_value("component_args", fields.get("component_args")),
         "scheduler": fields.get("scheduler"),
         "cfg": fields.get("cfg"),
         "image": fields.get("image"),
@@ -196,31 +196,45 @@ def render_operator(
         upstream XCom provides) or a request that cannot be rendered (e.g. an unknown
         scheduler) shows the reason in its place.
     """
-    from tether.runner import get_runner
-
     context = dryrun_context(op, params, logical_date)
     fields = render_fields(op, context)
+    env = fields.get("env")
+    # the one secret policy over the whole text: secret-named or --token-style component
+    # arguments, secret-looking env values, and (below) every secret value of the app
+    secrets = value_secrets("component_args", fields.get("component_args"))
+    if isinstance(env, Mapping):
+        secrets += secret_values([{str(k): str(v) for k, v in env.items()}])
     parts = [
         f"# Airflow task {op.task_id!r} (operator layer)",
         json.dumps(describe_operator(op, fields), indent=2, default=str),
     ]
+    parts += _render_app_layers(op, fields, secrets)
+    return mask_text("\n".join(parts), secrets)
+
+
+def _render_app_layers(
+    op: ComponentOperator, fields: Mapping[str, Any], secrets: list[str]
+) -> list[str]:
+    """The AppDef and scheduler layers of :func:`render_operator` (adds the app's secrets)."""
+    from tether.runner import get_runner
+
+    parts: list[str] = []
     scheduler = str(fields.get("scheduler"))
     with get_runner() as runner:
         from tether.adapters.airflow.operator import build_component_app, parse_cfg
 
         args = fields.get("component_args")
         if isinstance(args, str) and args.startswith("<xcom ") and args.endswith(">"):
-            parts += ["# AppDef", f"(known at run time: the component arguments come from {args})"]
-            return "\n".join(parts)
+            return ["# AppDef", f"(known at run time: the component arguments come from {args})"]
         try:
             app = build_component_app(
                 _component(op, fields.get("component")), fields.get("component_args"),
                 fields.get("image"), fields.get("env"), runner,
             )
         except Exception as e:
-            parts += ["# AppDef", f"(cannot materialize {op.component_name}: "
-                      f"{type(e).__name__}: {e})"]
-            return "\n".join(parts)
+            return ["# AppDef", f"(cannot materialize {op.component_name}: "
+                    f"{type(e).__name__}: {e})"]
+        secrets += app_secrets(app)
         if op.secret_env:
             from tether.adapters.airflow.labels import secret_name
             from tether.specs import SecretRef
@@ -239,7 +253,7 @@ def render_operator(
             parts.append(f"(cannot render the request: {type(e).__name__}: {e})")
         else:
             parts.append(str(info))
-    return "\n".join(parts)
+    return parts
 
 
 def _component(op: ComponentOperator, rendered: Any) -> Any:

@@ -12,7 +12,8 @@ with its mode, and why a step that depends on a pipeline value is a launcher ste
 
 (``python -m tether.adapters.kfp.dryrun`` is the same command.) ``TetherStep.dryrun(**kwargs)``
 returns a :class:`StepDryRun`, :func:`dryrun_pipeline` a :class:`PipelineDryRun`.
-Secret-looking env values are masked in every layer.
+Secrets (secret-looking env values, ``--token X``-style args, URL passwords, secret-named
+arguments) are masked in every layer by the one policy of :mod:`tether.specs.secrets`.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from tether.adapters.common import describe_app, render_dryrun
+from tether.adapters.common import app_secrets, describe_app, render_dryrun
 from tether.adapters.kfp.compile import parse_value
-from tether.specs.secrets import redact, secret_values
+from tether.specs.secrets import mask_text, mask_value, secret_values, value_secrets
 
 if TYPE_CHECKING:
     from tether.adapters.kfp.records import StepRecord
@@ -100,8 +101,8 @@ def dryrun_step(step: TetherStep, **kwargs: Any) -> StepDryRun:
         The dry-run.
     """
     plan = step.plan(**kwargs)
-    secrets = secret_values(r.env for r in plan.app.roles) if plan.app else []
-    secrets += secret_values([step.env])
+    # the one policy: env and args of the app, the step's env, secret-named arguments
+    secrets = app_secrets(plan.app) + secret_values([step.env]) + value_secrets("", kwargs)
     request: str | None = None
     if plan.mode == "launcher":
         if plan.app is None:
@@ -118,9 +119,9 @@ def dryrun_step(step: TetherStep, **kwargs: Any) -> StepDryRun:
         mode=plan.mode,
         reason=plan.reason,
         app=describe_app(plan.app) if plan.app else None,
-        scheduler_request=redact(request, secrets) if request else request,
-        kfp_yaml=redact(_compile_one(step, kwargs), secrets),
-        warnings=list(plan.warnings),
+        scheduler_request=mask_text(request, secrets) if request else request,
+        kfp_yaml=mask_text(_compile_one(step, kwargs), secrets),
+        warnings=[mask_value("", w, secrets) for w in plan.warnings],
     )
 
 

@@ -10,8 +10,8 @@ import re
 from typing import Any
 from uuid import UUID
 
-from tether.adapters.common import JobResult
-from tether.specs import AppDef, AppStatus
+from tether.adapters.common import JobResult, app_secrets
+from tether.specs import AppDef, AppStatus, mask_args, mask_text, mask_value
 
 _SYNC: dict[str, Any] = {"_sync": True}
 """Prefect's ``create_*_artifact`` run synchronously even where an event loop is running."""
@@ -67,6 +67,7 @@ def summary_markdown(
     Returns:
         Markdown: a table of the job, one of its roles, one of its replicas, one of outputs.
     """
+    secrets = app_secrets(app)
     lines = [
         f"### tether job of task `{_cell(task_name)}`",
         "",
@@ -77,7 +78,7 @@ def summary_markdown(
         f"| final state | **{result.state.name}** |",
     ]
     if result.msg:
-        lines.append(f"| message | {_cell(result.msg)} |")
+        lines.append(f"| message | {_cell(mask_text(result.msg, secrets))} |")
     if result.ui_url:
         lines.append(f"| UI | [{_cell(result.ui_url)}]({result.ui_url}) |")
     lines += [
@@ -88,7 +89,7 @@ def summary_markdown(
         lines.append(f"| job key | {_code(job_key)} |")
     lines += ["", "| role | replicas | image | command |", "|---|---|---|---|"]
     for role in app.roles:
-        cmd = " ".join([role.entrypoint, *role.args])
+        cmd = " ".join(mask_args([role.entrypoint, *role.args], secrets))
         lines.append(
             f"| {_cell(role.name)} | {role.num_replicas} | {_code(role.image)} | {_code(cmd)} |"
         )
@@ -103,8 +104,9 @@ def summary_markdown(
             )
     if result.outputs:
         lines += ["", "| output | value |", "|---|---|"]
-        lines += [f"| {_cell(k)} | {_code(_json(v))} |" for k, v in sorted(result.outputs.items())]
-    return "\n".join(lines) + "\n"
+        lines += [f"| {_cell(k)} | {_code(_json(mask_value(k, v, secrets)))} |"
+                  for k, v in sorted(result.outputs.items())]
+    return mask_text("\n".join(lines), secrets) + "\n"
 
 
 def _json(value: Any) -> str:

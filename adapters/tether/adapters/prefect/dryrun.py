@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tether.adapters.common import render_dryrun
+from tether.adapters.common import app_secrets, render_dryrun
 from tether.runner import get_runner
-from tether.specs import AppDryRunInfo
+from tether.specs import AppDryRunInfo, mask_value
 
 if TYPE_CHECKING:
     from prefect import Task
@@ -86,7 +86,8 @@ def dryrun(task: Task[..., Any], *args: Any, **kwargs: Any) -> TaskDryRun:
         "component": spec.component_name,
         "scheduler": scheduler,
         "cfg": dict(spec.cfg),
-        "parameters": spec.component_args(bound.arguments),
+        "parameters": mask_value("parameters", spec.component_args(bound.arguments),
+                                 app_secrets(app)),
         "retries": task.retries,
         "retry_delay_seconds": task.retry_delay_seconds,
         "timeout_seconds": task.timeout_seconds,

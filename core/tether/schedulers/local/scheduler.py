@@ -59,6 +59,7 @@ from tether.schedulers.local.state import (
     private_dirs,
 )
 from tether.schedulers.local.supervisor import (
+    fd_limit_problem,
     pid_alive,
     start_time_of,
     stderr_tail,
@@ -161,6 +162,9 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
                 raise ValueError(f"role {role.name!r}: working directory {cwd!r} does not exist")
             self._check_entrypoint(role, cwd, bool(opts.prepend_cwd))
             check_secrets(role.name, role.secrets)
+        problem = fd_limit_problem(sum(r.num_replicas for r in app.roles))
+        if problem:
+            raise ValueError(f"app {app.name!r}: {problem}")
 
     @staticmethod
     def _check_entrypoint(role: Role, cwd: str, prepend_cwd: bool = False) -> None:

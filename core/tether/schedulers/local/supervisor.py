@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import errno
 import fcntl
 import logging
 import os
@@ -76,6 +77,38 @@ STDERR_TAIL_LINES = 10
 RESTART_MARKER = "[tether] "
 SAVE_RETRY_S = 1.0
 """After a failed write of the app's record, how long until the next try."""
+FDS_PER_REPLICA = 8
+"""File descriptors the supervisor holds per running replica (two pipes, three logs and
+their time indexes)."""
+_EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM})
+"""Errors of starting a process that mean the supervisor (or the host) ran out of a resource:
+a restart waits and tries again instead of failing the app."""
+
+
+def exhausted_reason(e: OSError) -> str:
+    """A clear explanation of a resource error, with what to do about it.
+
+    Args:
+        e: The error (``EMFILE``, ``ENFILE``, ``EAGAIN``, ``ENOMEM``...).
+
+    Returns:
+        The explanation.
+    """
+    what = e.strerror or str(e)
+    if e.errno in (errno.EMFILE, errno.ENFILE):
+        try:
+            import resource
+
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            limit = f"open-file limit {soft}, hard limit {hard}"
+        except (ImportError, OSError, ValueError):
+            limit = "open-file limit unknown"
+        scope = "the host" if e.errno == errno.ENFILE else "the supervisor"
+        return (
+            f"{scope} ran out of file descriptors ({what}; {limit}; each running replica "
+            f"needs about {FDS_PER_REPLICA}): raise the limit (ulimit -n) or run fewer replicas"
+        )
+    return f"out of resources to start a process ({what})"
 
 # ---- process helpers (also used by the scheduler from other processes) -------------------
 
@@ -325,6 +358,36 @@ def _set_child_subreaper() -> None:
         log.warning("could not become a child subreaper; escaped processes are not tracked")
 
 
+FD_BASE = 64
+"""File descriptors the supervisor needs besides its replicas' (record, locks, logs)."""
+
+
+def fd_limit_problem(replicas: int) -> str | None:
+    """Why this process's hard open-file limit cannot run ``replicas`` replicas, if it can't.
+
+    The supervisor inherits the limit and raises its soft limit up to the hard one.
+
+    Args:
+        replicas: How many replicas the app has.
+
+    Returns:
+        The explanation, or None when the limit is enough (or unknown).
+    """
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return None
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = FDS_PER_REPLICA * replicas + FD_BASE
+    if hard == resource.RLIM_INFINITY or hard >= need:
+        return None
+    return (
+        f"{replicas} replicas need about {need} open files in the local supervisor "
+        f"({FDS_PER_REPLICA} per replica + {FD_BASE}), but the hard open-file limit "
+        f"(RLIMIT_NOFILE) is {hard}: raise it (ulimit -Hn) or run fewer replicas"
+    )
+
+
 def _ensure_fd_limit(replicas: int) -> None:
     """Raises the soft limit of open files when the app needs more (8 per replica)."""
     try:
@@ -504,6 +567,8 @@ class Supervisor:
         self.secret_values: set[str] = set()
         self.save_error = ""
         self.save_retry_at = 0.0
+        self.restart_delayed = ""  # why the pending restarts wait (out of a resource)
+        self.restart_retry_at = 0.0
         self._wake_r, self._wake_w = os.pipe()
         rec = self.store.load(self.app_id)
         if rec is None:
@@ -632,18 +697,17 @@ class Supervisor:
             self._save()
 
     # -- replicas -------------------------------------------------------------------------
-    def _start(self, rep: ReplicaRecord) -> None:
+    def _start(self, rep: ReplicaRecord) -> bool:
+        """Starts (another attempt of) a replica.
+
+        Returns:
+            False when it was not started: the app failed, or (for a restart) the supervisor
+            is out of a resource and tries again later (``restart_retry_at``).
+        """
         now = time.time()
         for p in (rep.stdout, rep.stderr, rep.combined):
             private_dirs(Path(p).parent)
         out, err, comb = _LogFile(rep.stdout), _LogFile(rep.stderr), _LogFile(rep.combined)
-        if rep.attempts > 0:
-            marker = (
-                f"{RESTART_MARKER}restarting {rep.role}[{rep.replica_id}] "
-                f"(start {rep.attempts + 1}; restart {self.rec.num_restarts} of the app)\n"
-            ).encode()
-            err.write(marker, now)
-            comb.write(marker, now)
         env = dict(os.environ)
         env.update(rep.env)
         env[APP_TOKEN_ENV] = os.environ.get(APP_TOKEN_ENV) or self.app_id
@@ -670,6 +734,16 @@ class Supervisor:
         except (OSError, ValueError) as e:
             for f in (out, err, comb):
                 f.close()
+            if isinstance(e, OSError) and e.errno in _EXHAUSTED and rep.attempts > 0:
+                # the replicas that run keep running; this restart waits for the resource
+                reason = exhausted_reason(e)
+                if rep.msg != f"waiting to restart: {reason}":
+                    log.warning("app %s: cannot restart %s[%d] yet: %s; retrying every %.0fs",
+                                self.app_id, rep.role, rep.replica_id, reason, SAVE_RETRY_S)
+                rep.msg = f"waiting to restart: {reason}"
+                self.restart_delayed = reason
+                self.restart_retry_at = time.monotonic() + SAVE_RETRY_S
+                return False
             rep.state = AppState.FAILED.name
             rep.exit_code = None
             rep.finished_at = now
@@ -678,12 +752,23 @@ class Supervisor:
                 detail = e.strerror or detail
                 if what == "read its secrets" and e.filename:
                     detail += f" ({e.filename})"
+                elif e.errno in _EXHAUSTED:
+                    detail = exhausted_reason(e)
             rep.msg = mask_text(
                 f"role {rep.role!r} replica {rep.replica_id} could not {what}: {detail}"
             )
             self._fail(rep.msg)
-            return
+            return False
         assert proc.stdout is not None and proc.stderr is not None
+        if rep.attempts > 0:  # before any of its output: the pipes are read from below on
+            delayed = f"; delayed: {self.restart_delayed}" if self.restart_delayed else ""
+            marker = (
+                f"{RESTART_MARKER}restarting {rep.role}[{rep.replica_id}] "
+                f"(start {rep.attempts + 1}; restart {self.rec.num_restarts} of the app"
+                f"{delayed})\n"
+            ).encode()
+            err.write(marker, now)
+            comb.write(marker, now)
         att = _Attempt(rep, proc, comb, [out, err, comb])
         for pipe, logf in ((proc.stdout, out), (proc.stderr, err)):
             rfd = os.dup(pipe.fileno())
@@ -704,6 +789,7 @@ class Supervisor:
         rep.msg = ""
         self.attempts[att.key] = att
         self.by_pid[proc.pid] = att
+        return True
 
     def _read(self, data: tuple[_Attempt, _Pump]) -> None:
         att, pump = data
@@ -865,18 +951,25 @@ class Supervisor:
     def _progress(self) -> None:
         if self.rec.app_state.is_terminal():
             return
-        if self.restart_pending and not any(k in self.attempts for k in self.restart_pending):
+        if (
+            self.restart_pending
+            and not any(k in self.attempts for k in self.restart_pending)
+            and time.monotonic() >= self.restart_retry_at
+        ):
             todo = [r for r in self.rec.replicas if (r.role, r.replica_id) in self.restart_pending]
             for rep in todo:
                 rep.launching = True
             self._save(fsync=True)  # intent, before any fork
+            started: set[tuple[str, int]] = set()
             for rep in todo:
-                self._start(rep)
-                if self.failing:
-                    break
+                if not self._start(rep):
+                    break  # the app failed, or out of a resource: the rest wait too
+                started.add((rep.role, rep.replica_id))
             for rep in todo:
                 rep.launching = False
-            self.restart_pending.clear()
+            self.restart_pending -= started
+            if not self.restart_pending:
+                self.restart_delayed = ""
             self._save(fsync=True)  # confirmed
         if self.attempts or self.restart_pending:
             return
