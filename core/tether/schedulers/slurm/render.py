@@ -16,6 +16,8 @@ Shape of the script:
 * every task writes ``<job_dir>/<job name>-<job id>/<role>-<replica>.out`` (stdout and
   stderr, through srun) and, with ``split_streams``, copies its streams to ``.stdout`` and
   ``.stderr`` next to it (``tee``); the batch script writes ``<job_dir>/<job name>-<job id>.out``;
+* each component's ``#SBATCH`` options come from the run options and resources, then the
+  app's and the role's overlay (:mod:`.overlay`), applied last;
 * the roles' steps run side by side; when one fails the others are stopped and the script
   exits with its code. With ``RetryPolicy.REPLICA`` a task reruns its command up to
   ``max_retries`` times; with ``APPLICATION`` the script requeues the whole job (``scontrol
@@ -47,6 +49,7 @@ from tether.schedulers.slurm.options import (
     MAIL_TYPES,
     SlurmOpts,
 )
+from tether.schedulers.slurm.overlay import overlaid_flags
 from tether.schedulers.slurm.workspace import META_WORKSPACE_DIR
 from tether.specs import AppDef, BindMount, RetryPolicy, Role
 
@@ -486,10 +489,16 @@ def render(app: AppDef, opts: SlurmOpts) -> SlurmRequest:
         [r.max_retries for r in app.roles if r.retry_policy == RetryPolicy.APPLICATION] + [0]
     )
     lines.append("#SBATCH --requeue" if opts.requeue or app_retries else "#SBATCH --no-requeue")
+    notes = []
     for i, role in enumerate(app.roles):
         if i:
             lines.append("#SBATCH hetjob")
-        lines += [f"#SBATCH {f}" for f in _component_flags(role, opts)]
+        # overlays last: the app's, then the role's, win over what tether rendered
+        flags, touched = overlaid_flags(_component_flags(role, opts), app, role)
+        lines += [f"#SBATCH {f}" for f in flags]
+        if touched:
+            notes.append(f"# tether: role {role.name}: overlay slurm/sbatch: {', '.join(touched)}")
+    lines += notes
     for role in app.roles:
         ignored = [*role.resource.capabilities, *role.resource.devices]
         if ignored:

@@ -26,6 +26,7 @@ from tether.schedulers.api import (
 from tether.schedulers.capabilities import Capabilities, MountKind
 from tether.schedulers.slurm.client import SlurmClient, SlurmCommandError
 from tether.schedulers.slurm.options import SlurmOpts
+from tether.schedulers.slurm.overlay import app_overlays
 from tether.schedulers.slurm.render import (
     EXIT_FILE_PREFIX,
     SlurmRequest,
@@ -112,6 +113,7 @@ class SlurmScheduler(Scheduler[SlurmRequest], WorkspaceMixin[None]):
         opts = SlurmOpts(**cfg)  # type: ignore[arg-type]
         check_opts(opts, app)
         check_app(app, opts)
+        app_overlays(app)
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[SlurmRequest]:
         opts = SlurmOpts(**cfg)  # type: ignore[arg-type]
