@@ -121,7 +121,7 @@ def test_every_option_golden() -> None:
                  "--mail-user=me@example.com", "--mail-type=END,FAIL", "--requeue",
                  "--reservation=r1"):  # fmt: skip
         assert f"#SBATCH {flag}\n" in text
-    assert "scontrol requeue" in text  # APPLICATION retries requeue the job
+    assert "restarting every role" in text  # APPLICATION retries: every step again
 
 
 def test_pyxis_container_golden() -> None:
