@@ -4,7 +4,8 @@ Each group is its own pytest process with its own session fixtures (one kube-api
 Slurm cluster, one Ray head...), so groups share no infrastructure and can run side by side:
 most end-to-end tests wait on real backends, so two cores serve four groups well. Every test
 belongs to exactly one group: the unit group takes everything not marked ``e2e``; the e2e
-groups take the ``e2e`` tests under their paths, and the last one every other ``e2e`` test.
+groups take the ``e2e`` tests under their paths, and the last one every other ``e2e`` test. The
+contract suite is the one path in several groups: each runs the cases of its own backends.
 
 Each group's output goes to ``build/test-groups/<group>.log``; its summary is printed when it
 ends, and the run ends with one combined ``N passed, N failed`` line. The exit status is 0 only
@@ -54,17 +55,24 @@ class Group:
         return args + self.args + extra
 
 
+CONTRACT = "tests/schedulers/contract"
+"""The contract suite: every group that runs some backends' cases takes it, with
+``--contract-backends`` naming them (each backend's cases run in exactly one group)."""
 KUBE = [
     "tests/e2e/test_kubernetes_e2e.py",
     "tests/e2e/infra/test_infra_kube.py",
     "tests/e2e/test_kfp_kube_launcher.py",
     "tests/adapters/airflow/test_airflow_kubernetes.py",
-    "tests/schedulers/contract",
-    "tests/e2e/matrix",
+    CONTRACT,
+    "tests/e2e/matrix/test_matrix.py",
 ]
+BACKENDS_CONTRACT = ["slurm"]
+"""The backends whose contract cases the backends group runs (a backend adds its id here)."""
 BACKENDS = [
+    CONTRACT,
     "tests/e2e/test_slurm_e2e.py",
     "tests/e2e/test_slurm_accounting_e2e.py",
+    "tests/e2e/matrix/test_matrix_slurm.py",
     "tests/e2e/test_ray_e2e.py",
     "tests/e2e/test_local_docker.py",
     "tests/e2e/test_image_workspace.py",
@@ -75,7 +83,8 @@ BACKENDS = [
 GROUPS = [
     Group("unit", ["tests"], "not e2e"),
     Group("kubernetes", KUBE, "e2e", args=["--contract-backends=local_cwd,kubernetes"]),
-    Group("backends", BACKENDS, "e2e"),
+    Group("backends", BACKENDS, "e2e",
+          args=[f"--contract-backends={','.join(BACKENDS_CONTRACT)}"]),
     # every other e2e test: the orchestrators against their real servers, the README, ...
     Group("orchestrators", ["tests"], "e2e", ignore=KUBE + BACKENDS),
 ]

@@ -19,7 +19,7 @@ import pytest
 from tests.e2e.infra.slurm import SlurmCluster, SlurmUnavailable, missing_accounting_tools
 from tether.schedulers.api import JOB_KEY, DescribeAppResponse
 from tether.schedulers.slurm.client import SlurmClient
-from tether.schedulers.slurm.scheduler import SlurmScheduler
+from tether.schedulers.slurm.scheduler import SlurmScheduler, SlurmSubmitError
 from tether.specs import AppDef, AppState, Role
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -87,3 +87,25 @@ def test_states_and_reasons_from_sacct(acct_cluster: SlurmCluster, tmp_path: Pat
         assert time.monotonic() < deadline, f"find_jobs({key!r}) never found job {long}"
         time.sleep(0.5)
     assert acct.describe("999999") is None
+
+
+@pytest.mark.parametrize(
+    ("option", "slurm_says"),
+    [
+        ("account", "Invalid account or account/partition combination specified"),
+        ("qos", "Invalid qos specification"),
+    ],
+)
+def test_unknown_account_or_qos_is_slurms_error_and_leaves_no_job(
+    acct_cluster: SlurmCluster, tmp_path: Path, option: str, slurm_says: str
+) -> None:
+    """The cluster enforces associations and QOS: sbatch refuses, tether says what Slurm said."""
+    live, _ = schedulers(acct_cluster)
+    before = acct_cluster.run("squeue", "--noheader", "--states=all", "--format=%i").stdout
+    with pytest.raises(SlurmSubmitError) as e:
+        live.submit(AppDef("nope", roles=[sh("a", "true")]),
+                    {"job_dir": str(tmp_path), option: "no-such-" + option})  # fmt: skip
+    assert slurm_says in str(e.value) and "slurm rejected job 'nope'" in str(e.value)
+    after = acct_cluster.run("squeue", "--noheader", "--states=all", "--format=%i").stdout
+    assert after == before  # no job, pending or otherwise
+    assert not [p for p in tmp_path.iterdir() if p.suffix == ".sbatch"]  # no script left

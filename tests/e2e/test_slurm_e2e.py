@@ -219,14 +219,40 @@ def test_replica_retries(sched: SlurmScheduler, cfg: dict[str, Any], tmp_path: P
     ]  # fmt: skip
 
 
+def test_application_retries_restart_every_role(
+    sched: SlurmScheduler, cfg: dict[str, Any], tmp_path: Path
+) -> None:
+    """A failed role stops the other; both start again in the same allocation, counted."""
+    marker, ok = tmp_path / "failed-once", tmp_path / "ok"
+    flaky = (f"if [ -e {marker} ]; then echo second; touch {ok}; "
+             f"else touch {marker}; echo first; exit 3; fi")
+    server = f"echo up; while [ ! -e {ok} ]; do sleep 0.2; done"
+    app = AppDef("appretry", roles=[
+        sh("flaky", flaky, max_retries=1), sh("server", server, max_retries=1),
+    ])  # fmt: skip
+    app_id = sched.submit(app, cfg)
+    desc = done(sched, app_id)
+    assert desc.state == AppState.SUCCEEDED and desc.num_restarts == 1, desc
+    assert logs(sched, app_id, "flaky") == ["first\n", "second\n"]
+    assert logs(sched, app_id, "server").count("up\n") == 2  # stopped, then started again
+
+
 @pytest.mark.slow
-def test_application_retries_requeue_the_job(sched: SlurmScheduler, cfg: dict[str, Any]) -> None:
-    """Slurm holds a requeued job for about two minutes before it runs again."""
-    script = 'echo "attempt ${SLURM_RESTART_COUNT:-0}"; [ "${SLURM_RESTART_COUNT:-0}" -ge 1 ]'
-    app_id = sched.submit(AppDef("requeue", roles=[sh("w", script, max_retries=1)]), cfg)
+def test_requeue_after_preemption_counts_slurms_restart(
+    sched: SlurmScheduler, slurm_cluster: SlurmCluster, cfg: dict[str, Any], tmp_path: Path
+) -> None:
+    """requeue=True: Slurm requeues the job (here an admin's `scontrol requeue`, as for a
+    preemption); it runs again once its credentials expired (cred_expire=30 on the test
+    cluster) and the main scheduler's next pass, and num_restarts is Slurm's count."""
+    go = tmp_path / "go"
+    script = f'echo "attempt ${{SLURM_RESTART_COUNT:-0}}"; while [ ! -e {go} ]; do sleep 0.2; done'
+    app_id = sched.submit(AppDef("requeue", roles=[sh("w", script)]), {**cfg, "requeue": True})
+    wait_for(sched, app_id, {AppState.RUNNING})
+    slurm_cluster.run("scontrol", "requeue", app_id)
+    go.touch()
     desc = wait_for(sched, app_id, {AppState.SUCCEEDED, AppState.FAILED}, timeout=280)
-    assert desc.state == AppState.SUCCEEDED and desc.num_restarts == 1
-    assert logs(sched, app_id, "w") == ["attempt 0\n", "attempt 1\n"]
+    assert desc.state == AppState.SUCCEEDED and desc.num_restarts == 1, desc
+    assert logs(sched, app_id, "w")[-1] == "attempt 1\n"
 
 
 def test_out_of_memory_is_failed_with_the_reason(
@@ -261,10 +287,18 @@ def test_bad_partition_is_slurms_reason_and_leaves_no_job(
 def test_gpu_request_on_a_cluster_without_gpus_names_the_role(
     sched: SlurmScheduler, cfg: dict[str, Any]
 ) -> None:
+    """The nodes have no GPUs (GresTypes=gpu, no node Gres): Slurm's reason, the role named."""
     role = sh("trainer", "true", resource=Resource(cpu=1, gpu=1, memMB=100))
+    app = AppDef("gpunodes", roles=[sh("cpu-role", "true"), role])
     with pytest.raises(SlurmSubmitError) as e:
-        sched.submit(AppDef("gpu", roles=[role]), cfg)
-    assert "'trainer'" in str(e.value) and "gpu=1" in str(e.value)
+        sched.submit(app, cfg)
+    msg = str(e.value)
+    assert "Requested node configuration is not available" in msg, msg  # Slurm's own words
+    assert "GPUs asked for by ['trainer']" in msg and "role 'trainer': 1 replica(s)" in msg
+    # Slurm refuses the component but keeps the records of the heterogeneous job it began
+    # (the refused component FAILED, the rest CANCELLED): nothing of it runs or waits
+    left = [a for a in sched.list() if a.name == "gpunodes"]
+    assert all(a.state in (AppState.CANCELLED, AppState.FAILED) for a in left), left
 
 
 def test_job_key_recorded_in_the_comment(sched: SlurmScheduler, cfg: dict[str, Any]) -> None:

@@ -16,6 +16,7 @@ from tether.schedulers import get_scheduler_factory
 from tether.schedulers.api import JOB_KEY
 from tether.schedulers.capabilities import UnsupportedFeatureError
 from tether.schedulers.slurm.options import SlurmOpts
+from tether.schedulers.slurm.overlay import SlurmOverlayError
 from tether.schedulers.slurm.render import (
     Marker,
     SlurmConfigError,
@@ -39,6 +40,7 @@ from tether.specs import (
     VolumeMount,
     macros,
 )
+from tether.specs.overlays import DEL, set_overlay
 
 GOLDEN = Path(__file__).parent / "golden" / "slurm"
 REGEN = os.environ.get("TETHER_REGEN_GOLDEN", "").lower() in ("1", "true", "yes")
@@ -119,13 +121,53 @@ def test_every_option_golden() -> None:
                  "--mail-user=me@example.com", "--mail-type=END,FAIL", "--requeue",
                  "--reservation=r1"):  # fmt: skip
         assert f"#SBATCH {flag}\n" in text
-    assert "scontrol requeue" in text  # APPLICATION retries requeue the job
+    assert "restarting every role" in text  # APPLICATION retries: every step again
 
 
 def test_pyxis_container_golden() -> None:
     role = trainer(1, mounts=[BindMount("/data", "/mnt/data", read_only=True)])
     role.image = "nvcr.io/nvidia/pytorch:24.01"
     check_golden("pyxis", rendered(AppDef("pyx", roles=[role]), container_runtime="pyxis"))
+
+
+def test_overlays_golden_applied_last() -> None:
+    """The app's overlay, then each role's, change that component's #SBATCH options last."""
+    ps = Role("ps", entrypoint="ps-server", resource=Resource(cpu=1, gpu=0, memMB=1024))
+    app = AppDef("ovl", roles=[trainer(), ps])
+    set_overlay(app, "slurm", "sbatch", {"reservation": "maint", "time": "45"})
+    set_overlay(app.roles[0], "slurm", "sbatch", {
+        "time": "120", "exclusive": True, "signal": "B:USR1@60", DEL("mem"): None,
+        "constraint": False,
+    })  # fmt: skip
+    info = create_scheduler("t").submit_dryrun(
+        app, {"job_dir": JOB_DIR, "time": "10", "constraint": "ib", "sbatch_args": ["-Q"]}
+    )
+    text = str(info)  # what --dryrun prints
+    check_golden("overlays", text)
+    trainer_part, ps_part = text.split("#SBATCH hetjob\n")
+    for flag in ("--time=120", "--reservation=maint", "--exclusive", "--signal=B:USR1@60", "-Q"):
+        assert f"#SBATCH {flag}\n" in trainer_part
+    assert "--mem=" not in trainer_part and "--constraint" not in trainer_part
+    assert "#SBATCH --time=45\n" in ps_part and "#SBATCH --reservation=maint\n" in ps_part
+    assert "#SBATCH --constraint=ib\n" in ps_part
+    assert "# tether: role trainer: overlay slurm/sbatch: reservation, time, exclusive" in text
+    assert app.roles[1].metadata == {}  # the caller's app is not changed
+
+
+@pytest.mark.parametrize(
+    ("overlay", "needle"),
+    [
+        ({"ntasks": 4}, "overlay keys sbatch.ntasks are not allowed: tether sets job-name"),
+        ({"--time": "5"}, "key '--time' is not a long sbatch option name"),
+        ({"gres": ["gpu:1"]}, "gres=['gpu:1'] is a list; allowed: a string or number"),
+    ],
+)
+def test_bad_overlays_are_named(overlay: dict[str, Any], needle: str) -> None:
+    role = trainer(1)
+    set_overlay(role, "slurm", "sbatch", overlay)
+    with pytest.raises(SlurmOverlayError) as e:
+        create_scheduler("t").submit_dryrun(AppDef("x", roles=[role]), {})
+    assert f"role 'trainer': overlay slurm/sbatch: {needle}" in str(e.value)
 
 
 def test_split_streams_tee_each_stream() -> None:

@@ -4,7 +4,9 @@
 generated ``slurm.conf`` (free ports on 127.0.0.1, ``SlurmUser=root``, no accounting), the
 controller's state and each node's spool, logs and PID files. The two nodes ``n1`` and ``n2``
 are two ``slurmd`` processes on this host (heterogeneous jobs and two-node jobs need two
-nodes). Client commands find the cluster through ``SLURM_CONF``; use :meth:`SlurmCluster.env`::
+nodes). The cluster knows the ``gpu`` GRES type but its nodes have none, as a CPU partition of
+a GPU cluster: a GPU request is refused with Slurm's "Requested node configuration is not
+available". Client commands find the cluster through ``SLURM_CONF``; use :meth:`SlurmCluster.env`::
 
     with SlurmCluster() as cluster:  # doctest: +SKIP
         subprocess.run(["sinfo"], env=cluster.env(), check=True)
@@ -12,7 +14,8 @@ nodes). Client commands find the cluster through ``SLURM_CONF``; use :meth:`Slur
 Every daemon is stopped by its PID on exit. Install the packages with
 ``tests/e2e/infra/setup.d/30-slurm.sh`` (Debian's ``slurm-wlm`` and ``munge``). Without
 accounting (slurmdbd), ``sacct`` is disabled: finished jobs stay visible to ``squeue`` for
-``MinJobAge`` seconds (set to 600 here).
+``MinJobAge`` seconds (set to 600 here). ``cred_expire=30`` (default 120) is also how long
+Slurm holds a requeued job before it may run again, so requeue tests take half a minute.
 
 Run ``python -m tests.e2e.infra.slurm [--accounting]`` to start a cluster by hand; it prints the
 ``SLURM_CONF`` to export and waits for Ctrl-C or SIGTERM.
@@ -21,6 +24,7 @@ Run ``python -m tests.e2e.infra.slurm [--accounting]`` to start a cluster by han
 from __future__ import annotations
 
 import contextlib
+import getpass
 import os
 import shutil
 import signal
@@ -33,6 +37,9 @@ from pathlib import Path
 from types import TracebackType
 
 CLUSTER = "tether-test"
+ACCOUNT = "tether"
+"""With accounting: the one account (the current user's default); the cluster enforces
+associations and QOS, so another account or QOS is refused at submission."""
 NODES = ("n1", "n2")
 CPUS_PER_NODE = 2
 MEMORY_MB_PER_NODE = 2048
@@ -101,7 +108,8 @@ def slurm_conf(
         else "AccountingStorageType=accounting_storage/slurmdbd\n"
         f"AccountingStorageHost=127.0.0.1\nAccountingStoragePort={dbd_port}\n"
         f"AccountingStoragePass={d}/munge/munge.sock\n"  # the munge socket for slurmdbd messages
-        "AccountingStoreFlags=job_comment"  # sacct then shows tether's marker
+        "AccountingStoreFlags=job_comment\n"  # sacct then shows tether's marker
+        "AccountingStorageEnforce=associations,qos"  # unknown accounts and QOS are refused
     )
     nodes = "\n".join(
         f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={p} "
@@ -115,7 +123,7 @@ SlurmctldPort={ctld_port}
 SlurmdPort={next(iter(node_ports.values()))}
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket={d}/munge/munge.sock
+AuthInfo=socket={d}/munge/munge.sock,cred_expire=30
 SlurmUser=root
 SlurmdUser=root
 StateSaveLocation={d}/state
@@ -135,6 +143,7 @@ JobAcctGatherFrequency=task=1
 JobAcctGatherParams=OverMemoryKill
 SlurmdParameters=config_overrides
 MpiDefault=none
+GresTypes=gpu
 ReturnToService=2
 JobCompType=jobcomp/none
 JobAcctGatherType=jobacct_gather/linux
@@ -329,6 +338,9 @@ class SlurmCluster:
         self._spawn("slurmdbd", ["slurmdbd", "-D"])
         _wait_port(dbd_port, "slurmdbd", 60, self._check_alive)
         self.run("sacctmgr", "-i", "add", "cluster", CLUSTER)
+        self.run("sacctmgr", "-i", "add", "account", ACCOUNT, f"cluster={CLUSTER}")
+        self.run("sacctmgr", "-i", "add", "user", getpass.getuser(), f"account={ACCOUNT}",
+                 f"defaultaccount={ACCOUNT}", f"cluster={CLUSTER}")  # fmt: skip
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         assert self.dir is not None
@@ -374,8 +386,24 @@ class SlurmCluster:
             f"slurmctld log: {self._tail('slurmctld.log')}"
         )
 
+    def cancel_all(self, timeout: float = 30.0) -> None:
+        """Cancels every job of the cluster and waits (bounded) until Slurm has ended them, so
+        no job step (``slurmstepd`` and the tasks, which outlive the daemons) is left behind."""
+        if self.dir is None or not any(n == "slurmctld" for n, _ in self._procs):
+            return
+        self.run("scancel", f"--user={getpass.getuser()}", check=False)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            res = self.run("squeue", "--noheader", "--format=%i", check=False)
+            if res.returncode != 0 or not res.stdout.strip():
+                return
+            time.sleep(0.2)
+
     def stop(self) -> None:
-        """Stops every daemon by its PID (TERM, then KILL) and removes the directory."""
+        """Cancels every job, stops every daemon by its PID (TERM, then KILL) and removes the
+        directory."""
+        with contextlib.suppress(Exception):
+            self.cancel_all()
         for _name, pid in reversed(self._procs):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)

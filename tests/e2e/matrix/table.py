@@ -42,6 +42,14 @@ BACKENDS = {
         "to the default `file://` root, which the host processes share; on a real cluster "
         "set `[tether:outputs] url` to storage every pod reaches."
     ),
+    "slurm": (
+        "a real Slurm 22.05 cluster from Debian's `slurm-wlm` and `munge` (`tests/e2e/infra`): "
+        "munged, slurmctld and two slurmd nodes on this host. Each component is a batch job "
+        "submitted with `sbatch`, followed with `squeue`, its logs read from its `job_dir`. "
+        "Outputs go to the default `file://` root, which both nodes see because they are this "
+        "host; on a real cluster put `job_dir` and `[tether:outputs] url` on storage every "
+        "node reaches."
+    ),
 }
 """Backend (column) -> how it runs here. A new backend adds one entry and one test module."""
 

@@ -4,12 +4,15 @@
 etcd and kube-controller-manager (``tests/e2e/infra``) with the test kubelet in process mode:
 each pod's container command runs as a local process (``tests/e2e/infra/kubelet_exec.py``),
 so programs, exit codes, logs, restarts and cancellation are real; only the container
-runtime is replaced by the host.
+runtime is replaced by the host. ``slurm`` runs on the session's real Slurm cluster (munged,
+slurmctld and two slurmd "nodes" on this host, ``tests/e2e/infra/slurm.py``): jobs are real
+batch jobs, and the test's directories are shared with the nodes because they are this host.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 from pathlib import Path
@@ -144,3 +147,81 @@ class KubernetesHarness(BackendHarness):
             return "localhost"
         host = replica_hostname(name, app.roles[0].name, 0)
         return f"{host}.{name}.{ns}.svc.cluster.local"
+
+
+SLURM_JOB_FIELDS = (
+    "job_state", "state_reason", "restart_cnt", "comment", "exit_code", "derived_exit_code",
+    "start_time", "end_time", "nodes", "requeue", "batch_flag",
+)
+"""The ``squeue --json`` fields of a job that a change to it would touch (not the scheduler's
+own bookkeeping, such as ``last_sched_evaluation``)."""
+
+
+class SlurmHarness(BackendHarness):
+    """``slurm`` on the session cluster; a job directory per case (shared: nodes are this host).
+
+    Slurm keeps no tether controller per job (``kill_controller`` is False) and names the
+    rank-0 host by the first node's ``NodeAddr`` (127.0.0.1 here).
+    """
+
+    name = "slurm"
+    image = ""
+
+    def __init__(self, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+        super().__init__(request, tmp_path)
+        self.cluster = request.getfixturevalue("slurm_cluster")
+        self._shared = tmp_path / "shared"
+        self._shared.mkdir()
+        self.job_dir = tmp_path / "jobs"
+        request.addfinalizer(self._cancel_leftovers)
+
+    def _cancel_leftovers(self) -> None:
+        """Cancels the case's jobs that still run (a failed case must not hold the nodes)."""
+        res = self.cluster.run("squeue", "--json", check=False)
+        if res.returncode != 0:
+            return
+        for job in json.loads(res.stdout).get("jobs", []):
+            if job.get("current_working_directory") == str(self.job_dir):
+                self.cluster.run("scancel", str(job["job_id"]), check=False)
+
+    def scheduler(self) -> Scheduler[Any]:
+        from tether.schedulers.slurm import create_scheduler
+
+        return create_scheduler("contract", slurm_conf=str(self.cluster.conf))
+
+    def offline_scheduler(self) -> Scheduler[Any]:
+        from tether.schedulers.slurm import create_scheduler
+
+        return create_scheduler("contract", slurm_conf=str(self.tmp_path / "no-slurm.conf"))
+
+    def cfg(self) -> dict[str, CfgVal]:
+        # Slurm places the replicas (--ntasks=N): the components of a heterogeneous job never
+        # share a node, so one node per replica (the default) cannot fit the cases' 2+1
+        # replicas on the two nodes
+        # split_streams: the stdout and stderr streams can be read alone (test_log_streams)
+        return {"job_dir": str(self.job_dir), "replicas_per_node": 0, "split_streams": True}
+
+    def scheduler_params(self) -> dict[str, Any]:
+        return {"slurm": {"slurm_conf": str(self.cluster.conf)}}
+
+    @property
+    def host_dir(self) -> Path:
+        return self._shared
+
+    def state_snapshot(self, sched: Scheduler[Any]) -> object:
+        return sorted(str(p) for p in self.job_dir.rglob("*")) if self.job_dir.exists() else []
+
+    def fingerprint(self, sched: Scheduler[Any], app_id: str) -> object:
+        res = self.cluster.run("squeue", "--json", "--states=all", f"--jobs={app_id}")
+        jobs = [
+            {k: j.get(k) for k in SLURM_JOB_FIELDS}
+            for j in json.loads(res.stdout).get("jobs", [])
+        ]
+        files = sorted(
+            (str(p.relative_to(self.job_dir)), p.stat().st_size, p.stat().st_mtime_ns)
+            for p in self.job_dir.rglob("*") if p.is_file()
+        )  # fmt: skip
+        return jobs, files
+
+    def expected_rank0_host(self, app_id: str, app: AppDef) -> str:
+        return "127.0.0.1"  # the NodeAddr of the first node of the first role

@@ -23,9 +23,12 @@ and ``MinJobAge`` seconds after it ends), then from ``sacct`` when the cluster h
 without accounting an old job is unknown (``describe`` returns None).
 
 **Retries** run inside the job: ``RetryPolicy.REPLICA`` reruns the failed task's command up to
-``max_retries`` times; ``APPLICATION`` requeues the whole job (``scontrol requeue``, the job
-is submitted with ``--requeue``) while Slurm's restart count is below ``max_retries``. ``ROLE``
-is rejected at dryrun (the components of a heterogeneous job cannot restart alone).
+``max_retries`` times; ``APPLICATION`` starts every role's steps again in the same allocation
+(each restart is counted in the log directory; ``describe`` adds Slurm's own restart count,
+from ``requeue=True`` requeues after node failure or preemption). Not ``scontrol requeue``:
+Slurm 22.05 holds a requeued job for ``cred_expire`` seconds and then starts a heterogeneous
+job only from a backfill pass, which an idle cluster never runs. ``ROLE`` is rejected at
+dryrun (the components of a heterogeneous job cannot restart alone).
 
 **Workspaces** (``dir``): the project is copied to ``workspace_dir`` and the role runs there
 (:mod:`.workspace`).
@@ -33,8 +36,10 @@ is rejected at dryrun (the components of a heterogeneous job cannot restart alon
 **Job identity**: the job's comment ends with a marker ``[tether:roles=...;key=...]`` holding
 the role layout and the caller's job key; :meth:`find_jobs` and :meth:`list` read it back.
 
-**Cancel** is ``scancel`` (every component, step and task; idempotent). **Delete** cancels and
-removes the job's logs and script from ``job_dir`` (Slurm's own records cannot be removed).
+**Cancel** is ``scancel`` (every component, step and task; idempotent). **Delete** cancels,
+removes the job's logs and script from ``job_dir`` and leaves a marker there
+(``.<name>-<id>.deleted``): Slurm's own records cannot be removed, so tether stops showing the
+job (``describe`` returns None, ``list`` and ``find_jobs`` skip it).
 """
 
 from __future__ import annotations

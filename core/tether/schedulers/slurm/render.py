@@ -16,10 +16,13 @@ Shape of the script:
 * every task writes ``<job_dir>/<job name>-<job id>/<role>-<replica>.out`` (stdout and
   stderr, through srun) and, with ``split_streams``, copies its streams to ``.stdout`` and
   ``.stderr`` next to it (``tee``); the batch script writes ``<job_dir>/<job name>-<job id>.out``;
+* each component's ``#SBATCH`` options come from the run options and resources, then the
+  app's and the role's overlay (:mod:`.overlay`), applied last;
 * the roles' steps run side by side; when one fails the others are stopped and the script
   exits with its code. With ``RetryPolicy.REPLICA`` a task reruns its command up to
-  ``max_retries`` times; with ``APPLICATION`` the script requeues the whole job (``scontrol
-  requeue``) while ``$SLURM_RESTART_COUNT`` is below ``max_retries``.
+  ``max_retries`` times; with ``APPLICATION`` the script starts every role's steps again, in
+  the same allocation, up to ``max_retries`` times (each restart appends a byte to
+  ``<log dir>/.restarts-app``).
 
 The job identity (:data:`~tether.schedulers.api.JOB_KEY`) and the role layout go in the
 job's comment as a marker ``[tether:...]`` after the user's comment (see :func:`make_comment`).
@@ -47,10 +50,14 @@ from tether.schedulers.slurm.options import (
     MAIL_TYPES,
     SlurmOpts,
 )
+from tether.schedulers.slurm.overlay import overlaid_flags
 from tether.schedulers.slurm.workspace import META_WORKSPACE_DIR
 from tether.specs import AppDef, BindMount, RetryPolicy, Role
 
 MARKER = "tether"
+RESTARTS_FILE = ".restarts-"
+"""``REPLICA`` retries: each restart of a task appends a byte to ``<log dir>/.restarts-<job
+id>-<task>`` (the component's job id), which ``describe`` counts (Slurm does not see them)."""
 EXIT_FILE_PREFIX = ".exit-"
 """Heterogeneous jobs: ``<log dir>/.exit-<role stem>`` holds each role's step exit code."""
 _APP_ID = "\x00tether-app-id\x00"
@@ -293,7 +300,7 @@ def check_app(app: AppDef, opts: SlurmOpts) -> None:
             if len(others) > 1:
                 errs.append(
                     f"{where}: retry_policy=APPLICATION roles disagree on max_retries "
-                    f"({sorted(others)}); the whole job is requeued, so give them one value"
+                    f"({sorted(others)}); every role is restarted together, so give them one value"
                 )
     if errs:
         raise SlurmConfigError(
@@ -379,6 +386,7 @@ def _replica_command(rep: Role, role: Role) -> str:
         return (
             f"n=0; while :; do {cmd}; rc=$?; "
             f'if [ "$rc" -eq 0 ] || [ "$n" -ge {r} ]; then exit "$rc"; fi; n=$((n+1)); '
+            f'printf x >> "$TETHER_SLURM_LOGS"/{RESTARTS_FILE}"$SLURM_JOB_ID-$SLURM_PROCID"; '
             f'echo "tether: replica exited with $rc; restart $n of {r}" >&2; done'
         )
     return f"exec {cmd}"
@@ -485,11 +493,17 @@ def render(app: AppDef, opts: SlurmOpts) -> SlurmRequest:
     app_retries = max(
         [r.max_retries for r in app.roles if r.retry_policy == RetryPolicy.APPLICATION] + [0]
     )
-    lines.append("#SBATCH --requeue" if opts.requeue or app_retries else "#SBATCH --no-requeue")
+    lines.append("#SBATCH --requeue" if opts.requeue else "#SBATCH --no-requeue")
+    notes = []
     for i, role in enumerate(app.roles):
         if i:
             lines.append("#SBATCH hetjob")
-        lines += [f"#SBATCH {f}" for f in _component_flags(role, opts)]
+        # overlays last: the app's, then the role's, win over what tether rendered
+        flags, touched = overlaid_flags(_component_flags(role, opts), app, role)
+        lines += [f"#SBATCH {f}" for f in flags]
+        if touched:
+            notes.append(f"# tether: role {role.name}: overlay slurm/sbatch: {', '.join(touched)}")
+    lines += notes
     for role in app.roles:
         ignored = [*role.resource.capabilities, *role.resource.devices]
         if ignored:
@@ -499,10 +513,11 @@ def render(app: AppDef, opts: SlurmOpts) -> SlurmRequest:
             )
     lines.append(_PROLOGUE.replace("JOB_DIR", shlex.quote(job_dir)).rstrip("\n"))
     stems = log_stems([r.name for r in app.roles])
+    body: list[str] = []
     for i, role in enumerate(app.roles):
-        lines.append(f"# role {i}: {role.name} ({role.num_replicas} replica(s))")
+        body.append(f"# role {i}: {role.name} ({role.num_replicas} replica(s))")
         if het:  # record each role's exit code; the epilogue's kill stops the step too
-            lines += [
+            body += [
                 "(",
                 "  trap 'kill \"${tether_step:-}\" 2>/dev/null' TERM",
                 "  " + _srun(role, i, stems[i], opts, het) + " &",
@@ -512,18 +527,26 @@ def render(app: AppDef, opts: SlurmOpts) -> SlurmRequest:
                 ") &",
             ]
         else:
-            lines.append(_srun(role, i, stems[i], opts, het) + " &")
-        lines.append("tether_pids+=($!)")
-    lines.append(_EPILOGUE.rstrip("\n"))
-    if app_retries:
+            body.append(_srun(role, i, stems[i], opts, het) + " &")
+        body.append("tether_pids+=($!)")
+    body += _EPILOGUE.rstrip("\n").splitlines()
+    if app_retries:  # every role's steps again, in the same allocation
+        restarts = shlex.quote(RESTARTS_FILE + "app")
+        lines += ["tether_attempt=0", "while :; do", "  tether_pids=()"]
+        lines += [f"  {line}" for line in body]
         lines += [
-            "tether_restarts=${SLURM_RESTART_COUNT:-0}",
-            f'if [ "$tether_rc" -ne 0 ] && [ "$tether_restarts" -lt {app_retries} ]; then',
-            '  echo "tether: job failed with $tether_rc; requeueing'
-            f' (restart $((tether_restarts + 1)) of {app_retries})" >&2',
-            '  scontrol requeue "$SLURM_JOB_ID" && exit 0',
-            "fi",
+            f'  if [ "$tether_rc" -ne 0 ] && [ "$tether_attempt" -lt {app_retries} ]; then',
+            "    tether_attempt=$((tether_attempt + 1))",
+            f'    printf x >> "$tether_logs"/{restarts}',
+            '    echo "tether: the job failed with $tether_rc; restarting every role'
+            f' (restart $tether_attempt of {app_retries})" >&2',
+            "    continue",
+            "  fi",
+            "  break",
+            "done",
         ]
+    else:
+        lines += body
     lines.append('exit "$tether_rc"')
     marker = Marker(
         roles=[(r.name, r.num_replicas) for r in app.roles],

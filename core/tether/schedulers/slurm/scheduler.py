@@ -26,8 +26,10 @@ from tether.schedulers.api import (
 from tether.schedulers.capabilities import Capabilities, MountKind
 from tether.schedulers.slurm.client import SlurmClient, SlurmCommandError
 from tether.schedulers.slurm.options import SlurmOpts
+from tether.schedulers.slurm.overlay import app_overlays
 from tether.schedulers.slurm.render import (
     EXIT_FILE_PREFIX,
+    RESTARTS_FILE,
     SlurmRequest,
     check_app,
     check_opts,
@@ -112,6 +114,7 @@ class SlurmScheduler(Scheduler[SlurmRequest], WorkspaceMixin[None]):
         opts = SlurmOpts(**cfg)  # type: ignore[arg-type]
         check_opts(opts, app)
         check_app(app, opts)
+        app_overlays(app)
 
     def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[SlurmRequest]:
         opts = SlurmOpts(**cfg)  # type: ignore[arg-type]
@@ -188,7 +191,17 @@ class SlurmScheduler(Scheduler[SlurmRequest], WorkspaceMixin[None]):
             text = self._client.sacct(job_id=app_id)
             if text:
                 app = next((a for a in from_sacct(text) if a.app_id == app_id), None)
-        return app
+        return None if app is None or self._deleted(app) else app
+
+    @staticmethod
+    def _tombstone(app: SlurmApp) -> Path | None:
+        """``<job_dir>/.<job name>-<job id>.deleted``: ``delete`` writes it, since Slurm's own
+        records of a job cannot be removed; tether no longer shows a job that has one."""
+        return Path(app.job_dir) / f".{app.name}-{app.app_id}.deleted" if app.job_dir else None
+
+    def _deleted(self, app: SlurmApp) -> bool:
+        path = self._tombstone(app)
+        return path is not None and path.exists()
 
     def describe(self, app_id: str) -> DescribeAppResponse | None:
         """The job's state from ``squeue --json`` (``sacct`` once squeue forgot it).
@@ -208,12 +221,24 @@ class SlurmScheduler(Scheduler[SlurmRequest], WorkspaceMixin[None]):
         return DescribeAppResponse(
             app_id=app_id,
             state=app.state,
-            num_restarts=app.num_restarts,
+            num_restarts=app.num_restarts + self._replica_restarts(app),
             msg=msg,
             roles_statuses=role_statuses(app),
             roles=roles(app),
             job_key=app.marker.job_key,
         )
+
+    @staticmethod
+    def _replica_restarts(app: SlurmApp) -> int:
+        """The restarts of tasks by ``RetryPolicy.REPLICA`` (counted in the log directory)."""
+        if not app.job_dir:
+            return 0
+        total = 0
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(Path(app.job_dir) / f"{app.name}-{app.app_id}"):
+                if entry.name.startswith(RESTARTS_FILE):
+                    total += entry.stat().st_size
+        return total
 
     @staticmethod
     def _role_exit_note(app: SlurmApp) -> str:
@@ -280,7 +305,7 @@ class SlurmScheduler(Scheduler[SlurmRequest], WorkspaceMixin[None]):
             for a in from_sacct(text):
                 apps.setdefault(a.app_id, a)
         return sorted(
-            (self._listing(a) for a in apps.values()),
+            (self._listing(a) for a in apps.values() if not self._deleted(a)),
             key=lambda a: (a.created or 0.0, int(a.app_id) if a.app_id.isdigit() else 0),
         )
 
@@ -371,8 +396,11 @@ class SlurmScheduler(Scheduler[SlurmRequest], WorkspaceMixin[None]):
 
     def _delete_existing(self, app_id: str) -> None:
         app = self._fetch(app_id)
-        if app is None or not app.job_dir:
+        tombstone = self._tombstone(app) if app is not None else None
+        if app is None or tombstone is None:
             return
+        tombstone.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tombstone.touch()
         base = Path(app.job_dir)
         shutil.rmtree(base / f"{app.name}-{app.app_id}", ignore_errors=True)
         for f in (base / f"{app.name}-{app.app_id}.out", base / f"{app.name}-{app.app_id}.sbatch"):

@@ -253,6 +253,8 @@ def analyze(
     state = _aggregate(comps)
     if len(comps) == 1:
         msg = describe_component(comps[0])
+        if state == AppState.FAILED and marker.roles:  # name the role that failed
+            msg = f"{marker.roles[0][0]}: {msg}"
     else:
         msg = "; ".join(
             f"{(marker.roles[c.offset][0] if c.offset < len(marker.roles) else c.offset)}: "
