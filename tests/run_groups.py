@@ -70,6 +70,7 @@ BACKENDS = [
     "tests/e2e/test_image_workspace.py",
     "tests/e2e/test_tether_image.py",
     "tests/e2e/test_kfp_docker.py",
+    "tests/e2e/test_aws_batch_e2e.py",
 ]
 
 GROUPS = [

@@ -209,3 +209,23 @@ def test_cancelled_and_failure_message() -> None:
                         {"container": {"exitCode": 3, "reason": "OutOfMemoryError"}}]}
     assert status_message(job) == (
         "Essential container in task exited; exit code 3; OutOfMemoryError; attempt 2")
+
+
+def test_no_credentials_is_one_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+                                           ) -> None:
+    pytest.importorskip("boto3")
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+                "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                "AWS_CONTAINER_CREDENTIALS_FULL_URI"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance role lookup
+    sched = get_scheduler_factory("aws_batch")("t", region="us-east-1",
+                                                endpoint_url="http://127.0.0.1:9")
+    info = sched.submit_dryrun(AppDef("a", [Role("r", image="i", entrypoint="e")]),
+                               {"queue": "q"})
+    with pytest.raises(AwsClientError) as e:
+        sched.schedule(info)
+    for word in ("$AWS_ACCESS_KEY_ID", "$AWS_PROFILE", "~/.aws/credentials", "~/.aws/config"):
+        assert word in str(e.value)

@@ -63,7 +63,8 @@ EVALUATE_ON_EXIT: list[dict[str, str]] = [
 
 _RID = "@@tether-replica-id@@"
 _NAME_JUNK = re.compile(r"[^A-Za-z0-9_-]+")
-_TAG_OK = re.compile(r"^[\w\s+\-=.:/@]{0,256}$")
+_TAG_OK = re.compile(r"^[A-Za-z0-9 _.:/=+\-@%]{0,256}$")
+"""Characters Batch allows in tag values."""
 _ULIMIT = re.compile(r"^([a-z]+)=(\d+)(?::(\d+))?$")
 _ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 
@@ -378,7 +379,7 @@ def render(app: AppDef, opts: AwsBatchOpts, region: str, job_name: str) -> AwsBa
     tags.update({
         TAG_MANAGED_BY: MANAGED_BY,
         TAG_APP: tag_value(app.name),
-        TAG_ROLES: ",".join(f"{r.name}:{r.num_replicas}" for r in app.roles),
+        TAG_ROLES: " ".join(f"{r.name}:{r.num_replicas}" for r in app.roles),
     })
     if app.metadata.get(JOB_KEY):
         tags[TAG_JOB_KEY] = tag_value(app.metadata[JOB_KEY])

@@ -74,7 +74,7 @@ def _opts(cfg: Mapping[str, CfgVal]) -> AwsBatchOpts:
 
 
 def parse_roles(tag: str) -> list[tuple[str, int]]:
-    """The ``tether-roles`` tag (``trainer:2,ps:1``) as ``[(role, replicas)]``.
+    """The ``tether-roles`` tag (``trainer:2 ps:1``) as ``[(role, replicas)]``.
 
     Args:
         tag: The tag value.
@@ -83,7 +83,7 @@ def parse_roles(tag: str) -> list[tuple[str, int]]:
         The roles in node order.
     """
     out: list[tuple[str, int]] = []
-    for item in filter(None, tag.split(",")):
+    for item in tag.split():
         name, _, n = item.rpartition(":")
         out.append((name, int(n) if n.isdigit() else 1))
     return out
@@ -263,6 +263,11 @@ class AwsBatchScheduler(Scheduler[AwsBatchRequest]):
         tags = job.get("tags") or {}
         roles = parse_roles(str(tags.get(TAG_ROLES, ""))) or [("main", 1)]
         code = exit_code(job) if state in (AppState.FAILED, AppState.SUCCEEDED) else None
+        if code is None and state == AppState.FAILED:
+            # the job summary carries the exit code where the full description has none (moto)
+            job = {**job, "container": {**(job.get("container") or {}),
+                                        "exitCode": self._summary_exit_code(app_id)}}
+            code = exit_code(job)
         msg = status_message(job)
         statuses = [
             RoleStatus(name, [ReplicaStatus(k, state, name, exit_code=code,
@@ -284,6 +289,15 @@ class AwsBatchScheduler(Scheduler[AwsBatchRequest]):
             metadata={"job_id": str(job["jobId"]), "job_arn": str(job.get("jobArn", ""))},
             job_key=None if key is None or str(key).startswith("h-") else str(key),
         )
+
+    def _summary_exit_code(self, app_id: str) -> int | None:
+        region, queue, name = parse_app_id(app_id)
+        found = self._list_summaries(region, queue, [{"name": "JOB_NAME", "values": [name]}])
+        for j in found:
+            if j.get("jobId") == self._job_ids.get(app_id):
+                code = (j.get("container") or {}).get("exitCode")
+                return None if code is None else int(code)
+        return None
 
     def _list_summaries(self, region: str, queue: str,
                         filters: builtins.list[dict[str, Any]]) -> builtins.list[dict[str, Any]]:
