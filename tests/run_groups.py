@@ -76,7 +76,8 @@ BACKENDS = [
 GROUPS = [
     Group("unit", ["tests"], "not e2e"),
     Group("kubernetes", KUBE, "e2e", args=["--contract-backends=local_cwd,kubernetes"]),
-    Group("backends", BACKENDS, "e2e"),
+    Group("backends", [*BACKENDS, "tests/schedulers/contract"], "e2e",
+          args=["--contract-backends=aws_batch"]),
     # every other e2e test: the orchestrators against their real servers, the README, ...
     Group("orchestrators", ["tests"], "e2e", ignore=KUBE + BACKENDS),
 ]

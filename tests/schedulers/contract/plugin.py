@@ -32,6 +32,7 @@ BACKENDS_OPTION = "--contract-backends"
 BUILTIN_HARNESSES: list[tuple[str, str, tuple[Any, ...]]] = [
     ("local_cwd", "tests.schedulers.contract.backends:LocalHarness", ()),
     ("kubernetes", "tests.schedulers.contract.backends:KubernetesHarness", (pytest.mark.e2e,)),
+    ("aws_batch", "tests.schedulers.contract.backends:AwsBatchHarness", (pytest.mark.e2e,)),
 ]
 """``(id, "module:Class", marks)`` of the built-in backends' harnesses."""
 
@@ -91,8 +92,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture
 def harness(harness_target: str, request: pytest.FixtureRequest, tmp_path: Path) -> BackendHarness:
-    """The backend under test, set up for this case."""
-    return _load(harness_target)(request, tmp_path)
+    """The backend under test, set up for this case (skipped when the harness says the case
+    cannot hold on its backend, with the reason)."""
+    cls = _load(harness_target)
+    reason = cls.unsupported_cases.get(request.node.originalname)
+    if reason:
+        pytest.skip(f"{cls.name}: {reason}")
+    return cls(request, tmp_path)
 
 
 @pytest.fixture(scope="session")

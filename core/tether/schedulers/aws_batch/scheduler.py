@@ -269,6 +269,8 @@ class AwsBatchScheduler(Scheduler[AwsBatchRequest]):
                                         "exitCode": self._summary_exit_code(app_id)}}
             code = exit_code(job)
         msg = status_message(job)
+        if state == AppState.FAILED and sum(n for _, n in roles) == 1 and msg:
+            msg = f"{roles[0][0]}/0: {msg}"
         statuses = [
             RoleStatus(name, [ReplicaStatus(k, state, name, exit_code=code,
                                             msg=msg if state == AppState.FAILED else "")
