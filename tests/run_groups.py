@@ -71,6 +71,7 @@ BACKENDS = [
     "tests/e2e/test_tether_image.py",
     "tests/e2e/test_kfp_docker.py",
     "tests/e2e/test_aws_batch_e2e.py",
+    "tests/e2e/test_aws_sagemaker_e2e.py",
 ]
 
 GROUPS = [

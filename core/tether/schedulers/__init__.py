@@ -27,6 +27,7 @@ BUILTIN_SCHEDULERS: dict[str, str] = {
     "gcp_batch": "tether.schedulers.gcp_batch.scheduler:create_scheduler",
     "local_docker": "tether.schedulers.local_docker.scheduler:create_scheduler",
     "aws_batch": "tether.schedulers.aws_batch.scheduler:create_scheduler",
+    "aws_sagemaker": "tether.schedulers.aws_sagemaker.scheduler:create_scheduler",
 }
 """Built-in backends: name -> ``module:factory``. The first one is the default."""
 
