@@ -69,7 +69,8 @@ def test_submit_describe_list_and_job_key(aws: MotoServer) -> None:
 def test_error_paths(aws: MotoServer) -> None:
     s = AwsSageMakerScheduler("e2e")
     # a request the SageMaker API model refuses (botocore checks it before moto would)
-    with pytest.raises(AwsSageMakerSubmitError, match=r"(?s)refused training job.*MaxRuntimeInSeconds, value: 0"):
+    refused = r"(?s)refused training job.*MaxRuntimeInSeconds, value: 0"
+    with pytest.raises(AwsSageMakerSubmitError, match=refused):
         s.submit(app(), {**CFG, "max_runtime_s": 0})
     assert s.list() == []
     with pytest.raises(ValueError, match="does not exist"):
