@@ -25,7 +25,7 @@ from tether.schedulers.aws_batch.render import (
     tag_value,
 )
 from tether.schedulers.aws_batch.status import CANCEL_REASON, app_state, status_message
-from tether.schedulers.aws_client import AwsClientError, resolve_region
+from tether.schedulers.aws_client import AwsClientError, resolve_image, resolve_region
 from tether.schedulers.capabilities import UnsupportedFeatureError
 from tether.specs import (
     AppDef,
@@ -109,7 +109,8 @@ def test_golden_multi_node_per_replica_with_everything() -> None:
 def test_golden_multi_node_per_role() -> None:
     role = Role("w", image="w:1", entrypoint="run", args=["--id=${replica_id}"], num_replicas=6,
                 env={"TAG": "w-${replica_id}"}, resource=Resource(cpu=2, gpu=1, memMB=4096))
-    req = render(AppDef("wide", [role]), opts(), "us-east-1", "wide-abcd1234")
+    req = render(AppDef("wide", [role]), opts(host_volumes=["/scratch:/scratch"]), "us-east-1",
+                 "wide-abcd1234")
     (node,) = req.job_definition["nodeProperties"]["nodeRangeProperties"]
     assert node["targetNodes"] == "0:5"
     check_golden("multinode_per_role", format_request(req))
@@ -142,6 +143,7 @@ def test_node_script_sets_rank0_host_and_replica_id(tmp_path: Path) -> None:
     ({"timeout_s": 10}, ["timeout_s=10", "60"]),
     ({"ulimits": ["nofile"]}, ["ulimits", "'nofile'", "name=soft"]),
     ({"shm_size_mb": 0}, ["shm_size_mb=0"]),
+    ({"host_volumes": ["scratch"]}, ["host_volumes", "'scratch'", "SRC:DST"]),
 ])
 def test_bad_options_name_field_and_value(kw: dict[str, Any], words: list[str]) -> None:
     app = AppDef("a", [Role("r", image="i", entrypoint="e")])
@@ -189,6 +191,9 @@ def test_app_id_and_tags() -> None:
         parse_app_id("nope")
     assert tag_value("dag/run 1/task") == "dag/run 1/task"
     assert tag_value("a,b").startswith("h-")
+    assert resolve_image("team/train:1", "localhost") == "localhost/team/train:1"
+    assert resolve_image("ghcr.io/team/train:1", "localhost") == "ghcr.io/team/train:1"
+    assert resolve_image("host:5000/train", "r") == "host:5000/train"
 
 
 # ---- status --------------------------------------------------------------------------------

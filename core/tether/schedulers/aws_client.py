@@ -5,7 +5,8 @@ retry mode (throttling and transient errors are retried with backoff and client-
 limiting), credentials come only from boto3's standard chain, and a missing region or
 missing credentials become one :class:`AwsClientError` naming the variables and files boto3
 reads. ``$AWS_ENDPOINT_URL`` (or ``$AWS_ENDPOINT_URL_<SERVICE>``) points the clients at
-another endpoint, such as moto's server in the tests.
+another endpoint, such as moto's server in the tests. Also the pure helpers both backends
+share (image references).
 """
 
 from __future__ import annotations
@@ -141,3 +142,32 @@ def error_code(e: BaseException) -> str:
     if isinstance(response, dict):
         return str(response.get("Error", {}).get("Code", ""))
     return ""
+
+
+def resolve_image(image: str, repo: str | None) -> str:
+    """``image`` prefixed with ``repo`` when it names no registry.
+
+    Args:
+        image: The role's image.
+        repo: The ``image_repo`` option.
+
+    Returns:
+        The image.
+    """
+    if not repo or has_registry(image):
+        return image
+    return f"{repo.rstrip('/')}/{image}"
+
+
+def has_registry(image: str) -> bool:
+    """Whether an image reference names its registry (as Docker reads it: a first path
+    component with a ``.`` or ``:``, or ``localhost``).
+
+    Args:
+        image: The image.
+
+    Returns:
+        True for ``ghcr.io/a/b``, ``localhost/b``, ``host:5000/b``; False for ``a/b``, ``b``.
+    """
+    head, sep, _ = image.partition("/")
+    return bool(sep) and ("." in head or ":" in head or head == "localhost")

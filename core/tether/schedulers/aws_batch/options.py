@@ -52,5 +52,9 @@ class AwsBatchOpts(StructuredOpts):
     ulimits: list[str] = field(default_factory=list)
     """Container ulimits as ``name=soft:hard`` (``nofile=65536:65536``)."""
 
+    host_volumes: list[str] = field(default_factory=list)
+    """Host paths mounted into every container as ``SRC:DST[:ro]`` (Batch host volumes),
+    e.g. an instance's NVMe storage ``/scratch:/scratch``; a role's own mounts add to them."""
+
     shm_size_mb: int | None = None
     """Size of ``/dev/shm`` in MiB (``linuxParameters.sharedMemorySize``)."""

@@ -30,6 +30,7 @@ from typing import Any
 
 from tether.schedulers.api import JOB_KEY
 from tether.schedulers.aws_batch.options import AwsBatchOpts
+from tether.schedulers.aws_client import resolve_image
 from tether.schedulers.replica import ENV_RANK0_HOST, ENV_REPLICA_ID, materialize
 from tether.specs import AppDef, BindMount, DeviceMount, Role, SecretRef, VolumeMount
 from tether.specs.named_resources_aws import EFA_DEVICE, K8S_ITYPE
@@ -117,21 +118,6 @@ def tag_value(value: str) -> str:
     return "h-" + hashlib.sha256(value.encode()).hexdigest()[:40]
 
 
-def resolve_image(image: str, repo: str | None) -> str:
-    """``image`` prefixed with ``repo`` when it names no registry.
-
-    Args:
-        image: The role's image.
-        repo: The ``image_repo`` option.
-
-    Returns:
-        The image.
-    """
-    if not repo or "/" in image:
-        return image
-    return f"{repo.rstrip('/')}/{image}"
-
-
 def parse_ulimit(spec: str) -> dict[str, Any]:
     """``nofile=1024:2048`` -> a Batch ulimit.
 
@@ -151,6 +137,28 @@ def parse_ulimit(spec: str) -> dict[str, Any]:
         )
     soft = int(m.group(2))
     return {"name": m.group(1), "softLimit": soft, "hardLimit": int(m.group(3) or soft)}
+
+
+def parse_host_volume(spec: str) -> BindMount:
+    """``SRC:DST[:ro|rw]`` -> a bind mount.
+
+    Args:
+        spec: The ``host_volumes`` entry.
+
+    Returns:
+        The mount.
+
+    Raises:
+        AwsBatchRenderError: For another shape.
+    """
+    parts = spec.split(":")
+    if len(parts) not in (2, 3) or not all(p.startswith("/") for p in parts[:2]) or (
+            len(parts) == 3 and parts[2] not in ("ro", "rw")):
+        raise AwsBatchRenderError(
+            f"run option host_volumes: {spec!r} is not SRC:DST[:ro] with absolute paths "
+            "(e.g. /scratch:/scratch or /data:/data:ro)"
+        )
+    return BindMount(parts[0], parts[1], read_only=len(parts) == 3 and parts[2] == "ro")
 
 
 def check(app: AppDef, opts: AwsBatchOpts) -> None:
@@ -183,6 +191,8 @@ def check(app: AppDef, opts: AwsBatchOpts) -> None:
         )
     for spec in opts.ulimits:
         parse_ulimit(spec)
+    for spec in opts.host_volumes:
+        parse_host_volume(spec)
     if opts.shm_size_mb is not None and opts.shm_size_mb <= 0:
         raise AwsBatchRenderError(f"run option shm_size_mb={opts.shm_size_mb} must be > 0")
     itypes = {r.resource.capabilities.get(K8S_ITYPE) for r in app.roles}
@@ -237,7 +247,8 @@ def _container(role: Role, opts: AwsBatchOpts) -> dict[str, Any]:
     volumes: list[dict[str, Any]] = []
     points: list[dict[str, Any]] = []
     devices: list[dict[str, Any]] = []
-    for i, m in enumerate(role.mounts):
+    mounts = [*(parse_host_volume(v) for v in opts.host_volumes), *role.mounts]
+    for i, m in enumerate(mounts):
         name = f"mount-{i}"
         if isinstance(m, BindMount):
             volumes.append({"name": name, "host": {"sourcePath": m.src_path}})

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.schedulers.api import JOB_KEY
+from tether.schedulers.aws_client import resolve_image
 from tether.schedulers.aws_sagemaker.options import AwsSageMakerOpts
 from tether.schedulers.replica import ENV_RANK0_HOST, ENV_REPLICA_ID, materialize
 from tether.specs import AppDef
@@ -156,8 +157,7 @@ def render(app: AppDef, opts: AwsSageMakerOpts, region: str, job_name: str
     role = app.roles[0]
     app_id = f"{region}:{job_name}"
     n = role.num_replicas
-    image = role.image if not opts.image_repo or "/" in role.image else (
-        f"{opts.image_repo.rstrip('/')}/{role.image}")
+    image = resolve_image(role.image, opts.image_repo)
     algo: dict[str, Any] = {"TrainingImage": image, "TrainingInputMode": "File"}
     if n == 1:
         rep = materialize(role, app_id=app_id, replica_id=0, rank0_host="localhost")
