@@ -72,11 +72,13 @@ BACKENDS = [
     "tests/e2e/test_kfp_docker.py",
     "tests/e2e/test_aws_batch_e2e.py",
     "tests/e2e/test_aws_sagemaker_e2e.py",
+    "tests/e2e/matrix/test_matrix_aws_batch.py",
 ]
 
 GROUPS = [
     Group("unit", ["tests"], "not e2e"),
-    Group("kubernetes", KUBE, "e2e", args=["--contract-backends=local_cwd,kubernetes"]),
+    Group("kubernetes", KUBE, "e2e", ignore=["tests/e2e/matrix/test_matrix_aws_batch.py"],
+          args=["--contract-backends=local_cwd,kubernetes"]),
     Group("backends", [*BACKENDS, "tests/schedulers/contract"], "e2e",
           args=["--contract-backends=aws_batch"]),
     # every other e2e test: the orchestrators against their real servers, the README, ...

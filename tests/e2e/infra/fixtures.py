@@ -100,7 +100,7 @@ def aws_moto() -> Iterator[Any]:
     except PodmanUnavailable as e:
         pytest.skip(f"podman cannot run containers here: {e}")
     try:
-        with MotoServer(podman.docker_host, image=podman.image) as moto:
+        with MotoServer(podman.docker_host, image=podman.image, podman=podman) as moto:
             yield moto
     except MotoUnavailable as e:
         pytest.skip(str(e))

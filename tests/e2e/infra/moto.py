@@ -60,12 +60,14 @@ class MotoServer:
         docker_host: ``DOCKER_HOST`` for Batch's containers (None: Batch jobs cannot run).
         image: An image the container runtime has (for the tests' jobs).
         start_timeout: Seconds to wait for the server to answer.
+        podman: The :class:`~tests.e2e.infra.podman.PodmanService` behind ``docker_host``.
     """
 
     def __init__(self, docker_host: str | None = None, image: str = "",
-                 start_timeout: float = 60.0) -> None:
+                 start_timeout: float = 60.0, podman: Any = None) -> None:
         self.docker_host = docker_host
         self.image = image
+        self.podman = podman
         self.start_timeout = start_timeout
         self.port = 0
         self.dir: Path | None = None
