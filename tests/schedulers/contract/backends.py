@@ -179,7 +179,7 @@ class AwsBatchHarness(BackendHarness):
         "test_stop_signal_reaches_the_program": (
             "moto stops a terminated job's containers with SIGKILL, never SIGTERM first"
         ),
-        "test_retry_policy": _MOTO_NO_RETRIES,
+        "test_retry_policy[APPLICATION]": _MOTO_NO_RETRIES,
         "test_retries_exhausted_fail_the_app": _MOTO_NO_RETRIES,
     }
 

@@ -48,7 +48,8 @@ class BackendHarness(abc.ABC):
     python: str = sys.executable
     unsupported_cases: ClassVar[dict[str, str]] = {}
     """Case (test function) name -> why it cannot hold on this backend's test setup; the
-    case is skipped with that reason."""
+    case is skipped with that reason. ``name[PARAM]`` names one parametrization only
+    (``test_retry_policy[APPLICATION]``)."""
 
     def __init__(self, request: pytest.FixtureRequest, tmp_path: Path) -> None:
         self.request = request

@@ -458,14 +458,18 @@ class AwsBatchScheduler(Scheduler[AwsBatchRequest]):
         self._stream_name(app_id, job, role_name, k)  # checks role and replica now
         start = int(since.timestamp() * 1000) if since else None
         end = int(until.timestamp() * 1000) if until else None
-        return filter_regex(regex, self._follow(app_id, role_name, k, start, end, should_tail))
+        return filter_regex(
+            regex, self._follow(app_id, job, role_name, k, start, end, should_tail))
 
-    def _follow(self, app_id: str, role_name: str, k: int, start: int | None, end: int | None,
-                should_tail: bool) -> Iterator[str]:
+    def _follow(self, app_id: str, job: dict[str, Any] | None, role_name: str, k: int,
+                start: int | None, end: int | None, should_tail: bool) -> Iterator[str]:
         token: str | None = None
         stream = ""
+        first = True
         while True:
-            job = self._job(app_id)
+            if not first:
+                job = self._job(app_id)
+            first = False
             done = job is None or is_terminal(app_state(job))
             if job is not None and not stream:
                 stream = self._stream_name(app_id, job, role_name, k)
