@@ -234,3 +234,12 @@ def test_no_credentials_is_one_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_
         sched.schedule(info)
     for word in ("$AWS_ACCESS_KEY_ID", "$AWS_PROFILE", "~/.aws/credentials", "~/.aws/config"):
         assert word in str(e.value)
+
+
+def test_clients_use_adaptive_retries() -> None:
+    pytest.importorskip("boto3")
+    from tether.schedulers.aws_client import MAX_ATTEMPTS, make_client
+
+    client = make_client("batch", "us-east-1", endpoint_url="http://127.0.0.1:9")
+    assert client.meta.config.retries["mode"] == "adaptive"
+    assert client.meta.config.retries["total_max_attempts"] == MAX_ATTEMPTS

@@ -103,7 +103,7 @@ def make_client(service: str, region: str, profile: str | None = None,
         session = boto3.session.Session(profile_name=profile, region_name=region)
     except ProfileNotFound as e:
         raise AwsClientError(f"{e}; {NO_CREDENTIALS}") from e
-    config = Config(retries={"mode": "adaptive", "max_attempts": MAX_ATTEMPTS},
+    config = Config(retries={"mode": "adaptive", "total_max_attempts": MAX_ATTEMPTS},
                     user_agent_extra="tether")  # fmt: skip
     return session.client(service, config=config, endpoint_url=endpoint_url)
 
