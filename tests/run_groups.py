@@ -66,25 +66,36 @@ KUBE = [
     CONTRACT,
     "tests/e2e/matrix/test_matrix.py",
 ]
-BACKENDS_CONTRACT = ["slurm"]
-"""The backends whose contract cases the backends group runs (a backend adds its id here)."""
-BACKENDS = [
-    CONTRACT,
+SLURM_RAY = [
     "tests/e2e/test_slurm_e2e.py",
     "tests/e2e/test_slurm_accounting_e2e.py",
     "tests/e2e/matrix/test_matrix_slurm.py",
     "tests/e2e/test_ray_e2e.py",
+]
+SLURM_RAY_CONTRACT = ["slurm"]
+"""The backends whose contract cases the slurm+ray group runs (a backend adds its id here)."""
+CONTAINERS = [
     "tests/e2e/test_local_docker.py",
     "tests/e2e/test_image_workspace.py",
     "tests/e2e/test_tether_image.py",
     "tests/e2e/test_kfp_docker.py",
+    "tests/e2e/test_aws_batch_e2e.py",
+    "tests/e2e/test_aws_sagemaker_e2e.py",
+    "tests/e2e/matrix/test_matrix_aws_batch.py",
 ]
+CONTAINERS_CONTRACT = ["aws_batch"]
+"""The backends whose contract cases the containers group runs (podman, moto)."""
+BACKENDS = [*SLURM_RAY, *CONTAINERS]
 
 GROUPS = [
     Group("unit", ["tests"], "not e2e"),
     Group("kubernetes", KUBE, "e2e", args=["--contract-backends=local_cwd,kubernetes"]),
-    Group("backends", BACKENDS, "e2e",
-          args=[f"--contract-backends={','.join(BACKENDS_CONTRACT)}"]),
+    # one group per private infrastructure: a Slurm cluster and a Ray head; one podman
+    # service (its CNI network configuration is host-wide) for containers and moto's Batch
+    Group("slurm_ray", [CONTRACT, *SLURM_RAY], "e2e",
+          args=[f"--contract-backends={','.join(SLURM_RAY_CONTRACT)}"]),
+    Group("containers", [CONTRACT, *CONTAINERS], "e2e",
+          args=[f"--contract-backends={','.join(CONTAINERS_CONTRACT)}"]),
     # every other e2e test: the orchestrators against their real servers, the README, ...
     Group("orchestrators", ["tests"], "e2e", ignore=KUBE + BACKENDS),
 ]

@@ -26,6 +26,8 @@ BUILTIN_SCHEDULERS: dict[str, str] = {
     "lsf": "tether.schedulers.lsf.scheduler:create_scheduler",
     "gcp_batch": "tether.schedulers.gcp_batch.scheduler:create_scheduler",
     "local_docker": "tether.schedulers.local_docker.scheduler:create_scheduler",
+    "aws_batch": "tether.schedulers.aws_batch.scheduler:create_scheduler",
+    "aws_sagemaker": "tether.schedulers.aws_sagemaker.scheduler:create_scheduler",
 }
 """Built-in backends: name -> ``module:factory``. The first one is the default."""
 

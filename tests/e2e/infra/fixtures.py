@@ -9,6 +9,9 @@ session; the tests skip, with the reason, when Debian's slurm-wlm/munge are not 
 
 Ray: a head on 127.0.0.1 (``tests/e2e/infra/ray.py``); skips without ``ray``.
 
+AWS: moto's server whose Batch jobs run as podman containers (``tests/e2e/infra/moto.py``);
+skips without podman or ``moto[server]``.
+
 Kubernetes: one etcd + kube-apiserver + kube-controller-manager (``tests/e2e/infra/kube.py``)
 for the whole session. The tests skip, with the reason, only when the binaries are missing
 and ``TETHER_BUILD_KUBE`` is not set; with ``TETHER_BUILD_KUBE=1`` (CI) they are built first
@@ -79,3 +82,27 @@ def ray_head() -> Iterator[Any]:
 
     with RayHead(num_cpus=2) as head:
         yield head
+
+
+@pytest.fixture(scope="session")
+def aws_moto() -> Iterator[Any]:
+    """moto's server on 127.0.0.1 whose AWS Batch jobs run as containers of a private podman
+    (``tests/e2e/infra/moto.py``) for the session; skips, with the reason, without podman or
+    ``moto[server]``. Tests reset it (``POST /moto-api/reset``) before use."""
+    pytest.importorskip("boto3")
+    from tests.e2e.infra.moto import MotoServer, MotoUnavailable, moto_server_binary
+    from tests.e2e.infra.podman import PodmanService, PodmanUnavailable
+
+    if moto_server_binary() is None:
+        pytest.skip("moto_server is not installed: pip install 'moto[server,batch]'")
+    try:
+        podman = PodmanService().start()
+    except PodmanUnavailable as e:
+        pytest.skip(f"podman cannot run containers here: {e}")
+    try:
+        with MotoServer(podman.docker_host, image=podman.image, podman=podman) as moto:
+            yield moto
+    except MotoUnavailable as e:
+        pytest.skip(str(e))
+    finally:
+        podman.stop()

@@ -50,6 +50,15 @@ BACKENDS = {
         "host; on a real cluster put `job_dir` and `[tether:outputs] url` on storage every "
         "node reaches."
     ),
+    "aws_batch": (
+        "moto's server (`tests/e2e/infra/moto.py`) with the AWS Batch and CloudWatch Logs "
+        "APIs; each job runs as a real container of a private podman (busybox image, no "
+        "registry), into which the column mounts this machine's Python, venv and checkout "
+        "read-only and the cell's directory read-write as Batch host volumes "
+        "(`host_volumes`), so the components' `sys.executable` runs there and their outputs "
+        "land where `Runner.outputs` reads them. tether's requests, status, logs and "
+        "outputs are real; AWS itself is not reached."
+    ),
 }
 """Backend (column) -> how it runs here. A new backend adds one entry and one test module."""
 

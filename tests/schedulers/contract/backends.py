@@ -7,6 +7,8 @@ so programs, exit codes, logs, restarts and cancellation are real; only the cont
 runtime is replaced by the host. ``slurm`` runs on the session's real Slurm cluster (munged,
 slurmctld and two slurmd "nodes" on this host, ``tests/e2e/infra/slurm.py``): jobs are real
 batch jobs, and the test's directories are shared with the nodes because they are this host.
+runtime is replaced by the host. ``aws_batch`` runs against moto's server, whose Batch jobs
+are real podman containers (``tests/e2e/infra/moto.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,14 @@ import pytest
 
 from tests.schedulers.contract.harness import BackendHarness
 from tether.schedulers.api import Scheduler
-from tether.specs import AppDef, CfgVal
+from tether.specs import AppDef, BindMount, CfgVal, Role
+
+_MOTO_ONE_STREAM = (
+    "moto writes every node of a multi-node job to the job's one log stream, so a replica's "
+    "log is not its own there (Batch writes one stream per node)"
+)
+_MOTO_LOG_AT_END = "moto publishes a job's log only when its container has exited"
+_MOTO_NO_RETRIES = "moto records retryStrategy but never retries a job"
 
 CONTRACT_SUITE_LABEL = "contract"
 """Value of the ``e2e-suite`` label of the contract suite's pods (the test kubelet runs them)."""
@@ -203,6 +212,86 @@ class SlurmHarness(BackendHarness):
 
     def scheduler_params(self) -> dict[str, Any]:
         return {"slurm": {"slurm_conf": str(self.cluster.conf)}}
+class AwsBatchHarness(BackendHarness):
+    """``aws_batch`` on moto's server (reset per case); jobs run as podman containers.
+
+    The busybox image has no Python: each role bind-mounts (as Batch host volumes) this
+    machine's ``/usr``, ``/lib``, ``/lib64``, the interpreter's prefix and the venv read-only,
+    so ``sys.executable`` runs inside the container, and the case's shared directory
+    read-write. Cases that cannot hold on moto are skipped with the reason
+    (:attr:`unsupported_cases`).
+    """
+
+    name = "aws_batch"
+    unsupported_cases = {
+        "test_env_and_args_with_macros": _MOTO_ONE_STREAM,
+        "test_multi_role_multi_replica_environment": _MOTO_ONE_STREAM,
+        "test_logs_per_replica": _MOTO_ONE_STREAM,
+        "test_logs_since_until": _MOTO_LOG_AT_END,
+        "test_log_tail_follows_until_the_replica_ends": _MOTO_LOG_AT_END,
+        "test_cancel_reaches_every_replica_is_idempotent_and_keeps_the_record": (
+            "it checks the replicas' process ids from the host, but each container has its "
+            "own pid namespace (cancel itself is tested in tests/e2e/test_aws_batch_e2e.py)"
+        ),
+        "test_stop_signal_reaches_the_program": (
+            "moto stops a terminated job's containers with SIGKILL, never SIGTERM first"
+        ),
+        "test_retry_policy[APPLICATION]": _MOTO_NO_RETRIES,
+        "test_retries_exhausted_fail_the_app": _MOTO_NO_RETRIES,
+    }
+
+    def __init__(self, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+        super().__init__(request, tmp_path)
+        from tests.e2e.infra.moto import create_batch_queue
+
+        self.moto = request.getfixturevalue("aws_moto")
+        self.image = self.moto.image
+        mp = request.getfixturevalue("monkeypatch")
+        self.moto.reset()
+        for k, v in self.moto.env().items():
+            mp.setenv(k, v)
+        create_batch_queue(self.moto.env())
+        self._shared = tmp_path / "shared"
+        self._shared.mkdir()
+
+    def role(self, name: str, code: str, *, num_replicas: int = 1, **kw: Any) -> Role:
+        import sys
+
+        role = super().role(name, code, num_replicas=num_replicas, **kw)
+        # unbuffered, print() writes the text and its newline apart; podman may then log them
+        # as two timestamped pieces, which moto joins into one line with the second timestamp
+        role.env.pop("PYTHONUNBUFFERED", None)
+        paths = {"/usr": "/usr", "/lib": "/lib", "/lib64": "/lib64",
+                 sys.base_prefix: sys.base_prefix, sys.prefix: sys.prefix}  # fmt: skip
+        role.mounts = [
+            *role.mounts,
+            *(BindMount(os.path.realpath(src), dst, read_only=True)
+              for src, dst in paths.items() if os.path.exists(src)),
+            BindMount(str(self._shared), str(self._shared)),
+        ]  # fmt: skip
+        return role
+
+    def scheduler(self) -> Scheduler[Any]:
+        from tests.e2e.infra.moto import QUEUE, REGION
+        from tether.schedulers.aws_batch import create_scheduler
+
+        return create_scheduler("contract", region=REGION, queue=QUEUE)
+
+    def offline_scheduler(self) -> Scheduler[Any]:
+        from tests.e2e.infra.moto import REGION
+        from tether.schedulers.aws_batch import create_scheduler
+
+        return create_scheduler("contract", region=REGION, endpoint_url="http://127.0.0.1:9")
+
+    def cfg(self) -> dict[str, CfgVal]:
+        from tests.e2e.infra.moto import QUEUE
+
+        return {"queue": QUEUE}
+
+    def scheduler_params(self) -> dict[str, Any]:
+        from tests.e2e.infra.moto import QUEUE, REGION
+
+        return {"aws_batch": {"region": REGION, "queue": QUEUE}}
 
     @property
     def host_dir(self) -> Path:
@@ -225,3 +314,14 @@ class SlurmHarness(BackendHarness):
 
     def expected_rank0_host(self, app_id: str, app: AppDef) -> str:
         return "127.0.0.1"  # the NodeAddr of the first node of the first role
+    def fingerprint(self, sched: Scheduler[Any], app_id: str) -> object:
+        desc = sched.describe(app_id)
+        if desc is None:
+            return None
+        (job,) = sched.client("batch", "us-east-1").describe_jobs(  # type: ignore[attr-defined]
+            jobs=[desc.metadata["job_id"]])["jobs"]
+        # moto appends AWS_BATCH_JOB_ID to the container environment it returns on every
+        # describe; the record is everything else
+        return json.dumps({k: job.get(k) for k in (
+            "status", "statusReason", "attempts", "tags", "startedAt", "stoppedAt",
+            "jobDefinition", "nodeProperties")}, sort_keys=True)

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -46,6 +46,10 @@ class BackendHarness(abc.ABC):
     name: str = ""
     image: str = ""
     python: str = sys.executable
+    unsupported_cases: ClassVar[dict[str, str]] = {}
+    """Case (test function) name -> why it cannot hold on this backend's test setup; the
+    case is skipped with that reason. ``name[PARAM]`` names one parametrization only
+    (``test_retry_policy[APPLICATION]``)."""
 
     def __init__(self, request: pytest.FixtureRequest, tmp_path: Path) -> None:
         self.request = request

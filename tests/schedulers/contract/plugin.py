@@ -33,6 +33,7 @@ BUILTIN_HARNESSES: list[tuple[str, str, tuple[Any, ...]]] = [
     ("local_cwd", "tests.schedulers.contract.backends:LocalHarness", ()),
     ("kubernetes", "tests.schedulers.contract.backends:KubernetesHarness", (pytest.mark.e2e,)),
     ("slurm", "tests.schedulers.contract.backends:SlurmHarness", (pytest.mark.e2e,)),
+    ("aws_batch", "tests.schedulers.contract.backends:AwsBatchHarness", (pytest.mark.e2e,)),
 ]
 """``(id, "module:Class", marks)`` of the built-in backends' harnesses."""
 
@@ -92,8 +93,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture
 def harness(harness_target: str, request: pytest.FixtureRequest, tmp_path: Path) -> BackendHarness:
-    """The backend under test, set up for this case."""
-    return _load(harness_target)(request, tmp_path)
+    """The backend under test, set up for this case (skipped when the harness says the case
+    cannot hold on its backend, with the reason)."""
+    cls = _load(harness_target)
+    ids = set(getattr(getattr(request.node, "callspec", None), "id", "").split("-"))
+    reason = next((why for case, why in cls.unsupported_cases.items()
+                   if case.partition("[")[0] == request.node.originalname
+                   and (not case.partition("[")[2] or case.partition("[")[2][:-1] in ids)),
+                  None)  # fmt: skip
+    if reason:
+        pytest.skip(f"{cls.name}: {reason}")
+    return cls(request, tmp_path)
 
 
 @pytest.fixture(scope="session")
