@@ -7,8 +7,8 @@ so programs, exit codes, logs, restarts and cancellation are real; only the cont
 runtime is replaced by the host. ``slurm`` runs on the session's real Slurm cluster (munged,
 slurmctld and two slurmd "nodes" on this host, ``tests/e2e/infra/slurm.py``): jobs are real
 batch jobs, and the test's directories are shared with the nodes because they are this host.
-runtime is replaced by the host. ``aws_batch`` runs against moto's server, whose Batch jobs
-are real podman containers (``tests/e2e/infra/moto.py``).
+``aws_batch`` runs against moto's server, whose Batch jobs are real podman containers
+(``tests/e2e/infra/moto.py``).
 """
 
 from __future__ import annotations
@@ -212,6 +212,30 @@ class SlurmHarness(BackendHarness):
 
     def scheduler_params(self) -> dict[str, Any]:
         return {"slurm": {"slurm_conf": str(self.cluster.conf)}}
+
+    @property
+    def host_dir(self) -> Path:
+        return self._shared
+
+    def state_snapshot(self, sched: Scheduler[Any]) -> object:
+        return sorted(str(p) for p in self.job_dir.rglob("*")) if self.job_dir.exists() else []
+
+    def fingerprint(self, sched: Scheduler[Any], app_id: str) -> object:
+        res = self.cluster.run("squeue", "--json", "--states=all", f"--jobs={app_id}")
+        jobs = [
+            {k: j.get(k) for k in SLURM_JOB_FIELDS}
+            for j in json.loads(res.stdout).get("jobs", [])
+        ]
+        files = sorted(
+            (str(p.relative_to(self.job_dir)), p.stat().st_size, p.stat().st_mtime_ns)
+            for p in self.job_dir.rglob("*") if p.is_file()
+        )  # fmt: skip
+        return jobs, files
+
+    def expected_rank0_host(self, app_id: str, app: AppDef) -> str:
+        return "127.0.0.1"  # the NodeAddr of the first node of the first role
+
+
 class AwsBatchHarness(BackendHarness):
     """``aws_batch`` on moto's server (reset per case); jobs run as podman containers.
 
@@ -297,23 +321,6 @@ class AwsBatchHarness(BackendHarness):
     def host_dir(self) -> Path:
         return self._shared
 
-    def state_snapshot(self, sched: Scheduler[Any]) -> object:
-        return sorted(str(p) for p in self.job_dir.rglob("*")) if self.job_dir.exists() else []
-
-    def fingerprint(self, sched: Scheduler[Any], app_id: str) -> object:
-        res = self.cluster.run("squeue", "--json", "--states=all", f"--jobs={app_id}")
-        jobs = [
-            {k: j.get(k) for k in SLURM_JOB_FIELDS}
-            for j in json.loads(res.stdout).get("jobs", [])
-        ]
-        files = sorted(
-            (str(p.relative_to(self.job_dir)), p.stat().st_size, p.stat().st_mtime_ns)
-            for p in self.job_dir.rglob("*") if p.is_file()
-        )  # fmt: skip
-        return jobs, files
-
-    def expected_rank0_host(self, app_id: str, app: AppDef) -> str:
-        return "127.0.0.1"  # the NodeAddr of the first node of the first role
     def fingerprint(self, sched: Scheduler[Any], app_id: str) -> object:
         desc = sched.describe(app_id)
         if desc is None:
