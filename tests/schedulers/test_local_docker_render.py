@@ -120,6 +120,11 @@ def test_state_table() -> None:
     assert replica_state({"Status": "exited", "ExitCode": 1}, 2, 1)[0] == AppState.PENDING
     assert replica_state({"Status": "what"}, 0)[0] == AppState.UNKNOWN
     assert app_state([], False, "no image") == AppState.FAILED
+    from tether.schedulers.local_docker.status import ReplicaView
+
+    done = ReplicaView("r", 0, "h", AppState.SUCCEEDED, 0, 0, "")
+    assert app_state([done], False, None) == AppState.SUCCEEDED
+    assert app_state([done], True, None) == AppState.CANCELLED  # exited 0 on SIGTERM
 
 
 def test_log_timestamps() -> None:

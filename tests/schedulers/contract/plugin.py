@@ -32,6 +32,7 @@ BACKENDS_OPTION = "--contract-backends"
 BUILTIN_HARNESSES: list[tuple[str, str, tuple[Any, ...]]] = [
     ("local_cwd", "tests.schedulers.contract.backends:LocalHarness", ()),
     ("kubernetes", "tests.schedulers.contract.backends:KubernetesHarness", (pytest.mark.e2e,)),
+    ("local_docker", "tests.schedulers.contract.backends:LocalDockerHarness", (pytest.mark.e2e,)),
 ]
 """``(id, "module:Class", marks)`` of the built-in backends' harnesses."""
 
