@@ -115,6 +115,9 @@ def test_dryrun_offline_and_capability_checks() -> None:
 def test_state_table() -> None:
     assert replica_state({"Status": "running"}, 0)[0] == AppState.RUNNING
     assert replica_state({"Status": "exited", "ExitCode": 0}, 0)[0] == AppState.SUCCEEDED
+    # podman: "stopped" (exit code known) between the exit and the cleanup, never UNKNOWN
+    assert replica_state({"Status": "stopped", "ExitCode": 0}, 0)[0] == AppState.SUCCEEDED
+    assert replica_state({"Status": "stopped", "ExitCode": 3}, 0)[0] == AppState.FAILED
     st, msg = replica_state({"Status": "exited", "ExitCode": 137, "OOMKilled": True}, 0)
     assert st == AppState.FAILED and "137" in msg and "out of memory" in msg
     assert replica_state({"Status": "exited", "ExitCode": 1}, 2, 1)[0] == AppState.PENDING

@@ -42,6 +42,12 @@ BACKENDS = {
         "to the default `file://` root, which the host processes share; on a real cluster "
         "set `[tether:outputs] url` to storage every pod reaches."
     ),
+    "local_docker": (
+        "real containers of the tether image (built from the checkout by `images/build.sh`, "
+        "Debian base by debootstrap) on a private podman serving the Docker API; both "
+        "components run the image's `python3`, and the outputs root is a directory "
+        "bind-mounted into every container (`TETHER_OUTPUTS_ROOT`)."
+    ),
 }
 """Backend (column) -> how it runs here. A new backend adds one entry and one test module."""
 

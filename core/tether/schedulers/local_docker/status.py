@@ -26,6 +26,9 @@ CONTAINER_STATE: dict[str, AppState] = {
     "dead": AppState.FAILED,
 }
 """Native container state -> AppState (``exited`` is decided by :func:`replica_state`)."""
+EXITED = frozenset({"exited", "stopped"})
+"""The states of a container whose process ended (podman reports ``stopped``, with the exit
+code, between the process's exit and its cleanup; then ``exited``)."""
 
 
 @dataclass
@@ -65,6 +68,8 @@ def replica_state(
         The state and a message with the native status and reason.
     """
     status = str(native.get("Status", "")).lower()
+    if status in EXITED:
+        status = "exited"
     code = native.get("ExitCode")
     err = str(native.get("Error") or "")
     oom = bool(native.get("OOMKilled"))
