@@ -11,6 +11,7 @@ written as "not runnable here" with the reason.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,22 +36,36 @@ def _write_doc() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def docker_env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-               ) -> dict[str, str]:  # fmt: skip
-    """DOCKER_HOST, the image and the shared outputs directory of the column."""
+               ) -> Iterator[dict[str, str]]:  # fmt: skip
+    """DOCKER_HOST, the image and the shared outputs directory of the column.
+
+    The column's apps are deleted afterwards (the session's podman serves later modules, and
+    ``list`` describes every app it has).
+    """
     try:
         built = request.getfixturevalue("tether_image")
     except pytest.skip.Exception as e:
         for a in ADAPTERS:
             RESULTS[(a, BACKEND)] = Cell("not runnable here", str(e.msg))
         raise
+    from tether.schedulers.local_docker import create_scheduler
+
     shared = tmp_path_factory.mktemp("docker-shared")
-    return {
+    with contextlib.closing(create_scheduler("matrix", docker_host=built.docker_host)) as sched:
+        before = {a.app_id for a in sched.list()}
+    yield {
         "DOCKER_HOST": built.docker_host,
         "MATRIX_IMAGE": built.image,
         "MATRIX_PYTHON": "python3",
         "MATRIX_MOUNT": str(shared),
         "TETHER_OUTPUTS_ROOT": str(shared / "outputs"),
     }
+    with contextlib.closing(create_scheduler("matrix", docker_host=built.docker_host)) as sched:
+        for app in sched.list():
+            desc = sched.describe(app.app_id)
+            # podman instances share network definitions: only apps with containers here
+            if app.app_id not in before and desc is not None and desc.roles_statuses:
+                sched.delete(app.app_id)
 
 
 @pytest.mark.parametrize("adapter", list(ADAPTERS))
