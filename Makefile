@@ -71,7 +71,7 @@ image: $(PY)
 ## test: lint, then every test including the end-to-end ones against real backends
 ## (four independent groups in parallel: tests/run_groups.py; logs in build/test-groups/)
 test: lint docs e2e-infra
-	TETHER_BUILD_KUBE=1 $(PY) tests/run_groups.py
+	TETHER_BUILD_KUBE=1 TETHER_BUILD_IMAGE=1 $(PY) tests/run_groups.py
 
 ## test-fast: unit and local tests only: no real infrastructure (every e2e test deselected)
 test-fast: $(VENV)/.all

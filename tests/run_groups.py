@@ -82,8 +82,9 @@ CONTAINERS = [
     "tests/e2e/test_aws_batch_e2e.py",
     "tests/e2e/test_aws_sagemaker_e2e.py",
     "tests/e2e/matrix/test_matrix_aws_batch.py",
+    "tests/e2e/matrix/test_matrix_local_docker.py",
 ]
-CONTAINERS_CONTRACT = ["aws_batch"]
+CONTAINERS_CONTRACT = ["aws_batch", "local_docker"]
 """The backends whose contract cases the containers group runs (podman, moto)."""
 BACKENDS = [*SLURM_RAY, *CONTAINERS]
 

@@ -1,66 +1,31 @@
 """The tether image, built from the repository by ``images/build.sh`` into a private podman,
 then run by ``local_docker``.
 
-The Debian base is made by debootstrap (root and Debian's mirror needed) and cached in
-``~/.cache/tether/image`` (or ``$TETHER_CACHE/image``), so only the first build is slow.
-Gate: the test runs when that cache exists or ``TETHER_BUILD_IMAGE=1`` (CI), else it skips
-with the reason.
+The image comes from the session fixture ``tether_image`` (``tests/e2e/infra/tether_image.py``):
+the Debian base is made by debootstrap and cached in ``~/.cache/tether/image`` by
+``tests/e2e/infra/setup.d/40-tether-image.sh`` (``make e2e-infra``, so CI runs these tests);
+without it the tests skip with the reason (fail under ``CI``).
 """
 
 from __future__ import annotations
 
-import glob
-import os
-import shlex
-import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("docker")
 
-from tests.e2e.infra.podman import PodmanService, PodmanUnavailable
+from tests.e2e.infra.tether_image import IMAGE, TetherImage
 from tether.schedulers.local_docker.scheduler import LocalDockerScheduler
 from tether.specs import AppDef, AppState, BindMount, Role, is_terminal
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[2]
-IMAGE = "localhost/tether:e2e"
 
-
-def _cache() -> Path:
-    return Path(os.environ.get("TETHER_CACHE") or Path.home() / ".cache" / "tether") / "image"
-
-
-@pytest.fixture(scope="module")
-def podman_with_image() -> Iterator[PodmanService]:
-    if not os.environ.get("TETHER_BUILD_IMAGE") and not glob.glob(str(_cache() / "base-*.tar")):
-        pytest.skip(f"no cached Debian base in {_cache()}; set TETHER_BUILD_IMAGE=1 to make it "
-                    "(debootstrap, a few minutes once)")
-    service = PodmanService()
-    try:
-        service.start()
-    except PodmanUnavailable as e:
-        if os.environ.get("CI"):
-            pytest.fail(str(e))
-        pytest.skip(f"podman cannot run containers here: {e}")
-    try:
-        env = {**service.env(), "ENGINE": shlex.join(service.podman()),
-               "PYTHON": sys.executable}
-        res = subprocess.run([str(REPO / "images" / "build.sh"), IMAGE], env=env,
-                             capture_output=True, text=True, timeout=1800)
-        assert res.returncode == 0, res.stderr[-4000:]
-        yield service
-    finally:
-        service.stop()
-
-
-def test_image_runs_tether(podman_with_image: PodmanService) -> None:
-    sched = LocalDockerScheduler("img", docker_host=podman_with_image.docker_host)
+def test_image_runs_tether(tether_image: TetherImage) -> None:
+    sched = LocalDockerScheduler("img", docker_host=tether_image.docker_host)
     script = ("import tether, tether.specs, tether.schedulers.local_docker.render as r; "
               "from tether.components import DEFAULT_IMAGE; print('tether-ok', DEFAULT_IMAGE)")
     app = AppDef("img", roles=[Role("main", image=IMAGE, entrypoint="python3",
@@ -104,7 +69,7 @@ dist.destroy_process_group()
 """
 
 
-def test_torch_distributed_across_containers(podman_with_image: PodmanService) -> None:
+def test_torch_distributed_across_containers(tether_image: TetherImage) -> None:
     """Two containers rendezvous at $TETHER_RANK0_HOST and all-reduce over gloo (CPU).
 
     The image has no torch: the test's own (CPU) torch is bind-mounted read-only from the
@@ -114,7 +79,7 @@ def test_torch_distributed_across_containers(podman_with_image: PodmanService) -
     site = str(Path(torch.__file__).resolve().parents[1])
     if sys.version_info[:2] != (3, 11):
         pytest.skip("the image has python3.11; the venv's torch is for another Python")
-    sched = LocalDockerScheduler("ddp", docker_host=podman_with_image.docker_host)
+    sched = LocalDockerScheduler("ddp", docker_host=tether_image.docker_host)
     role = Role("trainer", image=IMAGE, entrypoint="python3", args=["-c", DDP], num_replicas=2,
                 env={"PYTHONPATH": "/opt/site"},
                 mounts=[BindMount(src_path=site, dst_path="/opt/site", read_only=True)])

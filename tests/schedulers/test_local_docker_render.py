@@ -115,11 +115,19 @@ def test_dryrun_offline_and_capability_checks() -> None:
 def test_state_table() -> None:
     assert replica_state({"Status": "running"}, 0)[0] == AppState.RUNNING
     assert replica_state({"Status": "exited", "ExitCode": 0}, 0)[0] == AppState.SUCCEEDED
+    # podman: "stopped" (exit code known) between the exit and the cleanup, never UNKNOWN
+    assert replica_state({"Status": "stopped", "ExitCode": 0}, 0)[0] == AppState.SUCCEEDED
+    assert replica_state({"Status": "stopped", "ExitCode": 3}, 0)[0] == AppState.FAILED
     st, msg = replica_state({"Status": "exited", "ExitCode": 137, "OOMKilled": True}, 0)
     assert st == AppState.FAILED and "137" in msg and "out of memory" in msg
     assert replica_state({"Status": "exited", "ExitCode": 1}, 2, 1)[0] == AppState.PENDING
     assert replica_state({"Status": "what"}, 0)[0] == AppState.UNKNOWN
     assert app_state([], False, "no image") == AppState.FAILED
+    from tether.schedulers.local_docker.status import ReplicaView
+
+    done = ReplicaView("r", 0, "h", AppState.SUCCEEDED, 0, 0, "")
+    assert app_state([done], False, None) == AppState.SUCCEEDED
+    assert app_state([done], True, None) == AppState.CANCELLED  # exited 0 on SIGTERM
 
 
 def test_log_timestamps() -> None:
@@ -176,3 +184,41 @@ def test_log_frames_join_partial_lines() -> None:
     s = create_scheduler("t", api=Frames())
     assert list(s._lines("c", None, None, False, Stream.COMBINED)) == [
         "part-one part-two\n", "a\n", "b\n", "2020-01-01T00:00:00Z kept as written\n"]
+
+
+def test_overlay_merges_into_the_create_body_last() -> None:
+    """An overlay wins over what tether rendered, survives the addresses, and dryrun shows it."""
+    from tether.schedulers.local_docker.render import OVERLAY_KIND, OVERLAY_NAMESPACE
+    from tether.specs.overlays import DEL, PUT, set_overlay
+
+    role = Role("main", image="img:1", entrypoint="python", args=["-m", "x"],
+                resource=Resource(cpu=1, gpu=0, memMB=512), env={"A": "1"})
+    set_overlay(role, OVERLAY_NAMESPACE, OVERLAY_KIND, {
+        "HostConfig": {"ShmSize": 2 ** 30, "CapAdd": ["SYS_PTRACE"], PUT("Memory"): 2 ** 31,
+                       "ExtraHosts": ["db:10.1.2.3"]},
+        "Env": ["B=2"], "User": "1000:1000", DEL("Entrypoint"): None,
+    })
+    app = AppDef("over", roles=[role])
+    req = render(app, {}, make_app_id("over", "abc123"), created=1700000000.0)
+    from tether.schedulers.local_docker.render import format_request
+
+    check_golden("overlay", format_request(req))
+    body = req.containers[0].body
+    assert body["HostConfig"]["ShmSize"] == 2 ** 30 and body["HostConfig"]["Memory"] == 2 ** 31
+    assert body["HostConfig"]["NanoCpus"] == 1_000_000_000  # kept
+    assert "A=1" in body["Env"] and body["Env"][-1] == "B=2"  # lists append
+    assert "Entrypoint" not in body and body["User"] == "1000:1000"
+    placed = req.with_addresses([f"10.0.0.{i}" for i in range(1, 20)]).containers[0].body
+    assert placed["HostConfig"]["ExtraHosts"] == ["db:10.1.2.3", "over-abc123-main-0:10.0.0.11"]
+    s = create_scheduler("t", docker_host="unix:///nonexistent.sock")
+    shown = json.loads(str(s.submit_dryrun(app, {})))["containers"][0]
+    assert shown["HostConfig"]["CapAdd"] == ["SYS_PTRACE"] and shown["User"] == "1000:1000"
+
+
+def test_overlay_type_mismatch_names_the_key() -> None:
+    from tether.specs.overlays import OverlayError, set_overlay
+
+    role = Role("main", image="img:1", entrypoint="python")
+    set_overlay(role, "local_docker", "ContainerCreate", {"Cmd": "not a list"})
+    with pytest.raises(OverlayError, match="Cmd"):
+        render(AppDef("x", roles=[role]), {}, "x-abc", created=0.0)

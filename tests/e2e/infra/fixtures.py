@@ -16,6 +16,11 @@ Kubernetes: one etcd + kube-apiserver + kube-controller-manager (``tests/e2e/inf
 for the whole session. The tests skip, with the reason, only when the binaries are missing
 and ``TETHER_BUILD_KUBE`` is not set; with ``TETHER_BUILD_KUBE=1`` (CI) they are built first
 (cached outside the repository).
+
+The tether image: ``tether_image`` is one private podman (Docker API on a unix socket) with
+the tether image built from the checkout (``tests/e2e/infra/tether_image.py``), shared by
+``test_tether_image.py``, the ``local_docker`` contract harness and the matrix's local_docker
+column. It skips (fails under ``CI``) without a cached Debian base or podman.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import pytest
 if TYPE_CHECKING:
     from tests.e2e.infra.kube import KubeBinaries, KubeCluster
     from tests.e2e.infra.slurm import SlurmCluster
+    from tests.e2e.infra.tether_image import TetherImage
 
 
 @pytest.fixture(scope="session")
@@ -106,3 +112,30 @@ def aws_moto() -> Iterator[Any]:
         pytest.skip(str(e))
     finally:
         podman.stop()
+
+
+@pytest.fixture(scope="session")
+def tether_image() -> Iterator[TetherImage]:
+    """A private podman holding the tether image built from this checkout, for the session."""
+    import os
+
+    pytest.importorskip("docker")
+    from tests.e2e.infra import tether_image as ti
+
+    def unavailable(reason: str) -> None:
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+    reason = ti.skip_reason()
+    if reason is not None:
+        unavailable(reason)
+    try:
+        built = ti.start()
+    except ti.PodmanUnavailable as e:
+        unavailable(f"podman cannot run containers here: {e}")
+        raise  # unreachable: for the type checker
+    try:
+        yield built
+    finally:
+        built.podman.stop()

@@ -261,12 +261,31 @@ class PodmanService:
                 proc.kill()
                 proc.wait(timeout=5)
         if self.dir is not None:
+            self._remove_networks()
             # containers are --rm; unmount what podman may still hold of this storage only
             with contextlib.suppress(OSError, subprocess.TimeoutExpired):
                 subprocess.run(self.podman("unmount", "--all"), env=self.env(),
                                capture_output=True, timeout=60)
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None
+
+    def _remove_networks(self) -> None:
+        """Removes the networks this service's containers joined (with the containers).
+
+        Network definitions live in the host's shared CNI configuration directory, not in
+        this service's storage, so they would outlive it (and use up podman's subnets).
+        Networks of other podman instances have no container here and are left alone.
+        """
+        assert self.dir is not None
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            res = subprocess.run(
+                self.podman("ps", "-a", "--format", "{{.Networks}}"), env=self.env(),
+                capture_output=True, text=True, timeout=60)
+            names = {n for line in res.stdout.splitlines() for n in line.split(",")
+                     if n.strip() and n.strip() != "podman"}
+            if names:
+                subprocess.run(self.podman("network", "rm", "-f", *sorted(names)),
+                               env=self.env(), capture_output=True, timeout=120)
 
     def service_log(self) -> str:
         """What the service wrote so far (for failure messages)."""

@@ -59,6 +59,12 @@ BACKENDS = {
         "land where `Runner.outputs` reads them. tether's requests, status, logs and "
         "outputs are real; AWS itself is not reached."
     ),
+    "local_docker": (
+        "real containers of the tether image (built from the checkout by `images/build.sh`, "
+        "Debian base by debootstrap) on a private podman serving the Docker API; both "
+        "components run the image's `python3`, and the outputs root is a directory "
+        "bind-mounted into every container (`TETHER_OUTPUTS_ROOT`)."
+    ),
 }
 """Backend (column) -> how it runs here. A new backend adds one entry and one test module."""
 

@@ -9,6 +9,8 @@ slurmctld and two slurmd "nodes" on this host, ``tests/e2e/infra/slurm.py``): jo
 batch jobs, and the test's directories are shared with the nodes because they are this host.
 ``aws_batch`` runs against moto's server, whose Batch jobs are real podman containers
 (``tests/e2e/infra/moto.py``).
+``local_docker`` runs real containers (the tether image) on the session's private podman
+(``tests/e2e/infra/tether_image.py``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ _MOTO_LOG_AT_END = "moto publishes a job's log only when its container has exite
 _MOTO_NO_RETRIES = "moto records retryStrategy but never retries a job"
 
 CONTRACT_SUITE_LABEL = "contract"
+CASE_LABEL = "tether-contract-case"
+"""Label of a ``local_docker`` case's containers and network (the harness deletes them)."""
 """Value of the ``e2e-suite`` label of the contract suite's pods (the test kubelet runs them)."""
 
 
@@ -332,3 +336,145 @@ class AwsBatchHarness(BackendHarness):
         return json.dumps({k: job.get(k) for k in (
             "status", "statusReason", "attempts", "tags", "startedAt", "stoppedAt",
             "jobDefinition", "nodeProperties")}, sort_keys=True)
+
+
+class LocalDockerHarness(BackendHarness):
+    """``local_docker`` on the session's private podman (Docker API) running the tether image.
+
+    The programs run ``python3`` of the tether image (``tests/e2e/infra/tether_image.py``);
+    ``host_dir`` is bind-mounted at the same path in every container. What the containers
+    cannot do like host processes is declared here, not skipped silently:
+
+    - a program's pid is its pid in the container's own pid namespace: :meth:`program_alive`
+      finds it on the host through the container's init process (the engine's ``State.Pid``)
+      and that process's pid namespace.
+    - podman stamps log lines with whole seconds (:attr:`log_time_precision`).
+    """
+
+    name = "local_docker"
+    python = "python3"
+    log_time_precision = 1.0
+
+    def __init__(self, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+        super().__init__(request, tmp_path)
+        built = request.getfixturevalue("tether_image")
+        self.image = built.image
+        self.docker_host: str = built.docker_host
+        self._shared = tmp_path / "shared"
+        self._shared.mkdir()
+        # every app of the case carries this label; they are deleted after it, so `list`
+        # stays short and no network outlives the case
+        self.case_label = hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:12]
+        request.addfinalizer(self._delete_apps)
+
+    def _delete_apps(self) -> None:
+        from tether.schedulers.local_docker.render import LABEL_APP_ID
+
+        api = self._api()
+        try:
+            nets = api.networks(filters={"label": [f"{CASE_LABEL}={self.case_label}"]})
+        finally:
+            api.close()
+        with self.open_scheduler() as sched:
+            for net in nets:
+                app_id = (net.get("Labels") or {}).get(LABEL_APP_ID)
+                if app_id:
+                    sched.delete(app_id)
+
+    def scheduler(self) -> Scheduler[Any]:
+        from tether.schedulers.local_docker import create_scheduler
+
+        return create_scheduler("contract", docker_host=self.docker_host)
+
+    def offline_scheduler(self) -> Scheduler[Any]:
+        from tether.schedulers.local_docker import create_scheduler
+
+        return create_scheduler("contract", docker_host=f"unix://{self.tmp_path}/no.sock")
+
+    def cfg(self) -> dict[str, CfgVal]:
+        # nothing can be pulled here; SIGTERM is ignored by a pid 1 without a handler, so
+        # cancel kills after stop_timeout
+        return {"pull": False, "stop_timeout": 2, "labels": {CASE_LABEL: self.case_label}}
+
+    def scheduler_params(self) -> dict[str, Any]:
+        return {"local_docker": {"docker_host": self.docker_host}}
+
+    @property
+    def host_dir(self) -> Path:
+        return self._shared
+
+    def role(self, name: str, code: str, *, num_replicas: int = 1, **kw: Any) -> Role:
+        mounts = [*kw.pop("mounts", []), BindMount(src_path=str(self._shared),
+                                                   dst_path=str(self._shared))]
+        return super().role(name, code, num_replicas=num_replicas, mounts=mounts, **kw)
+
+    def _api(self) -> Any:
+        import docker
+
+        return docker.APIClient(base_url=self.docker_host, version="auto", timeout=60)
+
+    def state_snapshot(self, sched: Scheduler[Any]) -> object:
+        # containers and volumes are private to the session's podman (networks are not:
+        # podman instances on one host share the network configuration)
+        api = self._api()
+        try:
+            vols = (api.volumes() or {}).get("Volumes") or []
+            return (sorted(c["Id"] for c in api.containers(all=True)),
+                    sorted(v["Name"] for v in vols))
+        finally:
+            api.close()
+
+    def fingerprint(self, sched: Scheduler[Any], app_id: str) -> object:
+        from tether.schedulers.local_docker.render import LABEL_APP_ID
+
+        api = self._api()
+        try:
+            sel = {"label": [f"{LABEL_APP_ID}={app_id}"]}
+            out = []
+            for c in api.containers(all=True, filters=sel):
+                i = api.inspect_container(c["Id"])
+                st = i.get("State") or {}
+                out.append((i["Id"], st.get("Status"), st.get("StartedAt"),
+                            st.get("FinishedAt"), st.get("ExitCode"), i.get("RestartCount")))
+            vols = (api.volumes(filters=sel) or {}).get("Volumes") or []
+            return sorted(out), sorted(v["Name"] for v in vols)
+        finally:
+            api.close()
+
+    def program_alive(self, sched: Scheduler[Any], app_id: str, pid: int) -> bool:
+        from tether.schedulers.local_docker.render import LABEL_APP_ID
+
+        api = self._api()
+        try:
+            inits = [api.inspect_container(c["Id"]).get("State", {}).get("Pid") or 0
+                     for c in api.containers(all=True,
+                                             filters={"label": [f"{LABEL_APP_ID}={app_id}"]})]
+        finally:
+            api.close()
+        spaces = {_pid_ns(p) for p in inits if p > 0} - {None}
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit() or _pid_ns(int(proc.name)) not in spaces:
+                continue
+            try:
+                status = (proc / "status").read_text()
+            except OSError:
+                continue
+            nspid = next((ln.split()[1:] for ln in status.splitlines()
+                          if ln.startswith("NSpid:")), [])
+            state = next((ln.split()[1] for ln in status.splitlines()
+                          if ln.startswith("State:")), "")
+            if nspid and nspid[-1] == str(pid) and state != "Z":
+                return True
+        return False
+
+    def expected_rank0_host(self, app_id: str, app: AppDef) -> str:
+        from tether.schedulers.local_docker.render import rank0_hostname
+
+        return rank0_hostname(app, app_id)
+
+
+def _pid_ns(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None

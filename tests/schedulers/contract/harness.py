@@ -9,6 +9,7 @@ writing one harness (see ``docs/schedulers.md``).
 from __future__ import annotations
 
 import abc
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -41,6 +42,8 @@ class BackendHarness(abc.ABC):
         name: The scheduler's registered name.
         image: The image roles use (ignored by backends that run on the host).
         python: The entrypoint that runs Python (``-c CODE`` works).
+        log_time_precision: Seconds of the backend's log timestamps' resolution (0: exact);
+            ``since``/``until`` cases cut the log on a boundary of it.
     """
 
     name: str = ""
@@ -50,6 +53,7 @@ class BackendHarness(abc.ABC):
     """Case (test function) name -> why it cannot hold on this backend's test setup; the
     case is skipped with that reason. ``name[PARAM]`` names one parametrization only
     (``test_retry_policy[APPLICATION]``)."""
+    log_time_precision: float = 0.0
 
     def __init__(self, request: pytest.FixtureRequest, tmp_path: Path) -> None:
         self.request = request
@@ -92,6 +96,14 @@ class BackendHarness(abc.ABC):
         """Kills what tether runs to control the app (e.g. a supervisor process) and waits
         until it is gone; False when the backend has no such thing of tether's own."""
         return False
+
+    def program_alive(self, sched: Scheduler[Any], app_id: str, pid: int) -> bool:
+        """Whether the app's program that wrote ``pid`` (its ``os.getpid()``) still runs.
+
+        The default reads this host's process table; a backend whose programs have a pid
+        namespace of their own maps ``pid`` first.
+        """
+        return pid_alive(pid)
 
     def expected_rank0_host(self, app_id: str, app: AppDef) -> str | None:
         """What ``$TETHER_RANK0_HOST`` must be for a multi-replica app (None: not checked)."""
@@ -143,6 +155,19 @@ class BackendHarness(abc.ABC):
 
 
 # ---- helpers the cases share ---------------------------------------------------------------
+def pid_alive(pid: int) -> bool:
+    """Whether a process of this host runs (a zombie is dead)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def wait_for(what: str, probe: Callable[[], Any], timeout: float = DEADLINE_S) -> Any:
     """Polls ``probe`` until it returns something truthy (an event, not a timing).
 

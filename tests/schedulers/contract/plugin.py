@@ -34,6 +34,7 @@ BUILTIN_HARNESSES: list[tuple[str, str, tuple[Any, ...]]] = [
     ("kubernetes", "tests.schedulers.contract.backends:KubernetesHarness", (pytest.mark.e2e,)),
     ("slurm", "tests.schedulers.contract.backends:SlurmHarness", (pytest.mark.e2e,)),
     ("aws_batch", "tests.schedulers.contract.backends:AwsBatchHarness", (pytest.mark.e2e,)),
+    ("local_docker", "tests.schedulers.contract.backends:LocalDockerHarness", (pytest.mark.e2e,)),
 ]
 """``(id, "module:Class", marks)`` of the built-in backends' harnesses."""
 

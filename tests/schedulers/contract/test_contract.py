@@ -23,6 +23,7 @@ from tests.schedulers.contract.harness import (
     BackendHarness,
     env_dump_code,
     go_code,
+    pid_alive,
     read_log,
     wait_for,
     wait_state,
@@ -59,15 +60,7 @@ def _env_docs(sched: Scheduler[Any], app_id: str, role: str, k: int) -> dict[str
 
 
 def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is dead for us
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    return pid_alive(pid)
 
 
 # ---- dryrun ------------------------------------------------------------------------------
@@ -201,6 +194,10 @@ def test_logs_since_until(harness: BackendHarness) -> None:
         app_id = _submit(sched, harness, AppDef("times", roles=[harness.role("main", code)]))
         wait_for("the first line", lambda: "before" in read_log(sched, app_id, "main"))
         cut = datetime.now(timezone.utc)
+        step = harness.log_time_precision
+        if step:  # coarse stamps: cut on the next boundary, once the clock has passed it
+            cut = datetime.fromtimestamp((cut.timestamp() // step + 1) * step, timezone.utc)
+            wait_for("the clock to pass the cut", lambda: datetime.now(timezone.utc) > cut)
         _go(harness)
         assert wait_state(sched, app_id).state == AppState.SUCCEEDED
         assert read_log(sched, app_id, "main") == ["before", "after"]
@@ -286,7 +283,8 @@ def test_cancel_reaches_every_replica_is_idempotent_and_keeps_the_record(
         sched.cancel(app_id)  # idempotent
         desc = wait_state(sched, app_id)
         assert desc.state == AppState.CANCELLED, desc
-        wait_for("every replica stopped", lambda: not any(_pid_alive(p) for p in pids.values()))
+        wait_for("every replica stopped", lambda: not any(
+            harness.program_alive(sched, app_id, p) for p in pids.values()))
         for rs in desc.roles_statuses:
             for rep in rs.replicas:
                 assert is_terminal(rep.state), rep

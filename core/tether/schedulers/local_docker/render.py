@@ -4,6 +4,12 @@ The request is what ``POST /containers/create`` takes, one body per replica, plu
 network. Addresses are the one thing not known here: :meth:`DockerRequest.with_addresses`
 fills each container's IP on the app network and the ``/etc/hosts`` entries of every replica
 once the engine has created the network (see the package docs for why).
+
+Overlays (:mod:`tether.specs.overlays`) stored with
+``set_overlay(role, "local_docker", "ContainerCreate", {...})`` merge into each of the role's
+container create bodies last, after everything tether rendered (Engine API field names, e.g.
+``{"HostConfig": {"ShmSize": 2**30, "CapAdd": ["SYS_PTRACE"]}}``). The overlay wins, also over
+tether's labels: changing the ``tether.dev/`` labels hides the container from tether.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import Any
 from tether.schedulers.local_docker.options import LocalDockerOpts
 from tether.schedulers.replica import materialize
 from tether.specs import AppDef, BindMount, CfgVal, DeviceMount, Role, VolumeMount, mask_env
+from tether.specs.overlays import apply_overlay, get_overlay
 from tether.workspace.image import METADATA_KEY, ImagePlan
 
 BACKEND = "local_docker"
@@ -40,6 +47,9 @@ LABEL_ROLE_SPEC = LABEL_PREFIX + "role-spec"
 LABEL_STOP_TIMEOUT = LABEL_PREFIX + "stop-timeout"
 APP_BASE_MAX = 30
 HOSTNAME_MAX = 63
+OVERLAY_NAMESPACE = BACKEND
+OVERLAY_KIND = "ContainerCreate"
+"""``set_overlay(role, OVERLAY_NAMESPACE, OVERLAY_KIND, ...)`` merges into the create body."""
 FIRST_HOST_OFFSET = 10
 """Replica ``i`` of the app gets the ``FIRST_HOST_OFFSET + i``-th address of the network."""
 
@@ -144,8 +154,10 @@ class DockerRequest:
         out = dataclasses.replace(self, containers=[])
         for c in self.containers:
             body = copy.deepcopy(c.body)
-            body["HostConfig"]["ExtraHosts"] = list(extra_hosts)
-            endpoint = body["NetworkingConfig"]["EndpointsConfig"][self.app_id]
+            hc = body.setdefault("HostConfig", {})
+            hc["ExtraHosts"] = [*(hc.get("ExtraHosts") or []), *extra_hosts]
+            endpoints = body.setdefault("NetworkingConfig", {}).setdefault("EndpointsConfig", {})
+            endpoint = endpoints.setdefault(self.app_id, {})
             endpoint["IPAMConfig"] = {"IPv4Address": ips[c.name]}
             out.containers.append(dataclasses.replace(c, body=body))
         return out
@@ -272,6 +284,8 @@ def render(
             }
             if rep.port_map:
                 body["ExposedPorts"] = {f"{p}/tcp": {} for p in sorted(rep.port_map.values())}
+            # overlays last: the escape hatch wins over everything tether rendered
+            apply_overlay(body, get_overlay(role, OVERLAY_NAMESPACE, OVERLAY_KIND))
             req.containers.append(ContainerRequest(name, role.name, k, body))
     return req
 

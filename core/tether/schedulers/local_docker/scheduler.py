@@ -43,7 +43,12 @@ from tether.schedulers.local_docker.render import (
     make_app_id,
     render,
 )
-from tether.schedulers.local_docker.status import ReplicaView, app_state, replica_state
+from tether.schedulers.local_docker.status import (
+    EXITED,
+    ReplicaView,
+    app_state,
+    replica_state,
+)
 from tether.specs import (
     AppDef,
     AppDryRunInfo,
@@ -249,7 +254,7 @@ class LocalDockerScheduler(Scheduler[DockerRequest], ImageWorkspaceMixin):
         restarts = int(c.get("RestartCount") or 0)
         state, msg = replica_state(c.get("State") or {}, max_retries, restarts)
         native = c.get("State") or {}
-        code = native.get("ExitCode") if str(native.get("Status")) == "exited" else None
+        code = native.get("ExitCode") if str(native.get("Status")) in EXITED else None
         return ReplicaView(
             role=labels.get(LABEL_ROLE, ""),
             replica_id=int(labels.get(LABEL_REPLICA_ID, "0") or 0),

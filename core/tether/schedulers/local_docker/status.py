@@ -26,6 +26,9 @@ CONTAINER_STATE: dict[str, AppState] = {
     "dead": AppState.FAILED,
 }
 """Native container state -> AppState (``exited`` is decided by :func:`replica_state`)."""
+EXITED = frozenset({"exited", "stopped"})
+"""The states of a container whose process ended (podman reports ``stopped``, with the exit
+code, between the process's exit and its cleanup; then ``exited``)."""
 
 
 @dataclass
@@ -65,6 +68,8 @@ def replica_state(
         The state and a message with the native status and reason.
     """
     status = str(native.get("Status", "")).lower()
+    if status in EXITED:
+        status = "exited"
     code = native.get("ExitCode")
     err = str(native.get("Error") or "")
     oom = bool(native.get("OOMKilled"))
@@ -93,17 +98,18 @@ def app_state(replicas: Iterable[ReplicaView], cancelled: bool, failure: str | N
         failure: Why the app failed before any container ran (a missing image), if it did.
 
     Returns:
-        FAILED when the app failed to start or a replica failed, SUCCEEDED when all
-        succeeded, CANCELLED when cancelled, RUNNING while any runs, else PENDING.
+        FAILED when the app failed to start, CANCELLED when cancelled (cancel records it only
+        for an unfinished app, so replicas that exit 0 on SIGTERM stay CANCELLED), FAILED when
+        a replica failed, SUCCEEDED when all succeeded, RUNNING while any runs, else PENDING.
     """
     reps = list(replicas)
     if failure is not None:
         return AppState.FAILED
     states = [r.state for r in reps]
+    if cancelled:  # recorded only for an app not finished yet: a clean exit on SIGTERM too
+        return AppState.CANCELLED
     if states and all(s == AppState.SUCCEEDED for s in states):
         return AppState.SUCCEEDED
-    if cancelled:
-        return AppState.CANCELLED
     if AppState.FAILED in states:
         return AppState.FAILED
     if AppState.UNKNOWN in states:
