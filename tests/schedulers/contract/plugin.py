@@ -1,7 +1,7 @@
 """The backend contract suite as a pytest plugin: the ``harness`` fixture and its parameters.
 
-Built-in backends are always parameters (``kubernetes`` is marked ``e2e``). A third-party
-backend (a ``tether.schedulers`` entry point) runs the same cases with its own
+Built-in backends are always parameters (``kubernetes`` and ``ray`` are marked ``e2e``). A
+third-party backend (a ``tether.schedulers`` entry point) runs the same cases with its own
 :class:`~tests.schedulers.contract.harness.BackendHarness`, from a tether checkout::
 
     PYTHONPATH=$TETHER_CHECKOUT:$TETHER_CHECKOUT/core:$TETHER_CHECKOUT/adapters \\
@@ -32,6 +32,7 @@ BACKENDS_OPTION = "--contract-backends"
 BUILTIN_HARNESSES: list[tuple[str, str, tuple[Any, ...]]] = [
     ("local_cwd", "tests.schedulers.contract.backends:LocalHarness", ()),
     ("kubernetes", "tests.schedulers.contract.backends:KubernetesHarness", (pytest.mark.e2e,)),
+    ("ray", "tests.schedulers.contract.backends:RayHarness", (pytest.mark.e2e,)),
 ]
 """``(id, "module:Class", marks)`` of the built-in backends' harnesses."""
 
