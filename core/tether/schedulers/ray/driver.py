@@ -11,7 +11,10 @@ output into the job's log, where :func:`split_replica_line` separates the replic
 
 The driver exits 0 when every replica exited 0. On the first failure it cancels the other
 replicas and exits 1 with a last line naming the role, the replica and its exit code, which
-the Jobs API puts into the job's message.
+the Jobs API puts into the job's message. Before it exits it waits until each finished
+replica's end mark reached its own output (Ray forwards task output asynchronously), so the
+job log holds every line. On SIGTERM (``stop_job``) it cancels the replicas' tasks, and each
+task gives its program SIGTERM, then SIGKILL after :data:`STOP_GRACE_S` seconds.
 
 This module imports only the standard library and ``ray`` (inside functions): it must run on
 a Ray cluster where nothing else of tether is needed.
