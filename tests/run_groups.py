@@ -70,12 +70,15 @@ BACKENDS = [
     "tests/e2e/test_image_workspace.py",
     "tests/e2e/test_tether_image.py",
     "tests/e2e/test_kfp_docker.py",
+    "tests/schedulers/contract",
+    "tests/e2e/matrix/test_matrix_ray.py",
 ]
 
 GROUPS = [
     Group("unit", ["tests"], "not e2e"),
-    Group("kubernetes", KUBE, "e2e", args=["--contract-backends=local_cwd,kubernetes"]),
-    Group("backends", BACKENDS, "e2e"),
+    Group("kubernetes", KUBE, "e2e", ignore=["tests/e2e/matrix/test_matrix_ray.py"],
+          args=["--contract-backends=local_cwd,kubernetes"]),
+    Group("backends", BACKENDS, "e2e", args=["--contract-backends=ray"]),
     # every other e2e test: the orchestrators against their real servers, the README, ...
     Group("orchestrators", ["tests"], "e2e", ignore=KUBE + BACKENDS),
 ]
