@@ -71,8 +71,9 @@ SLURM_RAY = [
     "tests/e2e/test_slurm_accounting_e2e.py",
     "tests/e2e/matrix/test_matrix_slurm.py",
     "tests/e2e/test_ray_e2e.py",
+    "tests/e2e/matrix/test_matrix_ray.py",
 ]
-SLURM_RAY_CONTRACT = ["slurm"]
+SLURM_RAY_CONTRACT = ["slurm", "ray"]
 """The backends whose contract cases the slurm+ray group runs (a backend adds its id here)."""
 CONTAINERS = [
     "tests/e2e/test_local_docker.py",

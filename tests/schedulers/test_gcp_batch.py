@@ -94,6 +94,46 @@ def test_golden_single_replica() -> None:
     check_golden("single", format_request(req))
 
 
+def test_overlays_merge_last_golden_and_dryrun_shows_them() -> None:
+    from tether.specs.overlays import PUT, set_overlay
+
+    app = ddp_app()
+    role = app.roles[0]
+    set_overlay(role, "gcp_batch", "TaskGroup", {
+        "task_spec": {"max_run_duration": "7200s",
+                      "runnables": [{"barrier": {"name": "done"}}]},  # appended
+        PUT("permissive_ssh"): False,
+    })  # fmt: skip
+    set_overlay(app, "gcp_batch", "Job", {
+        "allocation_policy": {"network": {"network_interfaces": [{"network": "vpc-1"}]}},
+        "labels": {"cost-center": "ml"},
+        "priority": 50,
+    })  # fmt: skip
+    set_overlay(role, "gcp_batch", "Job", {"logs_policy": {"destination": "PATH",
+                                                         "logs_path": "/mnt/logs"}})
+    req = render(app, GcpBatchOpts(max_run_duration="3600s"), "proj", "train-abcd1234")
+    check_golden("overlays", format_request(req))
+    msg = batch_v1.CreateJobRequest(req.request)  # still a valid request
+    group = msg.job.task_groups[0]
+    assert group.task_spec.max_run_duration.seconds == 7200  # the overlay wins
+    assert [r.barrier.name for r in group.task_spec.runnables] == ["", "done"]
+    assert group.permissive_ssh is False and msg.job.priority == 50
+    assert msg.job.allocation_policy.network.network_interfaces[0].network == "vpc-1"
+    assert msg.job.labels["cost-center"] == "ml" and msg.job.labels["tether-managed-by"]
+    assert msg.job.logs_policy.logs_path == "/mnt/logs"
+    info = GcpBatchScheduler("s").submit_dryrun(app, {"project": "proj"})
+    assert '"vpc-1"' in str(info) and '"logs_path": "/mnt/logs"' in str(info)
+
+
+def test_overlays_cannot_change_identity_labels() -> None:
+    from tether.specs.overlays import PUT, set_overlay
+
+    app = ddp_app()
+    set_overlay(app, "gcp_batch", "Job", {PUT("labels"): {"team": "x"}})
+    with pytest.raises(GcpBatchRenderError, match="app 'train': gcp_batch Job overlay may not"):
+        GcpBatchScheduler("s").submit_dryrun(app, {"project": "p"})
+
+
 def test_task_command_sets_rank0_host_and_replica_args(tmp_path: Path) -> None:
     """The rendered shell command really expands per task (run here with sh; a stand-in
     ``python`` on PATH prints what it got)."""
@@ -142,6 +182,26 @@ def test_missing_project_names_what_to_set(monkeypatch: pytest.MonkeyPatch) -> N
     with pytest.raises(GcpBatchRenderError, match=r"project=\.\.\. or \$GOOGLE_CLOUD_PROJECT"):
         GcpBatchScheduler("s").submit_dryrun(
             AppDef("x", [Role("a", image="i", entrypoint="p")]), {})
+
+
+def test_no_credentials_is_one_error_naming_what_to_set(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """No application default credentials anywhere (no key file, no gcloud login, not on
+    GCE): the first call that needs the service says how to provide them."""
+    from tether.schedulers.gcp_batch.client import GcpBatchClientError
+
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))  # no ADC file there
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("NO_GCE_CHECK", "True")  # google-auth: do not probe a metadata server
+    sched = GcpBatchScheduler("s")
+    with pytest.raises(GcpBatchClientError) as e:
+        sched.describe("proj:us-central1:job-1")
+    msg = str(e.value)
+    assert msg.startswith("no Google Cloud credentials")
+    assert "gcloud auth application-default login" in msg
+    assert "$GOOGLE_APPLICATION_CREDENTIALS" in msg
 
 
 def test_labels_are_valid_or_digested() -> None:

@@ -110,6 +110,42 @@ def test_description_round_trip() -> None:
     assert decode_description("someone else's job") is None
 
 
+def test_overlays_merge_into_the_directives_last_golden_and_dryrun_shows_them() -> None:
+    from tether.specs.overlays import DEL, PUT, set_overlay
+
+    app = ddp_app()
+    set_overlay(app, "lsf", "bsub", {"-q": "gpu-long", "-app": "ml", DEL("-W"): None,
+                                     "-x": ""})  # fmt: skip
+    set_overlay(app.roles[1], "lsf", "bsub", {PUT("-R"): '"span[ptile=4] select[avx512]"'})
+    opts = LsfOpts(queue="gpu", wall_time="2:00", bsub_args=["-G research"])
+    text = format_request(render(app, opts, "train-abcd1234", "/shared/logs", "/shared/proj"))
+    check_golden("overlays", text)
+    head = [ln for ln in text.splitlines() if ln.startswith("#BSUB")]
+    assert "#BSUB -q gpu-long" in head and "#BSUB -app ml" in head and "#BSUB -x" in head
+    assert not any(ln.startswith("#BSUB -W") for ln in head)
+    assert '#BSUB -R "span[ptile=4] select[avx512]"' in head
+    assert "#BSUB -G research" in head and "#BSUB -J train-abcd1234" in head
+    info = LsfScheduler("s").submit_dryrun(app, {"queue": "gpu"})
+    assert "#BSUB -q gpu-long" in str(info) and "#BSUB -app ml" in str(info)
+
+
+@pytest.mark.parametrize(
+    ("overlay", "match"),
+    [
+        ({"-J": "other"}, "role 'eval': lsf bsub overlay may not change -J"),
+        ({"q": "x"}, "entry 'q'"),
+        ({"-q": "a\nrm -rf /"}, "one-line text"),
+    ],
+)
+def test_bad_overlays_name_the_entry(overlay: dict[str, Any], match: str) -> None:
+    from tether.specs.overlays import set_overlay
+
+    app = ddp_app()
+    set_overlay(app.roles[1], "lsf", "bsub", overlay)
+    with pytest.raises(LsfRenderError, match=match):
+        LsfScheduler("s").submit_dryrun(app, {})
+
+
 # ---- parsers (IBM's documented formats) --------------------------------------------------------
 def test_parse_submit() -> None:
     assert parse_submit("Job <4711> is submitted to queue <normal>.\n") == "4711"

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -189,5 +190,118 @@ def test_driver_imports_only_stdlib_and_ray(tmp_path: Path) -> None:
 def test_driver_runs_a_replica_with_its_prefix(capsys: pytest.CaptureFixture[str]) -> None:
     rc = driver.run_replica("w", 3, [sys.executable, "-c", "print('a'); print('b')"], {}, None)
     assert rc == 0
-    assert capsys.readouterr().out == "[w/3] a\n[w/3] b\n"
+    out = capsys.readouterr().out
+    assert out == "[w/3] a\n[w/3] b\ntether: end of [w/3]\n"
+    # the end mark (which the driver waits for) is no line of the replica
+    assert driver.split_replica_line("(run_replica pid=1) tether: end of [w/3]") is None
     assert driver.run_replica("w", 0, ["/no/such/program"], {}, None) == 127
+
+
+def test_driver_reads_the_failed_replica_from_the_job_message() -> None:
+    msg = ("Job entrypoint command failed with exit code 1, last available logs:\n"
+           "(run_replica pid=7) [main/0] about to fail\n"
+           "tether: role 'main' replica 0 exited with code 3\n")
+    assert driver.failed_replica(msg) == ("main", 0, 3)
+    assert driver.failed_replica("Job entrypoint command failed with exit code -9.") is None
+
+
+def test_driver_stops_a_cancelled_replica_with_sigterm(tmp_path: Path) -> None:
+    """Ray cancels a task by raising KeyboardInterrupt in its main thread (between
+    bytecodes): ``run_replica`` must notice while its program sleeps and give it SIGTERM."""
+    import _thread
+    import threading
+
+    ready, termed = tmp_path / "ready", tmp_path / "termed"
+    code = ("import signal, sys, time\n"
+            f"signal.signal(signal.SIGTERM, lambda *_: (open({str(termed)!r}, 'w').close(), "
+            "sys.exit(0)))\n"
+            f"open({str(ready)!r}, 'w').close()\n"
+            "time.sleep(600)\n")
+
+    def cancel_when_ready() -> None:
+        deadline = time.monotonic() + 120
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        _thread.interrupt_main()  # what ray.cancel(force=False) does in the task's worker
+
+    canceller = threading.Thread(target=cancel_when_ready)
+    canceller.start()
+    with pytest.raises(KeyboardInterrupt):
+        driver.run_replica("m", 0, [sys.executable, "-c", code], {}, None)
+    canceller.join()
+    assert termed.exists(), "the replica did not get SIGTERM"
+
+
+# ---- overlays ----------------------------------------------------------------------------
+def overlaid_app() -> AppDef:
+    from tether.specs.overlays import PUT, set_overlay
+
+    app = two_roles()
+    trainer = app.roles[0]
+    set_overlay(trainer, "ray", "Replica", {
+        "options": {"resources": {"trn": 1}, "accelerator_type": "A100"},
+        "bundle": {"trn": 1.0},
+        PUT("cwd"): "/scratch",
+    })  # fmt: skip
+    set_overlay(app, "ray", "JobSubmission", {
+        "runtime_env": {"env_vars": {"NCCL_DEBUG": "WARN"}, "py_modules": ["s3://b/extra.zip"]},
+        "metadata": {"team": "ml"},
+        "entrypoint_resources": {"head": 0.1},
+        "entrypoint_num_cpus": 0.5,
+    })  # fmt: skip
+    return app
+
+
+def test_overlays_merge_last_golden_and_dryrun_shows_them() -> None:
+    opts = RayOpts(env={"NCCL_DEBUG": "INFO"}, python="/opt/venv/bin/python")
+    req = render(overlaid_app(), opts, "train-abc12345", "sess")
+    check_golden("overlays", format_request(req))
+    trainer = [r for r in req.plan["replicas"] if r["role"] == "trainer"]
+    assert all(r["options"]["accelerator_type"] == "A100" and r["cwd"] == "/scratch"
+               and r["bundle"] == {"CPU": 2.0, "GPU": 1.0, "memory": 1024 * 1024 * 1024.0,
+                                   "trn": 1.0} for r in trainer)
+    assert "options" not in req.plan["replicas"][2]  # the other role is untouched
+    assert req.runtime_env["env_vars"]["NCCL_DEBUG"] == "WARN"  # the overlay wins
+    assert req.runtime_env["py_modules"] == [DRIVER_PLACEHOLDER, "s3://b/extra.zip"]
+    kwargs = req.submit_kwargs("/tmp/pkg")
+    assert kwargs["entrypoint_resources"] == {"head": 0.1}
+    assert kwargs["entrypoint_num_cpus"] == 0.5 and kwargs["metadata"]["team"] == "ml"
+    assert kwargs["metadata"]["tether.managed_by"] == "tether"
+    info = RayScheduler("s").submit_dryrun(overlaid_app(), {"python": "/opt/venv/bin/python"})
+    assert '"accelerator_type": "A100"' in str(info) and '"entrypoint_resources"' in str(info)
+
+
+def test_overlays_cannot_change_the_identity() -> None:
+    from tether.specs.overlays import set_overlay
+
+    app = two_roles()
+    set_overlay(app.roles[1], "ray", "Replica", {"role": "other"})
+    with pytest.raises(RayRenderError, match="role 'ps': ray Replica overlay may not change role"):
+        RayScheduler("s").submit_dryrun(app, {})
+    app = two_roles()
+    set_overlay(app, "ray", "JobSubmission", {"submission_id": "mine"})
+    with pytest.raises(RayRenderError, match="may not change submission_id"):
+        RayScheduler("s").submit_dryrun(app, {})
+
+
+def test_driver_passes_overlay_task_options_to_ray() -> None:
+    calls: list[dict[str, object]] = []
+
+    class Task:
+        def options(self, **kw: object) -> Task:
+            calls.append(kw)
+            return self
+
+        def remote(self, *a: object) -> str:
+            return "ref"
+
+    class FakeRay:  # only what _start_replica touches besides the real strategy class
+        pass
+
+    pytest.importorskip("ray.util.scheduling_strategies")
+    req = render(overlaid_app(), RayOpts(), "a-1", "s")
+    refs: dict[object, dict[str, object]] = {}
+    driver._start_replica(FakeRay(), Task(), req.plan["replicas"][0], None, 0, "h",
+                          {"trainer": 2}, refs)
+    assert calls[0]["resources"] == {"trn": 1} and calls[0]["accelerator_type"] == "A100"
+    assert calls[0]["num_cpus"] == 2.0 and calls[0]["max_retries"] == 0

@@ -96,3 +96,15 @@ def test_validate_overlay_blocks_role_fields() -> None:
     with pytest.raises(ValueError, match="another overlay kind"):
         validate_overlay({"containers": []}, forbidden_keys={"containers"}, suggestion="x")
     validate_overlay({"nodeSelector": {}}, blocklist=["env"])
+
+
+def test_get_overlay_of_a_backend_with_several_kinds_is_never_the_flat_form() -> None:
+    from tether.specs import Role
+    from tether.specs.overlays import get_overlay, set_overlay
+
+    role = Role("r", entrypoint="p")
+    set_overlay(role, "ray", "Replica", {"cwd": "/x"})
+    assert get_overlay(role, "ray", "JobSubmission") == {"Replica": {"cwd": "/x"}}  # flat
+    kinds = ("Replica", "JobSubmission")
+    assert get_overlay(role, "ray", "JobSubmission", kinds=kinds) == {}
+    assert get_overlay(role, "ray", "Replica", kinds=kinds) == {"cwd": "/x"}

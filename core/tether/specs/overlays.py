@@ -208,7 +208,9 @@ def _load_file(path: str) -> Overlay:
     return data
 
 
-def get_overlay(target: AppDef | Role, namespace: str, kind: str) -> Overlay:
+def get_overlay(
+    target: AppDef | Role, namespace: str, kind: str, *, kinds: tuple[str, ...] = ()
+) -> Overlay:
     """The overlay stored for ``namespace``/``kind`` on ``target`` (``{}`` when none).
 
     ``metadata[namespace]`` may also be the path of a JSON or YAML file holding
@@ -218,6 +220,8 @@ def get_overlay(target: AppDef | Role, namespace: str, kind: str) -> Overlay:
         target: A role or an app.
         namespace: The backend, e.g. ``kubernetes``.
         kind: The native object, e.g. ``V1Pod``.
+        kinds: Every kind the backend reads (a backend with several): a dict holding one of
+            them is ``{kind: overlay}``, never the flat form.
 
     Returns:
         The overlay.
@@ -229,6 +233,8 @@ def get_overlay(target: AppDef | Role, namespace: str, kind: str) -> Overlay:
         return {}
     if isinstance(ns.get(kind), dict):
         return dict(ns[kind])
+    if set(ns) & set(kinds):
+        return {}
     nested = len(ns) > 1 and all(isinstance(v, dict) for v in ns.values())
     return {} if nested else dict(ns)
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from types import TracebackType
 
 START_TIMEOUT_S = 180.0
+START_ATTEMPTS = 3
 STOP_GRACE_S = 10.0
 
 
@@ -68,10 +69,15 @@ class RayHead:
         self.address = ""
         self.gcs_address = ""
         self._tmp: str | None = None
+        self._agent = ""
         self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> RayHead:
-        """Starts the head and waits until the Jobs API answers.
+        """Starts the head and waits until the Jobs API and the node's job agent answer.
+
+        ``ray start`` gives its raylet a fixed 30 s to register with the GCS; on a loaded
+        machine that can run out, so a failed start is tried again (:data:`START_ATTEMPTS`
+        times in all, fresh ports and directory each time, the reason printed to stderr).
 
         Returns:
             Itself.
@@ -82,8 +88,19 @@ class RayHead:
         cli = ray_cli()
         if cli is None:
             raise RuntimeError("the ray CLI is not installed (pip install 'ray[default]')")
-        self._tmp = tempfile.mkdtemp(prefix="tether-ray-")
-        gcs, dash = free_port(), free_port()
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                return self._start_once(cli)
+            except RuntimeError as e:
+                if attempt == START_ATTEMPTS:
+                    raise
+                print(f"Ray head start {attempt} of {START_ATTEMPTS} failed, trying again: "
+                      f"{e}", file=sys.stderr, flush=True)
+        raise AssertionError("unreachable")
+
+    def _start_once(self, cli: str) -> RayHead:
+        self._tmp = tempfile.mkdtemp(prefix="tether-ray-head-")
+        gcs, dash, agent = free_port(), free_port(), free_port()
         argv = [
             cli, "start", "--head", "--block",
             "--node-ip-address=127.0.0.1",
@@ -91,7 +108,7 @@ class RayHead:
             "--dashboard-host=127.0.0.1",
             f"--dashboard-port={dash}",
             f"--ray-client-server-port={free_port()}",
-            f"--dashboard-agent-listen-port={free_port()}",
+            f"--dashboard-agent-listen-port={agent}",
             f"--dashboard-agent-grpc-port={free_port()}",
             f"--runtime-env-agent-port={free_port()}",
             f"--metrics-export-port={free_port()}",
@@ -108,32 +125,48 @@ class RayHead:
             )
         self.gcs_address = f"127.0.0.1:{gcs}"
         self.address = f"http://127.0.0.1:{dash}"
+        self._agent = f"http://127.0.0.1:{agent}"
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                text = log_path.read_text(errors="replace")[-3000:]
-                self.stop()
-                raise RuntimeError(f"ray start exited with {self._proc.returncode}:\n{text}")
-            if self._jobs_api_up():
+            code = self._proc.poll()
+            if code is not None:
+                text = self.log_tail()
+                self.stop(quiet=True)
+                raise RuntimeError(f"ray start exited with {code}:\n{text}")
+            # jobs are submitted through the node's dashboard agent, which starts after the
+            # Jobs API answers ("No available agent to submit job" until then)
+            if self._up(f"{self.address}/api/version") and \
+                    self._up(f"{self._agent}/api/local_raylet_healthz"):
                 return self
             time.sleep(0.5)
-        text = log_path.read_text(errors="replace")[-3000:]
-        self.stop()
+        text = self.log_tail()
+        self.stop(quiet=True)
         raise RuntimeError(f"the Ray head did not come up in {START_TIMEOUT_S:g}s:\n{text}")
 
-    def _jobs_api_up(self) -> bool:
+    @staticmethod
+    def _up(url: str) -> bool:
         import urllib.error
         import urllib.request
 
         try:
-            with urllib.request.urlopen(f"{self.address}/api/version", timeout=2) as r:
+            with urllib.request.urlopen(url, timeout=2) as r:
                 return bool(r.status == 200)
         except (urllib.error.URLError, OSError):
             return False
 
-    def stop(self) -> None:
-        """Stops every process of the head (its process group) and removes its directory."""
+    def stop(self, quiet: bool = False) -> None:
+        """Stops every process of the head (its process group) and removes its directory.
+
+        A head that died before (``ray start --block`` exits when a Ray process of it dies)
+        prints the end of its logs to stderr first, so the test output says why.
+
+        Args:
+            quiet: Do not print the logs of a head that died (the caller reports them).
+        """
         proc = self._proc
+        if proc is not None and proc.poll() is not None and not quiet:
+            print(f"the Ray head had exited with {proc.returncode}:\n{self.log_tail()}",
+                  file=sys.stderr, flush=True)
         if proc is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -149,6 +182,20 @@ class RayHead:
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
+
+    def log_tail(self, lines: int = 15) -> str:
+        """The last lines of the head's main logs (``ray start``, raylet, GCS, agents)."""
+        if self._tmp is None:
+            return ""
+        out = []
+        logs = Path(self._tmp) / "ray" / "session_latest" / "logs"
+        for path in [Path(self._tmp) / "ray-start.log", *(logs / n for n in (
+                "raylet.out", "gcs_server.out", "dashboard_agent.log", "dashboard.log"))]:
+            if path.exists():
+                text = path.read_text(errors="replace").splitlines()
+                fatal = [ln for ln in text if " F " in ln or "Check failed" in ln][:5]
+                out.append(f"--- {path.name}\n" + "\n".join(fatal + text[-lines:]))
+        return "\n".join(out)
 
     def __enter__(self) -> RayHead:
         return self.start()

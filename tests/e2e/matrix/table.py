@@ -65,8 +65,28 @@ BACKENDS = {
         "components run the image's `python3`, and the outputs root is a directory "
         "bind-mounted into every container (`TETHER_OUTPUTS_ROOT`)."
     ),
+    "ray": (
+        "a real Ray 2.60 head on 127.0.0.1 (`ray start --head`, `tests/e2e/infra/ray.py`); "
+        "each component is a Ray job submitted through the Jobs API, whose tether driver "
+        "runs the replica as a Ray task (a process of this machine, so outputs use the "
+        "default `file://` root)."
+    ),
+    "lsf": "not runnable here: IBM Spectrum LSF is licensed software that cannot be installed "
+           "on this machine; the job scripts are golden-tested and the command layer runs "
+           "against a fake `bsub`/`bjobs`/`bkill` (`tests/schedulers/test_lsf.py`).",
+    "gcp_batch": "not runnable here: Google Cloud Batch is a cloud service this machine cannot "
+                 "reach (no network, no project or credentials); the requests are "
+                 "golden-tested and the client code runs against an in-test gRPC "
+                 "`BatchService` (`tests/schedulers/test_gcp_batch.py`).",
 }
 """Backend (column) -> how it runs here. A new backend adds one entry and one test module."""
+
+NOT_RUNNABLE = {
+    "lsf": "LSF cannot run on this machine (render and command layer tested offline)",
+    "gcp_batch": "GCP Batch cannot run on this machine (render and client tested offline)",
+}
+"""Columns of backends that cannot run here, with why: every cell of theirs says so (no test
+module runs them)."""
 
 
 @dataclass
@@ -82,6 +102,12 @@ class Cell:
         return f"{self.outcome}: {reason}" if reason else self.outcome
 
 
+def _default_cell(backend: str) -> Cell:
+    if backend in NOT_RUNNABLE:
+        return Cell("not runnable here", NOT_RUNNABLE[backend])
+    return Cell("not run")
+
+
 def render_table(results: dict[tuple[str, str], Cell]) -> str:
     """``docs/portability.md``: one cell per adapter x backend.
 
@@ -94,7 +120,7 @@ def render_table(results: dict[tuple[str, str], Cell]) -> str:
     head = "| adapter \\ backend | " + " | ".join(f"`{b}`" for b in BACKENDS) + " |"
     rows = [head, "|---" * (len(BACKENDS) + 1) + "|"]
     for a, title in ADAPTERS.items():
-        cells = [results.get((a, b), Cell("not run")).text() for b in BACKENDS]
+        cells = [results.get((a, b), _default_cell(b)).text() for b in BACKENDS]
         rows.append(f"| {title} | " + " | ".join(cells) + " |")
     how = "\n".join(f"- `{b}`: {text}" for b, text in BACKENDS.items())
     return (

@@ -11,6 +11,8 @@ batch jobs, and the test's directories are shared with the nodes because they ar
 (``tests/e2e/infra/moto.py``).
 ``local_docker`` runs real containers (the tether image) on the session's private podman
 (``tests/e2e/infra/tether_image.py``).
+``ray`` runs on the session's real local Ray head (``tests/e2e/infra/ray.py``): every case
+submits real Ray jobs through the Jobs API.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import hashlib
 import json
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +29,7 @@ import pytest
 
 from tests.schedulers.contract.harness import BackendHarness
 from tether.schedulers.api import Scheduler
-from tether.specs import AppDef, BindMount, CfgVal, Role
+from tether.specs import AppDef, BindMount, CfgVal, Resource, Role
 
 _MOTO_ONE_STREAM = (
     "moto writes every node of a multi-node job to the job's one log stream, so a replica's "
@@ -478,3 +481,107 @@ def _pid_ns(pid: int) -> str | None:
         return os.readlink(f"/proc/{pid}/ns/pid")
     except OSError:
         return None
+
+
+class RayHarness(BackendHarness):
+    """``ray`` on the session's local Ray head; replicas are Ray tasks on this machine.
+
+    The head advertises 2 CPUs (the machine has 2), so each replica asks for a quarter CPU:
+    the cases' three-replica apps fit in one placement group. The programs run on this host,
+    so they see ``host_dir``. Jobs a case left running are stopped when it ends, so the next
+    case finds the head's CPUs free.
+    """
+
+    name = "ray"
+    image = ""
+    REPLICA_CPU = 0.25
+
+    def __init__(self, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+        super().__init__(request, tmp_path)
+        self.head = request.getfixturevalue("ray_head")
+        self._shared = tmp_path / "shared"
+        self._shared.mkdir()
+        self._started_ms = int(time.time() * 1000)
+        request.addfinalizer(self._stop_leftovers)
+
+    def scheduler(self) -> Scheduler[Any]:
+        from tether.schedulers.ray import create_scheduler
+
+        return create_scheduler("contract", address=self.head.address)
+
+    def offline_scheduler(self) -> Scheduler[Any]:
+        from tests.e2e.infra.ray import free_port
+        from tether.schedulers.ray import create_scheduler
+
+        return create_scheduler("contract", address=f"http://127.0.0.1:{free_port()}")
+
+    def cfg(self) -> dict[str, CfgVal]:
+        return {"python": self.python}
+
+    def scheduler_params(self) -> dict[str, Any]:
+        return {"ray": {"address": self.head.address}}
+
+    @property
+    def host_dir(self) -> Path:
+        return self._shared
+
+    def role(self, name: str, code: str, *, num_replicas: int = 1, **kw: Any) -> Role:
+        kw.setdefault("resource", Resource(cpu=self.REPLICA_CPU, gpu=0, memMB=0))
+        return super().role(name, code, num_replicas=num_replicas, **kw)
+
+    def _job(self, sched: Scheduler[Any], app_id: str) -> Any:
+        return sched.client().get_job_info(app_id)  # type: ignore[attr-defined]
+
+    def fingerprint(self, sched: Scheduler[Any], app_id: str) -> object:
+        """Everything the Jobs API keeps of the job (status, message, times, driver, exit
+        code). A running job's driver registers with Ray a moment after the job turned
+        RUNNING (Ray fills ``driver_info`` by itself): that is waited for first."""
+        from tests.schedulers.contract.harness import wait_for
+
+        info = self._job(sched, app_id)
+        if info.status == "RUNNING" and info.driver_info is None:
+            info = wait_for("Ray to register the job's driver", lambda: (
+                (i := self._job(sched, app_id)).status != "RUNNING" or i.driver_info) and i)
+        return info.dict()
+
+    def kill_controller(self, sched: Scheduler[Any], app_id: str) -> bool:
+        """Kills tether's driver (the job's entrypoint) and waits until Ray has cleaned up
+        natively: the job is terminal and no program of this case runs any more."""
+        from tests.schedulers.contract.harness import wait_for
+        from tether.specs.status import is_terminal
+
+        info = wait_for("the driver to run", lambda: (
+            (i := self._job(sched, app_id)).driver_info and i.driver_info.pid and i))  # fmt: skip
+        os.kill(int(info.driver_info.pid), signal.SIGKILL)
+        wait_for("Ray to record the job's end",
+                 lambda: is_terminal(sched.describe(app_id).state))  # type: ignore[union-attr]
+        wait_for("Ray to stop the job's replicas", lambda: not self._case_processes())
+        return True
+
+    def _case_processes(self) -> list[int]:
+        """Processes whose environment names this case's ``host_dir``."""
+        mark = f"CONTRACT_DIR={self._shared}".encode()
+        found = []
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if mark in environ:
+                found.append(int(pid))
+        return found
+
+    def expected_rank0_host(self, app_id: str, app: AppDef) -> str:
+        # documented: the address of the node holding replica 0 of the first role
+        return "localhost" if sum(r.num_replicas for r in app.roles) == 1 else "127.0.0.1"
+
+    def _stop_leftovers(self) -> None:
+        from ray.job_submission import JobStatus, JobSubmissionClient
+
+        client = JobSubmissionClient(self.head.address)
+        for job in client.list_jobs():
+            if job.submission_id and (job.start_time or 0) >= self._started_ms and \
+                    job.status in (JobStatus.PENDING, JobStatus.RUNNING):
+                client.stop_job(job.submission_id)

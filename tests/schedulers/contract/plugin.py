@@ -35,6 +35,7 @@ BUILTIN_HARNESSES: list[tuple[str, str, tuple[Any, ...]]] = [
     ("slurm", "tests.schedulers.contract.backends:SlurmHarness", (pytest.mark.e2e,)),
     ("aws_batch", "tests.schedulers.contract.backends:AwsBatchHarness", (pytest.mark.e2e,)),
     ("local_docker", "tests.schedulers.contract.backends:LocalDockerHarness", (pytest.mark.e2e,)),
+    ("ray", "tests.schedulers.contract.backends:RayHarness", (pytest.mark.e2e,)),
 ]
 """``(id, "module:Class", marks)`` of the built-in backends' harnesses."""
 

@@ -9,6 +9,12 @@ per VM, and each task's environment from :func:`~tether.schedulers.replica.mater
 (``task_environments``, one per task). With more than one replica, Batch writes the VMs' hosts
 file and the container runs under ``/bin/sh -c`` to set ``$TETHER_RANK0_HOST`` from its first
 line (and to expand ``${replica_id}`` in args per task).
+
+Overlays (:mod:`tether.specs.overlays`, proto field names) are merged last:
+``set_overlay(role, "gcp_batch", "TaskGroup", {...})`` into the role's task group, then
+``set_overlay(app or role, "gcp_batch", "Job", {...})`` into the ``Job`` (the app's first,
+then the role's), e.g. ``{"allocation_policy": {"network": {...}}}``. The labels tether finds
+its jobs by cannot be changed.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from tether.schedulers.api import JOB_KEY
 from tether.schedulers.gcp_batch.options import PROVISIONING_MODELS, GcpBatchOpts
 from tether.schedulers.replica import ENV_RANK0_HOST, ENV_REPLICA_ID, materialize
 from tether.specs import AppDef, Role, SecretRef, macros
+from tether.specs.overlays import apply_overlay, get_overlay
 from tether.specs.secrets import mask_env
 
 BACKEND = "gcp_batch"
@@ -35,6 +42,12 @@ LABEL_APP = "tether-app"
 LABEL_ROLE = "tether-role"
 LABEL_JOB_KEY = "tether-job-key"
 MANAGED_BY = "tether"
+OVERLAY_NAMESPACE = "gcp_batch"
+OVERLAY_TASK_GROUP = "TaskGroup"
+"""Kind of the role overlay merged into its task group."""
+OVERLAY_JOB = "Job"
+"""Kind of the app (or role) overlay merged into the Batch ``Job``."""
+_KINDS = (OVERLAY_TASK_GROUP, OVERLAY_JOB)
 PROJECT_ENVS = ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT")
 
 _LABEL_JUNK = re.compile(r"[^a-z0-9_-]+")
@@ -273,11 +286,42 @@ def render(app: AppDef, opts: GcpBatchOpts, project: str, job_id: str) -> GcpBat
         "labels": labels,
         "logs_policy": {"destination": "CLOUD_LOGGING"},
     }
+    _overlay(job, app)  # last: the platform's escape hatch wins
     parent = f"projects/{project}/locations/{opts.location}"
     return GcpBatchRequest(
         app_id=f"{project}:{opts.location}:{job_id}",
         request={"parent": parent, "job_id": job_id, "job": job},
     )
+
+
+def _overlay(job: dict[str, Any], app: AppDef) -> None:
+    """Merges the role's ``TaskGroup`` overlay, then the ``Job`` overlays, into ``job``.
+
+    Raises:
+        GcpBatchRenderError: For an overlay that changes tether's identity labels or the
+            number of task groups.
+    """
+    role = app.roles[0]
+    identity = {k: v for k, v in job["labels"].items() if k.startswith("tether-")}
+    group_overlay = get_overlay(role, OVERLAY_NAMESPACE, OVERLAY_TASK_GROUP, kinds=_KINDS)
+    if group_overlay:
+        apply_overlay(job["task_groups"][0], group_overlay)
+    for where, target in ((f"app {app.name!r}", app), (f"role {role.name!r}", role)):
+        overlay = get_overlay(target, OVERLAY_NAMESPACE, OVERLAY_JOB, kinds=_KINDS)
+        if not overlay:
+            continue
+        apply_overlay(job, overlay)
+        labels: dict[str, Any] = job["labels"] if isinstance(job.get("labels"), dict) else {}
+        if any(labels.get(k) != v for k, v in identity.items()):
+            raise GcpBatchRenderError(
+                f"{where}: gcp_batch Job overlay may not change or remove the labels "
+                f"{sorted(identity)}: tether finds its jobs by them"
+            )
+        if len(job.get("task_groups") or []) != 1:
+            raise GcpBatchRenderError(
+                f"{where}: gcp_batch Job overlay must leave exactly one task group (Batch runs "
+                "one per job); use a TaskGroup overlay to change it"
+            )
 
 
 def format_request(req: GcpBatchRequest) -> str:

@@ -7,6 +7,12 @@ from ``$LSB_MCPU_HOSTS``, starts replica ``i`` on host ``i`` with ``blaunch`` (t
 environment from :func:`~tether.schedulers.replica.materialize`, ``$TETHER_RANK0_HOST`` = the
 first host) writing ``<log_dir>/<app>/<role>/<k>.log`` and ``<k>.exit``, and exits with the
 first failure (LSF then ends the other tasks).
+
+Overlays (:mod:`tether.specs.overlays`) are merged last into the ``#BSUB`` directives, a dict
+of option -> the text after it (a list repeats the option; ``""`` is a bare flag):
+``set_overlay(app or role, "lsf", "bsub", {"-q": "gpu", "-app": "ml", DEL("-W"): None})``,
+the app's first, then each role's. ``-J`` and ``-Jd`` (tether's identity of the job) cannot
+be changed.
 """
 
 from __future__ import annotations
@@ -17,17 +23,24 @@ import re
 import secrets
 import shlex
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import quote, unquote
 
 from tether.schedulers.api import JOB_KEY
 from tether.schedulers.lsf.options import LsfOpts
 from tether.schedulers.replica import ENV_RANK0_HOST, materialize
 from tether.specs import AppDef, Role
+from tether.specs.overlays import apply_overlay, get_overlay
 from tether.specs.secrets import mask_env
 
 BACKEND = "lsf"
 DESCRIPTION_PREFIX = "tether:"
 GPU_MODES = ("shared", "exclusive_process")
+OVERLAY_NAMESPACE = "lsf"
+OVERLAY_KIND = "bsub"
+"""Overlays stored with ``set_overlay(app or role, "lsf", "bsub", ...)`` merge into the
+``#BSUB`` directives (option -> text after it)."""
+_FIXED_DIRECTIVES = ("-J", "-Jd")
 
 _ID_JUNK = re.compile(r"[^a-z0-9]+")
 _ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
@@ -173,7 +186,12 @@ def decode_roles(value: str) -> dict[str, int]:
     return out
 
 
-def _header(app: AppDef, opts: LsfOpts, name: str, log_dir: str, cwd: str, desc: str) -> list[str]:
+Directives = dict[str, Any]
+"""``#BSUB`` option -> the text after it (a list: the option repeated; ``""``: a bare flag)."""
+
+
+def _directives(app: AppDef, opts: LsfOpts, name: str, log_dir: str, cwd: str,
+                desc: str) -> Directives:  # fmt: skip
     role = app.roles[0]
     per = slots(role)
     total = sum(r.num_replicas for r in app.roles)
@@ -182,32 +200,70 @@ def _header(app: AppDef, opts: LsfOpts, name: str, log_dir: str, cwd: str, desc:
         res.append(f"rusage[mem={math.ceil(role.resource.memMB / per)}]")
     if opts.resource:
         res.append(opts.resource)
-    lines = [
-        "#!/bin/bash",
-        f"#BSUB -J {name}",
-        f'#BSUB -Jd "{desc}"',
-    ]
+    out: Directives = {"-J": name, "-Jd": f'"{desc}"'}
     if opts.queue:
-        lines.append(f"#BSUB -q {shlex.quote(opts.queue)}")
+        out["-q"] = shlex.quote(opts.queue)
     if opts.project:
-        lines.append(f"#BSUB -P {shlex.quote(opts.project)}")
-    lines += [
-        f"#BSUB -n {per * total}",
-        f'#BSUB -R "{" ".join(res)}"',
-    ]
+        out["-P"] = shlex.quote(opts.project)
+    out["-n"] = str(per * total)
+    out["-R"] = f'"{" ".join(res)}"'
     if role.resource.gpu > 0:
         gpu = f"num={role.resource.gpu}"
         if opts.gpu_mode:
             gpu += f":mode={opts.gpu_mode}"
-        lines.append(f'#BSUB -gpu "{gpu}"')
+        out["-gpu"] = f'"{gpu}"'
     if opts.wall_time:
-        lines.append(f"#BSUB -W {opts.wall_time}")
-    lines += [
-        f"#BSUB -cwd {shlex.quote(cwd)}",
-        f"#BSUB -o {shlex.quote(log_dir + '/lsf-%J.out')}",
-        f"#BSUB -e {shlex.quote(log_dir + '/lsf-%J.err')}",
-    ]
-    lines += [f"#BSUB {arg}" for arg in opts.bsub_args]
+        out["-W"] = opts.wall_time
+    out["-cwd"] = shlex.quote(cwd)
+    out["-o"] = shlex.quote(log_dir + "/lsf-%J.out")
+    out["-e"] = shlex.quote(log_dir + "/lsf-%J.err")
+    for arg in opts.bsub_args:
+        option, _, value = arg.partition(" ")
+        if option in out:
+            prev = out[option]
+            out[option] = [*(prev if isinstance(prev, list) else [prev]), value]
+        else:
+            out[option] = value
+    return out
+
+
+def _overlay(directives: Directives, app: AppDef) -> None:
+    """Merges the ``bsub`` overlays (the app's, then each role's) into the directives, last.
+
+    Raises:
+        LsfRenderError: For an overlay that changes ``-J``/``-Jd``, names no ``-option`` or
+            gives a value that is not text (or holds a newline).
+    """
+    sources: list[tuple[str, AppDef | Role]] = [(f"app {app.name!r}", app)]
+    sources += [(f"role {r.name!r}", r) for r in app.roles]
+    for where, target in sources:
+        overlay = get_overlay(target, OVERLAY_NAMESPACE, OVERLAY_KIND)
+        if not overlay:
+            continue
+        fixed = {k: directives.get(k) for k in _FIXED_DIRECTIVES}
+        apply_overlay(directives, overlay)
+        changed = [k for k in _FIXED_DIRECTIVES if directives.get(k) != fixed[k]]
+        if changed:
+            raise LsfRenderError(
+                f"{where}: lsf bsub overlay may not change {', '.join(changed)}: tether "
+                "identifies the job by its name and description"
+            )
+        for option, value in directives.items():
+            values = value if isinstance(value, list) else [value]
+            if not option.startswith("-") or not all(
+                isinstance(v, str) and "\n" not in v for v in values
+            ):
+                raise LsfRenderError(
+                    f"{where}: lsf bsub overlay entry {option!r}: {value!r} must be a bsub "
+                    "option starting with '-' and a one-line text (or a list of them)"
+                )
+
+
+def _header(directives: Directives) -> list[str]:
+    lines = ["#!/bin/bash"]
+    for option, value in directives.items():
+        for v in value if isinstance(value, list) else [value]:
+            lines.append(f"#BSUB {option} {v}".rstrip())
     return lines
 
 
@@ -226,7 +282,9 @@ def render(app: AppDef, opts: LsfOpts, name: str, log_root: str, cwd: str) -> Ls
     """
     log_dir = f"{log_root.rstrip('/')}/{name}"
     desc = encode_description(app, log_dir)
-    lines = _header(app, opts, name, log_dir, cwd, desc)
+    directives = _directives(app, opts, name, log_dir, cwd, desc)
+    _overlay(directives, app)  # last: the platform's escape hatch wins
+    lines = _header(directives)
     total = sum(r.num_replicas for r in app.roles)
     lines += [
         "",

@@ -11,7 +11,10 @@ output into the job's log, where :func:`split_replica_line` separates the replic
 
 The driver exits 0 when every replica exited 0. On the first failure it cancels the other
 replicas and exits 1 with a last line naming the role, the replica and its exit code, which
-the Jobs API puts into the job's message.
+the Jobs API puts into the job's message. Before it exits it waits until each finished
+replica's end mark reached its own output (Ray forwards task output asynchronously), so the
+job log holds every line. On SIGTERM (``stop_job``) it cancels the replicas' tasks, and each
+task gives its program SIGTERM, then SIGKILL after :data:`STOP_GRACE_S` seconds.
 
 This module imports only the standard library and ``ray`` (inside functions): it must run on
 a Ray cluster where nothing else of tether is needed.
@@ -25,7 +28,8 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 PLAN_ENV = "TETHER_RAY_PLAN"
@@ -34,9 +38,20 @@ RANK0_HOST_ENV = "TETHER_RANK0_HOST"
 NUM_REPLICAS_ENV = "TETHER_NUM_REPLICAS"
 FAILURE_PREFIX = "tether: "
 PLACEMENT_TIMEOUT_ENV = "TETHER_RAY_PLACEMENT_TIMEOUT"
+POLL_S = 0.1
+"""How often a replica's task checks its process (and so can be cancelled)."""
+END_MARK = "tether: end of "
+"""A replica's task prints ``END_MARK[role/k]`` after its last line (see :class:`_LogWatch`)."""
+FLUSH_WAIT_S = 30.0
+"""The most the driver waits for a finished replica's last lines to reach the job log."""
+STOP_GRACE_S = 2.0
+"""Seconds a stopped replica has between SIGTERM and SIGKILL (Ray itself SIGKILLs the driver
+``RAY_JOB_STOP_WAIT_TIME_S``, default 3, seconds after its SIGTERM)."""
 
 _ANSI = r"(?:\x1b\[[0-9;]*m)*"
 _LINE = re.compile(rf"^{_ANSI}(?:\([^)]*\){_ANSI}\s)?\[([^\]/]+)/(\d+)\] ?(.*)$")
+_END = re.compile(re.escape(END_MARK) + r"\[([^\]/]+)/(\d+)\]")
+_FAILURE = re.compile(r"role '([^']+)' replica (\d+) exited with code (-?\d+)")
 _PR_SET_PDEATHSIG = 1
 
 
@@ -70,6 +85,22 @@ def split_replica_line(line: str) -> tuple[str, int, str] | None:
     return m.group(1), int(m.group(2)), m.group(3)
 
 
+def failed_replica(message: str) -> tuple[str, int, int] | None:
+    """Finds the replica whose failure ended the job, in the job's message.
+
+    Args:
+        message: The Jobs API's message of a failed job (it ends with the log's last lines).
+
+    Returns:
+        ``(role, replica_id, exit_code)`` of the last failure line, or None.
+    """
+    found = _FAILURE.findall(message)
+    if not found:
+        return None
+    role, replica_id, code = found[-1]
+    return role, int(replica_id), int(code)
+
+
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
     """Linux: the replica's process gets SIGKILL when the Ray worker running it dies."""
     try:
@@ -81,10 +112,33 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child before e
         pass
 
 
+def _pump(stream: Any, prefix: str) -> None:
+    """Prints every line of ``stream`` with the replica prefix (a reader thread)."""
+    for raw in iter(stream.readline, b""):
+        text = raw.decode("utf-8", "replace").rstrip("\r\n")
+        print(f"{prefix}{text}", flush=True)
+
+
+def _stop_process(proc: subprocess.Popen[bytes], grace_s: float) -> None:
+    """SIGTERM, then SIGKILL after ``grace_s`` seconds."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def run_replica(
     role: str, replica_id: int, argv: Sequence[str], env: dict[str, str], cwd: str | None
 ) -> int:
     """Runs one replica's process, printing its lines with the replica prefix.
+
+    The output is read by a thread while this (the task's main) thread polls the process:
+    Ray cancels a task by raising KeyboardInterrupt in its main thread between bytecodes, so
+    the task must not block in a system call. On that interrupt (the driver was stopped) the
+    process gets SIGTERM, then SIGKILL after :data:`STOP_GRACE_S` seconds.
 
     Args:
         role: The role's name.
@@ -112,11 +166,50 @@ def run_replica(
     except OSError as e:
         print(f"{prefix}{FAILURE_PREFIX}cannot start {argv[0]!r}: {e}", flush=True)
         return 127
-    assert proc.stdout is not None
-    for raw in iter(proc.stdout.readline, b""):
-        text = raw.decode("utf-8", "replace").rstrip("\r\n")
-        print(f"{prefix}{text}", flush=True)
-    return proc.wait()
+    reader = threading.Thread(target=_pump, args=(proc.stdout, prefix), daemon=True)
+    reader.start()
+    try:
+        while True:
+            try:
+                code = proc.wait(timeout=POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+    except KeyboardInterrupt:  # the task was cancelled: stop the program gracefully
+        _stop_process(proc, STOP_GRACE_S)
+        reader.join(timeout=STOP_GRACE_S)
+        raise
+    reader.join()
+    print(f"{END_MARK}[{role}/{replica_id}]", flush=True)
+    return code
+
+
+class _LogWatch:
+    """Wraps the driver's stdout/stderr, where Ray prints the replicas' forwarded lines, and
+    notes each replica's end mark.
+
+    Ray forwards a task's output to the driver asynchronously: a replica may have ended
+    before its last lines reached the driver (and so the job log). The driver waits for the
+    end marks before it exits, so no line is lost and a failure line comes last.
+    """
+
+    def __init__(self, stream: Any, seen: set[tuple[str, int]], cond: threading.Condition
+                 ) -> None:  # fmt: skip
+        self._stream = stream
+        self._seen = seen
+        self._cond = cond
+
+    def write(self, text: str) -> int:
+        n = int(self._stream.write(text))
+        found = _END.findall(text)
+        if found:
+            with self._cond:
+                self._seen.update((r, int(k)) for r, k in found)
+                self._cond.notify_all()
+        return n
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _node_addresses(ray: Any) -> dict[str, str]:
@@ -158,10 +251,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     import ray
     from ray.util.placement_group import placement_group, remove_placement_group
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     plan = json.loads(os.environ[PLAN_ENV])
     replicas: list[dict[str, Any]] = plan["replicas"]
+    seen: set[tuple[str, int]] = set()
+    cond = threading.Condition()
+    sys.stdout = _LogWatch(sys.stdout, seen, cond)
+    sys.stderr = _LogWatch(sys.stderr, seen, cond)
     ray.init(log_to_driver=True)
     required = [r for r in replicas if not r.get("optional")]
     bundles = [dict(r["bundle"]) for r in required]
@@ -195,26 +291,65 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     task = ray.remote(run_replica)
     refs: dict[Any, dict[str, Any]] = {}
-    for rep, group, index in placed:
-        env = dict(rep["env"])
-        env[RANK0_HOST_ENV] = rank0_host
-        env[NUM_REPLICAS_ENV] = str(counts[rep["role"]])  # elastic: the replicas placed
-        opts: dict[str, Any] = {
-            "num_cpus": rep["bundle"].get("CPU", 0),
-            "num_gpus": rep["bundle"].get("GPU", 0),
-            "max_retries": 0,
-            "scheduling_strategy": PlacementGroupSchedulingStrategy(
-                placement_group=group, placement_group_bundle_index=index
-            ),
-        }
-        if rep["bundle"].get("memory"):
-            opts["memory"] = rep["bundle"]["memory"]
-        ref = task.options(**opts).remote(
-            rep["role"], rep["replica_id"], rep["argv"], env, rep.get("cwd")
-        )
-        refs[ref] = rep
+    # from here a stop (SIGTERM) stops the replicas gracefully; before, Ray's handler exits
+    signal.signal(signal.SIGTERM, _raise_stopped)
+    try:
+        for rep, group, index in placed:
+            _start_replica(ray, task, rep, group, index, rank0_host, counts, refs)
+        code = _wait_replicas(ray, refs, lambda rep: _await_end(rep, seen, cond))
+    except _Stopped:
+        _stop_replicas(ray, refs)
+        code = 128 + signal.SIGTERM
+    remove_placement_group(pg)
+    for _, group in extra_pgs:
+        remove_placement_group(group)
+    return code
 
-    code = 0
+
+def _start_replica(
+    ray: Any, task: Any, rep: dict[str, Any], group: Any, index: int, rank0_host: str,
+    counts: dict[str, int], refs: dict[Any, dict[str, Any]],
+) -> None:
+    """Starts one replica's task on its bundle and records its ref in ``refs``."""
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    env = dict(rep["env"])
+    env[RANK0_HOST_ENV] = rank0_host
+    env[NUM_REPLICAS_ENV] = str(counts[rep["role"]])  # elastic: the replicas placed
+    opts: dict[str, Any] = {
+        "num_cpus": rep["bundle"].get("CPU", 0),
+        "num_gpus": rep["bundle"].get("GPU", 0),
+        "max_retries": 0,
+        "scheduling_strategy": PlacementGroupSchedulingStrategy(
+            placement_group=group, placement_group_bundle_index=index
+        ),
+    }
+    if rep["bundle"].get("memory"):
+        opts["memory"] = rep["bundle"]["memory"]
+    opts.update(rep.get("options") or {})  # a Replica overlay's task options
+    ref = task.options(**opts).remote(
+        rep["role"], rep["replica_id"], rep["argv"], env, rep.get("cwd")
+    )
+    refs[ref] = rep
+
+
+def _await_end(rep: dict[str, Any], seen: set[tuple[str, int]], cond: threading.Condition
+               ) -> None:  # fmt: skip
+    """Waits (at most :data:`FLUSH_WAIT_S`) until the replica's end mark reached the log."""
+    key = (rep["role"], int(rep["replica_id"]))
+    with cond:
+        cond.wait_for(lambda: key in seen, timeout=FLUSH_WAIT_S)
+
+
+def _wait_replicas(
+    ray: Any,
+    refs: dict[Any, dict[str, Any]],
+    flushed: Callable[[dict[str, Any]], None] = lambda rep: None,
+) -> int:
+    """Waits for every replica; on the first failure cancels the others and returns 1.
+
+    ``flushed(rep)`` is called once a replica's task returned, to wait for its last lines.
+    """
     pending = list(refs)
     while pending:
         done, pending = ray.wait(pending, num_returns=1)
@@ -225,17 +360,34 @@ def main(argv: Sequence[str] | None = None) -> int:
             rc, why = 1, f"its Ray task failed: {e}"
         else:
             why = f"exited with code {rc}"
+            flushed(rep)
         if rc != 0:
             for ref in pending:
                 ray.cancel(ref, force=True)
             msg = f"role {rep['role']!r} replica {rep['replica_id']} {why}"
             print(f"{FAILURE_PREFIX}{msg}", file=sys.stderr, flush=True)
-            code = 1
-            break
-    remove_placement_group(pg)
-    for _, group in extra_pgs:
-        remove_placement_group(group)
-    return code
+            return 1
+    return 0
+
+
+class _Stopped(Exception):
+    """The driver got SIGTERM (``stop_job``)."""
+
+
+def _raise_stopped(signum: int, frame: Any) -> None:
+    raise _Stopped()
+
+
+def _stop_replicas(ray: Any, refs: dict[Any, dict[str, Any]]) -> None:
+    """``stop_job``: cancels every replica's task, so each program gets SIGTERM (and its
+    grace) from :func:`run_replica`, and waits for them a little less than Ray waits for us."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    print(f"{FAILURE_PREFIX}stopped: sending SIGTERM to {len(refs)} replica(s)",
+          file=sys.stderr, flush=True)
+    for ref in refs:
+        ray.cancel(ref, force=False)
+    if refs:
+        ray.wait(list(refs), num_returns=len(refs), timeout=STOP_GRACE_S + 0.5)
 
 
 if __name__ == "__main__":

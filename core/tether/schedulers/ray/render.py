@@ -6,6 +6,13 @@ The request is what :meth:`ray.job_submission.JobSubmissionClient.submit_job` re
 app's identity). The replica plan (one entry per replica: argv, env from
 :func:`~tether.schedulers.replica.materialize`, placement bundle) travels in
 ``runtime_env.env_vars[TETHER_RAY_PLAN]`` as JSON.
+
+Overlays (:mod:`tether.specs.overlays`) are merged last, after everything tether rendered:
+``set_overlay(role, "ray", "Replica", {...})`` into each of the role's replica entries
+(``bundle``, ``argv``, ``env``, ``cwd`` and ``options``: extra arguments of the replica task's
+Ray ``.options()``, e.g. ``{"resources": {"trn": 1}}``), then ``set_overlay(app or role, "ray",
+"JobSubmission", {...})`` into the arguments of ``submit_job`` (``runtime_env``,
+``metadata``, ``entrypoint_resources``...; the app's first, then each role's).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from tether.schedulers.ray.driver import PLAN_ENV
 from tether.schedulers.ray.options import PLACEMENT_STRATEGIES, RayOpts
 from tether.schedulers.replica import materialize
 from tether.specs import AppDef, Role
+from tether.specs.overlays import apply_overlay, get_overlay
 from tether.specs.secrets import mask_env
 
 BACKEND = "ray"
@@ -38,6 +46,16 @@ META_SESSION = "tether.session"
 META_ROLES = "tether.roles"
 META_JOB_KEY = JOB_KEY
 MANAGED_BY = "tether"
+
+OVERLAY_NAMESPACE = "ray"
+OVERLAY_REPLICA = "Replica"
+"""Kind of the role overlay merged into each of its replicas' plan entries."""
+OVERLAY_JOB = "JobSubmission"
+"""Kind of the app (or role) overlay merged into the arguments of ``submit_job``."""
+_REPLICA_FIXED = ("role", "replica_id", "optional")
+"""Plan fields that identify a replica (its log lines, its macros): not overlayable."""
+_JOB_FIXED = ("submission_id",)
+_KINDS = (OVERLAY_REPLICA, OVERLAY_JOB)
 
 _ID_JUNK = re.compile(r"[^a-z0-9]+")
 _ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
@@ -58,6 +76,7 @@ class RayJobRequest:
         metadata: The job's metadata (tether's identity of the app).
         entrypoint_num_cpus: CPUs reserved for the driver.
         plan: What the driver runs (see :mod:`tether.schedulers.ray.driver`).
+        extra: Further ``submit_job`` arguments (from a ``JobSubmission`` overlay).
     """
 
     submission_id: str
@@ -66,6 +85,7 @@ class RayJobRequest:
     metadata: dict[str, str] = field(default_factory=dict)
     entrypoint_num_cpus: float = 0.0
     plan: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def submit_kwargs(self, driver_dir: str) -> dict[str, Any]:
         """The keyword arguments of ``submit_job``.
@@ -86,6 +106,7 @@ class RayJobRequest:
             "runtime_env": env,
             "metadata": dict(self.metadata),
             "entrypoint_num_cpus": self.entrypoint_num_cpus,
+            **self.extra,
         }
 
 
@@ -213,6 +234,7 @@ def render(app: AppDef, opts: RayOpts, app_id: str, session_name: str) -> RayJob
                     "optional": role.min_replicas is not None and i >= role.min_replicas,
                 }
             )
+            _overlay_replica(replicas[-1], role)
     runtime_env: dict[str, Any] = {
         "py_modules": [DRIVER_PLACEHOLDER],
         # one line per replica line in the job log: Ray must not fold repeated lines
@@ -230,7 +252,7 @@ def render(app: AppDef, opts: RayOpts, app_id: str, session_name: str) -> RayJob
     }
     if app.metadata.get(JOB_KEY):
         metadata[META_JOB_KEY] = app.metadata[JOB_KEY]
-    return RayJobRequest(
+    req = RayJobRequest(
         submission_id=app_id,
         entrypoint=f"{shlex.quote(opts.python)} -m {DRIVER_MODULE}",
         runtime_env=runtime_env,
@@ -244,6 +266,56 @@ def render(app: AppDef, opts: RayOpts, app_id: str, session_name: str) -> RayJob
             "replicas": replicas,
         },
     )
+    _overlay_job(req, app)
+    return req
+
+
+def _apply_checked(
+    base: dict[str, Any], overlay: dict[str, Any], fixed: tuple[str, ...], where: str
+) -> None:
+    """Merges ``overlay`` into ``base``; it may not change the ``fixed`` fields."""
+    before = {k: base.get(k) for k in fixed}
+    apply_overlay(base, overlay)
+    changed = sorted(k for k in fixed if base.get(k) != before[k])
+    if changed:
+        raise RayRenderError(
+            f"{where} overlay may not change {', '.join(changed)}: tether identifies the "
+            "job and its replicas by it"
+        )
+
+
+def _overlay_replica(entry: dict[str, Any], role: Role) -> None:
+    """Merges the role's ``Replica`` overlay into one replica's plan entry (last)."""
+    overlay = get_overlay(role, OVERLAY_NAMESPACE, OVERLAY_REPLICA, kinds=_KINDS)
+    if overlay:
+        _apply_checked(entry, overlay, _REPLICA_FIXED,
+                       f"role {role.name!r}: ray {OVERLAY_REPLICA}")
+
+
+def _overlay_job(req: RayJobRequest, app: AppDef) -> None:
+    """Merges the ``JobSubmission`` overlays (the app's, then each role's) into the
+    ``submit_job`` arguments, last."""
+    targets: list[tuple[str, AppDef | Role]] = [(f"app {app.name!r}", app)]
+    targets += [(f"role {r.name!r}", r) for r in app.roles]
+    overlays = [(w, o) for w, t in targets
+                if (o := get_overlay(t, OVERLAY_NAMESPACE, OVERLAY_JOB, kinds=_KINDS))]
+    if not overlays:
+        return
+    doc: dict[str, Any] = {
+        "submission_id": req.submission_id,
+        "entrypoint": req.entrypoint,
+        "runtime_env": req.runtime_env,
+        "metadata": req.metadata,
+        "entrypoint_num_cpus": req.entrypoint_num_cpus,
+    }
+    for where, overlay in overlays:
+        _apply_checked(doc, overlay, _JOB_FIXED, f"{where}: ray {OVERLAY_JOB}")
+    del doc["submission_id"]
+    req.entrypoint = str(doc.pop("entrypoint"))
+    req.runtime_env = dict(doc.pop("runtime_env", None) or {})
+    req.metadata = {str(k): str(v) for k, v in (doc.pop("metadata", None) or {}).items()}
+    req.entrypoint_num_cpus = float(doc.pop("entrypoint_num_cpus", 0.0) or 0.0)
+    req.extra = doc
 
 
 def request_doc(req: RayJobRequest) -> dict[str, Any]:
@@ -267,6 +339,7 @@ def request_doc(req: RayJobRequest) -> dict[str, Any]:
         "runtime_env": env,
         "metadata": req.metadata,
         "plan": plan,
+        **req.extra,
     }
 
 

@@ -25,7 +25,7 @@ from tether.schedulers.api import (
 )
 from tether.schedulers.capabilities import Capabilities
 from tether.schedulers.ray import driver as driver_module
-from tether.schedulers.ray.driver import split_replica_line
+from tether.schedulers.ray.driver import failed_replica, split_replica_line
 from tether.schedulers.ray.options import RayOpts
 from tether.schedulers.ray.render import (
     BACKEND,
@@ -114,6 +114,15 @@ def _roles_of(metadata: Mapping[str, str]) -> dict[str, int]:
     except ValueError:
         return {}
     return {str(k): int(v) for k, v in doc.items()} if isinstance(doc, dict) else {}
+
+
+def _replica(
+    role: str, k: int, state: AppState, failed: tuple[str, int, int] | None
+) -> ReplicaStatus:
+    """A replica's status: the job's state; the replica that failed it has its exit code."""
+    if failed is not None and failed[:2] == (role, k):
+        return ReplicaStatus(k, AppState.FAILED, role, exit_code=failed[2])
+    return ReplicaStatus(k, state, role)
 
 
 def _opts(cfg: Mapping[str, CfgVal]) -> RayOpts:
@@ -253,6 +262,7 @@ class RayScheduler(Scheduler[RayJobRequest], WorkspaceMixin[None]):
         state = app_state(info.status)
         meta = dict(info.metadata or {})
         roles = _roles_of(meta)
+        failed = failed_replica(info.message or "") if state == AppState.FAILED else None
         return DescribeAppResponse(
             app_id=app_id,
             state=state,
@@ -261,7 +271,7 @@ class RayScheduler(Scheduler[RayJobRequest], WorkspaceMixin[None]):
             ui_url=self.address,
             roles=[Role(name=n, num_replicas=c) for n, c in roles.items()],
             roles_statuses=[
-                RoleStatus(n, [ReplicaStatus(i, state, n) for i in range(c)])
+                RoleStatus(n, [_replica(n, i, state, failed) for i in range(c)])
                 for n, c in roles.items()
             ],
             job_key=meta.get(META_JOB_KEY),
