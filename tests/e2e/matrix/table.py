@@ -78,12 +78,17 @@ BACKENDS = {
                  "reach (no network, no project or credentials); the requests are "
                  "golden-tested and the client code runs against an in-test gRPC "
                  "`BatchService` (`tests/schedulers/test_gcp_batch.py`).",
+    "aws_sagemaker": "not runnable here: moto's server records SageMaker training jobs but "
+                     "never runs them, and AWS itself cannot be reached; the requests are "
+                     "golden-tested and submit, describe and stop run against moto "
+                     "(`tests/e2e/test_aws_sagemaker_e2e.py`).",
 }
 """Backend (column) -> how it runs here. A new backend adds one entry and one test module."""
 
 NOT_RUNNABLE = {
     "lsf": "LSF cannot run on this machine (render and command layer tested offline)",
     "gcp_batch": "GCP Batch cannot run on this machine (render and client tested offline)",
+    "aws_sagemaker": "moto records training jobs but never runs them (requests tested on moto)",
 }
 """Columns of backends that cannot run here, with why: every cell of theirs says so (no test
 module runs them)."""
