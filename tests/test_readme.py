@@ -115,6 +115,9 @@ def test_readme_quick_start_runs_in_a_fresh_venv(tmp_path: Path) -> None:
         TETHER_STATE_DIR=str(tmp_path / "state"),
         PREFECT_HOME=str(tmp_path / "prefect"),
         PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        # the tour's flow starts Prefect's temporary server, which gives itself 20 s by
+        # default; a CI machine running every test group at once can need more
+        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="180",
     )
     outputs: dict[str, str] = {}
     for name, body in blocks.items():
