@@ -43,6 +43,7 @@ from tether.specs.status import (
     is_terminal,
 )
 from tether.specs.validate import validate
+from tether.specs.workspace import Workspace
 
 NONE = "<NONE>"
 
@@ -73,6 +74,7 @@ __all__ = [
     "SpecTypeError",
     "StructuredOpts",
     "VolumeMount",
+    "Workspace",
     "cfg_from_str",
     "get_named_resource",
     "get_named_resources",

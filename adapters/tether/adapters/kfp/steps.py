@@ -31,6 +31,7 @@ from tether.adapters.common import (
     resolve_component,
 )
 from tether.adapters.kfp.artifacts import declared_artifacts, with_artifacts
+from tether.adapters.kfp.component import as_component, component_yaml
 from tether.adapters.kfp.launcher import build_launcher_component
 from tether.adapters.kfp.native import (
     NativeStepError,
@@ -65,6 +66,7 @@ from tether.adapters.kfp.signature import (
     step_inputs,
 )
 from tether.adapters.kfp.spec import ENV_NAMESPACE, LaunchSpec
+from tether.adapters.kfp.stepdryrun import StepDryRun, dryrun_step
 from tether.specs import AppDef, CfgVal, InvalidRunConfigException, Role, SecretRef
 
 if TYPE_CHECKING:
@@ -72,7 +74,6 @@ if TYPE_CHECKING:
     from kfp.dsl.graph_component import GraphComponent
     from kfp.dsl.pipeline_task import PipelineTask
 
-    from tether.adapters.kfp.dryrun import StepDryRun
 
 log = logging.getLogger(__name__)
 
@@ -472,8 +473,6 @@ class TetherStep:
             ``kfp.components.load_component_from_text`` loads, and can be used in other
             pipelines.
         """
-        from tether.adapters.kfp.component import as_component
-
         return as_component(self, name=name, **fixed)
 
     @property
@@ -490,8 +489,6 @@ class TetherStep:
         Returns:
             The YAML text.
         """
-        from tether.adapters.kfp.component import component_yaml
-
         return component_yaml(self.as_component(**fixed))
 
     def dryrun(self, **kwargs: Any) -> StepDryRun:
@@ -503,8 +500,6 @@ class TetherStep:
         Returns:
             The mode and why, the AppDef, the scheduler's request and the compiled step.
         """
-        from tether.adapters.kfp.dryrun import dryrun_step
-
         return dryrun_step(self, **kwargs)
 
     def __repr__(self) -> str:
