@@ -58,6 +58,14 @@ from tether.schedulers.local.state import (
     app_from_json,
     private_dirs,
 )
+from tether.schedulers.local.status import (
+    CANCEL,
+    FAIL,
+    RESTART,
+    STOP_RANK,
+    app_final_state,
+    exited_state,
+)
 from tether.specs import AppState, RetryPolicy, Role
 from tether.specs.secrets import arg_secrets, mask_text, secret_values
 
@@ -478,7 +486,6 @@ class _Attempt:
         return (self.rep.role, self.rep.replica_id)
 
 
-_STOP_RANK = {"restart": 0, "fail": 1, "cancel": 2}
 
 
 class Supervisor:
@@ -764,7 +771,7 @@ class Supervisor:
         return signal_group(pid, sig)
 
     def _stop(self, att: _Attempt, reason: str) -> None:
-        if att.stop_reason is None or _STOP_RANK[reason] > _STOP_RANK[att.stop_reason]:
+        if att.stop_reason is None or STOP_RANK[reason] > STOP_RANK[att.stop_reason]:
             att.stop_reason = reason
         if att.kill_at is None:
             self._signal(att, signal.SIGTERM)
@@ -779,20 +786,12 @@ class Supervisor:
         code = att.returncode if att.returncode is not None else -signal.SIGKILL
         rep.exit_code = code
         rep.finished_at = time.time()
-        if att.stop_reason == "restart":
-            rep.state = AppState.PENDING.name
-            rep.msg = "stopped for a restart"
-        elif code == 0:
-            rep.state = AppState.SUCCEEDED.name
-        elif att.stop_reason == "cancel":
-            rep.state = AppState.CANCELLED.name
-            rep.msg = "cancelled"
-        elif att.stop_reason == "fail":
-            rep.state = AppState.CANCELLED.name
-            rep.msg = "stopped because another replica failed"
-        else:
-            rep.state = AppState.FAILED.name
+        state, msg = exited_state(code, att.stop_reason)
+        rep.state = state.name
+        if state == AppState.FAILED:
             rep.msg = failure_message(rep, code, self.secret_values)
+        elif msg:
+            rep.msg = msg
         if lost:
             rep.dropped_log_bytes += sum(lost.values())
             note = (
@@ -834,7 +833,7 @@ class Supervisor:
         for key_ in targets:
             att = self.attempts.get(key_)
             if att is not None:
-                self._stop(att, "restart")
+                self._stop(att, RESTART)
 
     def _fail(self, msg: str) -> None:
         if self.failing or self.cancelling:
@@ -842,7 +841,7 @@ class Supervisor:
         self.failing = msg
         self.rec.msg = msg
         for att in self.attempts.values():
-            self._stop(att, "fail")
+            self._stop(att, FAIL)
         self._drop_pending("not restarted because another replica failed")
 
     def _cancel(self, reason: str) -> None:
@@ -851,7 +850,7 @@ class Supervisor:
         self.cancelling = True
         self.rec.msg = reason
         for att in self.attempts.values():
-            self._stop(att, "cancel")
+            self._stop(att, CANCEL)
         self._drop_pending("cancelled")
 
     def _drop_pending(self, msg: str) -> None:
@@ -880,14 +879,10 @@ class Supervisor:
             self._save(fsync=True)  # confirmed
         if self.attempts or self.restart_pending:
             return
-        if self.cancelling:
-            final = AppState.CANCELLED
-        elif self.failing:
-            final = AppState.FAILED
-        elif all(r.app_state == AppState.SUCCEEDED for r in self.rec.replicas):
-            final = AppState.SUCCEEDED
-        else:
-            final = AppState.FAILED
+        final = app_final_state(
+            (r.app_state for r in self.rec.replicas), self.cancelling, bool(self.failing)
+        )
+        if final == AppState.FAILED and not self.failing:
             bad = [f"{r.role}[{r.replica_id}]={r.state}" for r in self.rec.replicas]
             self.rec.msg = self.rec.msg or f"replicas ended unsuccessfully: {', '.join(bad)}"
         self.rec.state = final.name
