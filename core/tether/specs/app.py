@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import copy
 import inspect
@@ -97,6 +96,8 @@ class Role:
             if callable(value):
                 value = value()
             if inspect.isawaitable(value):
+                import asyncio  # only here: it costs more to import than the rest of specs
+
                 value = asyncio.run(_await(value))
             setattr(self, name, value)
 
