@@ -27,8 +27,6 @@ ones in ``$HOME``.
 
 from __future__ import annotations
 
-import ast
-import configparser
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -157,6 +155,9 @@ def parse_ini(text: str, path: str = "<config>") -> dict[str, dict[str, str]]:
     Raises:
         ConfigError: For a malformed file, naming the file and line.
     """
+    import ast  # configparser and ast: only where a config file exists
+    import configparser
+
     parser = configparser.ConfigParser(interpolation=None, delimiters=("=",))
     parser.optionxform = str  # type: ignore[assignment,method-assign]  # keep key case
     try:
@@ -209,6 +210,8 @@ def dump_config(sections: Mapping[str, Mapping[str, str]], path: str) -> None:
         sections: Section to key/value.
         path: Destination.
     """
+    import configparser
+
     parser = configparser.ConfigParser(interpolation=None)
     parser.optionxform = str  # type: ignore[assignment,method-assign]
     for name, values in sections.items():

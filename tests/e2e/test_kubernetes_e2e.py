@@ -384,6 +384,73 @@ def test_application_retries_exhausted_fail(runner: Runner, script: Script, ns: 
     assert final.num_restarts == 1 and "exit code 6" in final.msg
 
 
+def test_two_watchers_reconciling_at_once_restart_once(
+    runner: Runner, script: Script, ns: str, kube_api: Any
+) -> None:
+    """Two watchers (two schedulers, as two processes would have) reconcile one failure at
+    once: both read the app before either acts, so both plan the restart; one creates the
+    next attempt, the other's create gets 409 and is left alone. The role restarts once."""
+
+    def first_attempt_fails(pod: client.V1Pod) -> Behaviour:
+        if pod.metadata.labels.get("job-name", "").endswith("-r1"):
+            return Behaviour.succeed(run_seconds=0.3)
+        return Behaviour.fail(exit_code=3, run_seconds=0.2)
+
+    case = new_case(script, first_attempt_fails)
+    handle = runner.run(app("twowatch", max_retries=1, retry_policy=RetryPolicy.ROLE),
+                        "kubernetes", cfg(ns, case))  # fmt: skip
+    app_id = handle.split("/", 3)[-1]
+    name = app_id.split(":", 1)[1]
+    batch = client.BatchV1Api(kube_api)
+    wait_until("the first attempt failed (native state)", lambda: (
+        batch.read_namespaced_job_status(f"{name}-worker-0", ns).status.failed or 0) >= 1)
+
+    # both watchers finish reading before either writes (the interleaving that needs 409)
+    with pytest.MonkeyPatch.context() as mp:
+        barrier = threading.Barrier(2, timeout=60)
+        watchers = [create_scheduler("tether", client=kube_api) for _ in range(2)]
+        for w in watchers:
+            def fetch(ns_: str, name_: str, real: Any = w._fetch) -> Any:
+                view = real(ns_, name_)
+                barrier.wait()
+                return view
+
+            mp.setattr(w, "_fetch", fetch)
+        creates: list[int] = []  # HTTP status of each create of the next attempt
+        real_create = KubeApi.create
+
+        def create(self: KubeApi, path: str, body: Any) -> Any:
+            try:
+                out = real_create(self, path, body)
+            except KubernetesApiError as e:
+                creates.append(e.status or 0)
+                raise
+            creates.append(201)
+            return out
+
+        mp.setattr(KubeApi, "create", create)
+        errors: list[BaseException] = []
+
+        def watch(w: Any) -> None:
+            try:
+                w.reconcile(app_id)
+            except BaseException as e:  # reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=watch, args=(w,)) for w in watchers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert errors == [] and not any(t.is_alive() for t in threads)
+        assert sorted(creates) == [201, 409], creates
+        assert sorted(objects(kube_api, ns, app_id)["jobs"]) == [
+            f"{name}-worker-0", f"{name}-worker-0-r1"]
+    final = runner.wait(handle, wait_interval=0.5, timeout=120)
+    assert final is not None and final.state == AppState.SUCCEEDED, final
+    assert final.num_restarts == 1
+
+
 # ---- job identity ----------------------------------------------------------------------------
 def test_idempotent_submit_with_job_key(runner: Runner, script: Script, ns: str, kube_api: Any,
                                         kube_cluster: KubeCluster) -> None:  # fmt: skip

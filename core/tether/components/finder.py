@@ -23,7 +23,6 @@ AppDefs without being components, like :func:`tether.components.args.materialize
 from __future__ import annotations
 
 import difflib
-import hashlib
 import importlib
 import importlib.util
 import inspect
@@ -33,7 +32,7 @@ import pkgutil
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -56,27 +55,64 @@ class ComponentNotFoundError(ValueError):
     """No component has the given name; the message lists close matches."""
 
 
-@dataclass
 class ComponentInfo:
     """A component found by name.
+
+    Only the name and the function are known when a component is found; the docstring is
+    parsed and the signature validated when :attr:`description` or
+    :attr:`validation_errors` is first read (a dryrun of one component does not inspect
+    every registered one).
 
     Attributes:
         name: The name it was found under (``dist.ddp``, ``path/file.py:fn``...).
         fn: The function.
-        description: The docstring's summary.
-        validation_errors: Why it cannot be used (``file:line: reason``); empty when valid.
         module: The function's module.
-        file: The source file, when known.
-        line: The line of the ``def``, when known.
     """
 
-    name: str
-    fn: Callable[..., Any]
-    description: str
-    validation_errors: list[str] = field(default_factory=list)
-    module: str = ""
-    file: str | None = None
-    line: int | None = None
+    def __init__(self, name: str, fn: Callable[..., Any], module: str = "") -> None:
+        self.name = name
+        self.fn = fn
+        self.module = module
+        self._inspected: tuple[str, list[str]] | None = None
+        self._location: tuple[str | None, int | None] | None = None
+
+    def __repr__(self) -> str:
+        return f"ComponentInfo(name={self.name!r}, module={self.module!r})"
+
+    def _inspect(self) -> tuple[str, list[str]]:
+        if self._inspected is None:
+            spec = inspect_component(self.fn)
+            file, line = self.file, self.line
+            where = f"{file}:{line}: " if file else ""
+            fn_name = getattr(self.fn, "__qualname__", str(self.fn))
+            self._inspected = (
+                spec.short_description, [f"{where}{fn_name}: {e}" for e in spec.errors]
+            )
+        return self._inspected
+
+    @property
+    def description(self) -> str:
+        """The docstring's summary."""
+        return self._inspect()[0]
+
+    @property
+    def validation_errors(self) -> list[str]:
+        """Why it cannot be used (``file:line: reason``); empty when valid."""
+        return self._inspect()[1]
+
+    @property
+    def file(self) -> str | None:
+        """The source file, when known."""
+        if self._location is None:
+            self._location = source_location(self.fn)
+        return self._location[0]
+
+    @property
+    def line(self) -> int | None:
+        """The line of the ``def``, when known."""
+        if self._location is None:
+            self._location = source_location(self.fn)
+        return self._location[1]
 
     @property
     def is_valid(self) -> bool:
@@ -111,7 +147,7 @@ def source_location(fn: Callable[..., Any]) -> tuple[str | None, int | None]:
 
 
 def make_info(name: str, fn: Callable[..., Any]) -> ComponentInfo:
-    """Builds the :class:`ComponentInfo` of a function (validating it).
+    """Builds the :class:`ComponentInfo` of a function (validated when first read).
 
     Args:
         name: The component's name.
@@ -120,19 +156,7 @@ def make_info(name: str, fn: Callable[..., Any]) -> ComponentInfo:
     Returns:
         The info.
     """
-    spec = inspect_component(fn)
-    file, line = source_location(fn)
-    where = f"{file}:{line}: " if file else ""
-    fn_name = getattr(fn, "__qualname__", str(fn))
-    return ComponentInfo(
-        name=name,
-        fn=fn,
-        description=spec.short_description,
-        validation_errors=[f"{where}{fn_name}: {e}" for e in spec.errors],
-        module=getattr(fn, "__module__", "") or "",
-        file=file,
-        line=line,
-    )
+    return ComponentInfo(name, fn, module=getattr(fn, "__module__", "") or "")
 
 
 def _module_components(module: ModuleType) -> Iterator[tuple[str, Callable[..., Any]]]:
@@ -260,6 +284,8 @@ def _load_file(path: str) -> ModuleType:
         raise ComponentNotFoundError(
             f"component file {path!r} does not exist (looked at {abspath})"
         )
+    import hashlib  # only for component files: the CLI's start does without it
+
     digest = hashlib.sha1(abspath.encode(), usedforsecurity=False).hexdigest()[:12]
     stem = re.sub(r"\W", "_", os.path.splitext(os.path.basename(abspath))[0])
     mod_name = f"tether_component_file_{stem}_{digest}"

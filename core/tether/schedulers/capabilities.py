@@ -74,6 +74,11 @@ class Capabilities:
         list_apps: ``list`` returns the apps it launched.
         job_identity: Records ``tether.job_key`` natively so ``find_jobs`` finds it.
         max_roles: The most roles one app may have (None: no limit).
+        kubernetes_pods: Replicas run as pods of a Kubernetes cluster, placed by the run
+            options ``namespace`` (str), ``node_selector`` (dict) and ``tolerations`` (list).
+            The KFP adapter relies on it: a one-replica job may run as the pipeline's own pod
+            (a native step), and a launcher step's job goes to the pipeline's namespace with
+            the step's node selectors and tolerations.
     """
 
     runs_on_this_host: bool = False
@@ -93,6 +98,7 @@ class Capabilities:
     list_apps: bool = True
     job_identity: bool = True
     max_roles: int | None = None
+    kubernetes_pods: bool = False
 
     @property
     def retries(self) -> frozenset[RetryPolicy]:

@@ -2,22 +2,34 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import copy
 import inspect
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tether.specs.checks import check_app, check_role, raise_problems
-from tether.specs.mounts import Mount
-from tether.specs.resources import NULL_RESOURCE, Resource
+from tether.specs.checks import (
+    MAX_REPLICAS_ENV,
+    Problem,
+    check_env_name,
+    check_mapping,
+    check_retry_policy,
+    check_str,
+    got,
+    is_int,
+    max_replicas,
+    raise_problems,
+    short_repr,
+    type_name,
+)
+from tether.specs.mounts import BindMount, DeviceMount, Mount, VolumeMount
+from tether.specs.resources import NULL_RESOURCE, Resource, check_resource
 from tether.specs.secrets import SecretRef
 from tether.specs.status import RetryPolicy
 
 if TYPE_CHECKING:
-    from tether.workspace.api import Workspace
+    from tether.specs.workspace import Workspace
 
 
 async def _await(value: Awaitable[Any]) -> Any:
@@ -84,6 +96,8 @@ class Role:
             if callable(value):
                 value = value()
             if inspect.isawaitable(value):
+                import asyncio  # only here: it costs more to import than the rest of specs
+
                 value = asyncio.run(_await(value))
             setattr(self, name, value)
 
@@ -126,3 +140,147 @@ class AppDef:
         if isinstance(self.roles, tuple):
             self.roles = list(self.roles)
         raise_problems(check_app(self), "AppDef")
+
+
+def check_role(role: Any) -> list[Problem]:
+    """Checks the fields of a :class:`~tether.specs.Role` (types, ranges, names, NUL bytes).
+
+    An empty entrypoint is not reported here (a role may be completed after construction);
+    :func:`tether.specs.validate` reports it.
+
+    Args:
+        role: The role.
+
+    Returns:
+        The problems found, each naming the role and the field.
+    """
+    if not isinstance(role, Role):
+        return [Problem(f"a role must be a Role, got {got(role)}", True)]
+    name_problems = check_str("role name", role.name, empty_ok=False)
+    if name_problems:
+        return name_problems
+    where = f"role {role.name!r}"
+    out = check_str(f"{where}: image", role.image)
+    out += check_str(f"{where}: entrypoint", role.entrypoint)
+    if not isinstance(role.args, list):
+        out.append(
+            Problem(f"{where}: args must be a list of str, got {type_name(role.args)}", True)
+        )
+    else:
+        for i, a in enumerate(role.args):
+            out += check_str(f"{where}: args[{i}]", a)
+    for fld in ("env", "secrets", "port_map", "metadata"):
+        out += check_mapping(f"{where}: {fld}", getattr(role, fld))
+    if isinstance(role.env, Mapping):
+        for k, v in role.env.items():
+            out += check_env_name(f"{where}: env", k)
+            out += check_str(f"{where}: env[{short_repr(k)}]", v)
+    if isinstance(role.secrets, Mapping):
+        for k, ref in role.secrets.items():
+            out += check_env_name(f"{where}: secrets", k)
+            if not isinstance(ref, SecretRef):
+                out.append(
+                    Problem(
+                        f"{where}: secrets[{short_repr(k)}] must be a SecretRef, got "
+                        f"{got(ref)}",
+                        True,
+                    )
+                )
+            else:
+                out += check_str(
+                    f"{where}: secrets[{short_repr(k)}].name", ref.name, empty_ok=False
+                )
+                out += check_str(f"{where}: secrets[{short_repr(k)}].key", ref.key)
+            if isinstance(role.env, Mapping) and k in role.env:
+                out.append(Problem(f"{where}: {k!r} is set in both env and secrets; keep one"))
+    bound = max_replicas()
+    if not is_int(role.num_replicas):
+        out.append(
+            Problem(
+                f"{where}: num_replicas must be an int in 1..{bound}, got "
+                f"{got(role.num_replicas)}",
+                True,
+            )
+        )
+    elif not 1 <= role.num_replicas <= bound:
+        out.append(
+            Problem(
+                f"{where}: num_replicas = {role.num_replicas} is out of range 1..{bound} "
+                f"(set ${MAX_REPLICAS_ENV} to allow more)"
+            )
+        )
+    if role.min_replicas is not None:
+        if not is_int(role.min_replicas):
+            out.append(
+                Problem(
+                    f"{where}: min_replicas must be an int or None, got "
+                    f"{got(role.min_replicas)}",
+                    True,
+                )
+            )
+        elif role.min_replicas < 0 or (
+            is_int(role.num_replicas) and role.min_replicas > role.num_replicas
+        ):
+            out.append(
+                Problem(
+                    f"{where}: min_replicas = {role.min_replicas} must be in "
+                    f"0..num_replicas ({role.num_replicas})"
+                )
+            )
+    if not is_int(role.max_retries):
+        out.append(
+            Problem(
+                f"{where}: max_retries must be an int >= 0, got "
+                f"{got(role.max_retries)}",
+                True,
+            )
+        )
+    elif role.max_retries < 0:
+        out.append(Problem(f"{where}: max_retries = {role.max_retries} must be >= 0"))
+    out += check_retry_policy(f"{where}: retry_policy", role.retry_policy)
+    out += check_resource(role.resource, f"{where}: resource")
+    if isinstance(role.port_map, Mapping):
+        for pname, port in role.port_map.items():
+            out += check_str(f"{where}: port_map key", pname, empty_ok=False)
+            if not is_int(port) or not 0 < port < 65536:
+                out.append(
+                    Problem(
+                        f"{where}: port_map[{short_repr(pname)}] = {short_repr(port)} is "
+                        "not a port (an int in 1..65535)",
+                        not is_int(port),
+                    )
+                )
+    if not isinstance(role.mounts, list):
+        out.append(Problem(f"{where}: mounts must be a list, got {type_name(role.mounts)}", True))
+    else:
+        for m in role.mounts:
+            if not isinstance(m, (BindMount, VolumeMount, DeviceMount)):
+                out.append(
+                    Problem(
+                        f"{where}: mount {short_repr(m)} is not a BindMount, "
+                        "VolumeMount or DeviceMount",
+                        True,
+                    )
+                )
+    return out
+
+
+def check_app(app: Any) -> list[Problem]:
+    """Checks an :class:`~tether.specs.AppDef` and each of its roles.
+
+    Args:
+        app: The app.
+
+    Returns:
+        The problems found.
+    """
+    if not isinstance(app, AppDef):
+        return [Problem(f"app must be an AppDef, got {got(app)}", True)]
+    out = check_str("app name", app.name, empty_ok=False)
+    out += check_mapping("app metadata", app.metadata)
+    if not isinstance(app.roles, list):
+        out.append(Problem(f"app roles must be a list of Role, got {type_name(app.roles)}", True))
+        return out
+    for role in app.roles:
+        out += check_role(role)
+    return out

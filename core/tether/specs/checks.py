@@ -1,7 +1,9 @@
-"""The one validation layer of specs: type and range checks of every public field.
+"""The one validation layer of specs: the field checks every model check is built from.
 
 :class:`~tether.specs.Resource`, :class:`~tether.specs.Role` and
-:class:`~tether.specs.AppDef` run these checks when constructed; :func:`tether.specs.validate`
+:class:`~tether.specs.AppDef` run their checks (:func:`tether.specs.resources.check_resource`,
+:func:`tether.specs.app.check_role`, :func:`tether.specs.app.check_app`, made of the checks
+here) when constructed; :func:`tether.specs.validate`
 runs them again on the whole app before anything is submitted (fields may have been changed
 since). Each check returns :class:`Problem` s naming the field, the value and what is allowed;
 :func:`raise_problems` turns them into a :class:`~tether.specs.errors.SpecTypeError` (a wrong
@@ -62,13 +64,20 @@ def max_replicas() -> int:
     return n
 
 
-def _short(value: Any) -> str:
+def short_repr(value: Any) -> str:
+    """``repr(value)``, cut to 80 characters for messages."""
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _tname(value: Any) -> str:
+def type_name(value: Any) -> str:
+    """The name of ``value``'s type, for messages."""
     return type(value).__name__
+
+
+def got(value: Any) -> str:
+    """What a message says a value is: its type and (shortened) repr."""
+    return f"{type_name(value)} {short_repr(value)}"
 
 
 def is_int(value: Any) -> bool:
@@ -88,9 +97,9 @@ def check_str(field: str, value: Any, *, empty_ok: bool = True) -> list[Problem]
         The problems found.
     """
     if not isinstance(value, str):
-        return [Problem(f"{field} must be a str, got {_tname(value)} {_short(value)}", True)]
+        return [Problem(f"{field} must be a str, got {got(value)}", True)]
     if "\0" in value:
-        return [Problem(f"{field} = {_short(value)} contains a NUL byte, which no OS accepts")]
+        return [Problem(f"{field} = {short_repr(value)} contains a NUL byte, which no OS accepts")]
     if not empty_ok and not value.strip():
         return [Problem(f"{field} is empty; give a non-empty string")]
     return []
@@ -113,7 +122,7 @@ def check_number(
     kind = "an int" if integral else "a number"
     allowed = f"{kind} >= 0" + (" (or -1 for the scheduler's default)" if default_ok else "")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return [Problem(f"{field} must be {allowed}, got {_tname(value)} {_short(value)}", True)]
+        return [Problem(f"{field} must be {allowed}, got {got(value)}", True)]
     if not math.isfinite(value):
         return [Problem(f"{field} = {value!r} is not allowed: must be {allowed}")]
     if integral and value != int(value):
@@ -134,53 +143,30 @@ def check_env_name(field: str, name: Any) -> list[Problem]:
         The problems found.
     """
     if not isinstance(name, str):
-        return [Problem(f"{field} keys must be str, got {_tname(name)} {_short(name)}", True)]
+        return [Problem(f"{field} keys must be str, got {got(name)}", True)]
     if not _ENV_NAME.match(name):
         return [
             Problem(
-                f"{field} key {_short(name)} is not an environment variable name "
+                f"{field} key {short_repr(name)} is not an environment variable name "
                 "(non-empty, without '=' or NUL bytes)"
             )
         ]
     return []
 
 
-def _check_mapping(field: str, value: Any) -> list[Problem]:
-    if not isinstance(value, Mapping):
-        return [Problem(f"{field} must be a dict, got {_tname(value)} {_short(value)}", True)]
-    return []
-
-
-def check_resource(res: Any, where: str = "resource") -> list[Problem]:
-    """Checks a :class:`~tether.specs.Resource`.
+def check_mapping(field: str, value: Any) -> list[Problem]:
+    """A dict (any mapping).
 
     Args:
-        res: The resource.
-        where: Prefix naming it in messages.
+        field: The field's name in messages.
+        value: The value.
 
     Returns:
         The problems found.
     """
-    from tether.specs.resources import Resource
-
-    if not isinstance(res, Resource):
-        return [Problem(f"{where} must be a Resource, got {_tname(res)} {_short(res)}", True)]
-    out = check_number(f"{where}.cpu", res.cpu, integral=False)
-    out += check_number(f"{where}.gpu", res.gpu, integral=True)
-    out += check_number(f"{where}.memMB", res.memMB, integral=True)
-    for fld in ("capabilities", "devices", "tags"):
-        out += _check_mapping(f"{where}.{fld}", getattr(res, fld))
-    if not out:
-        for dev, count in res.devices.items():
-            out += check_str(f"{where}.devices key", dev, empty_ok=False)
-            out += check_number(
-                f"{where}.devices[{_short(dev)}]", count, integral=True, default_ok=False
-            )
-        for k, v in res.tags.items():
-            out += check_str(f"{where}.tags key", k) + check_str(f"{where}.tags[{k!r}]", v)
-        for k in res.capabilities:
-            out += check_str(f"{where}.capabilities key", k)
-    return out
+    if not isinstance(value, Mapping):
+        return [Problem(f"{field} must be a dict, got {got(value)}", True)]
+    return []
 
 
 def check_retry_policy(field: str, value: Any) -> list[Problem]:
@@ -202,155 +188,9 @@ def check_retry_policy(field: str, value: Any) -> list[Problem]:
         close = difflib.get_close_matches(value.upper(), allowed, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         if value not in allowed:
-            return [Problem(f"{field} = {_short(value)} is not one of {allowed}{hint}")]
+            return [Problem(f"{field} = {short_repr(value)} is not one of {allowed}{hint}")]
         return []
-    return [Problem(f"{field} must be one of {allowed}, got {_tname(value)} {_short(value)}", True)]
-
-
-def check_role(role: Any) -> list[Problem]:
-    """Checks the fields of a :class:`~tether.specs.Role` (types, ranges, names, NUL bytes).
-
-    An empty entrypoint is not reported here (a role may be completed after construction);
-    :func:`tether.specs.validate` reports it.
-
-    Args:
-        role: The role.
-
-    Returns:
-        The problems found, each naming the role and the field.
-    """
-    from tether.specs.app import Role
-    from tether.specs.mounts import BindMount, DeviceMount, VolumeMount
-    from tether.specs.secrets import SecretRef
-
-    if not isinstance(role, Role):
-        return [Problem(f"a role must be a Role, got {_tname(role)} {_short(role)}", True)]
-    name_problems = check_str("role name", role.name, empty_ok=False)
-    if name_problems:
-        return name_problems
-    where = f"role {role.name!r}"
-    out = check_str(f"{where}: image", role.image)
-    out += check_str(f"{where}: entrypoint", role.entrypoint)
-    if not isinstance(role.args, list):
-        out.append(Problem(f"{where}: args must be a list of str, got {_tname(role.args)}", True))
-    else:
-        for i, a in enumerate(role.args):
-            out += check_str(f"{where}: args[{i}]", a)
-    for fld in ("env", "secrets", "port_map", "metadata"):
-        out += _check_mapping(f"{where}: {fld}", getattr(role, fld))
-    if isinstance(role.env, Mapping):
-        for k, v in role.env.items():
-            out += check_env_name(f"{where}: env", k)
-            out += check_str(f"{where}: env[{_short(k)}]", v)
-    if isinstance(role.secrets, Mapping):
-        for k, ref in role.secrets.items():
-            out += check_env_name(f"{where}: secrets", k)
-            if not isinstance(ref, SecretRef):
-                out.append(
-                    Problem(
-                        f"{where}: secrets[{_short(k)}] must be a SecretRef, got "
-                        f"{_tname(ref)} {_short(ref)}",
-                        True,
-                    )
-                )
-            else:
-                out += check_str(f"{where}: secrets[{_short(k)}].name", ref.name, empty_ok=False)
-                out += check_str(f"{where}: secrets[{_short(k)}].key", ref.key)
-            if isinstance(role.env, Mapping) and k in role.env:
-                out.append(Problem(f"{where}: {k!r} is set in both env and secrets; keep one"))
-    bound = max_replicas()
-    if not is_int(role.num_replicas):
-        out.append(
-            Problem(
-                f"{where}: num_replicas must be an int in 1..{bound}, got "
-                f"{_tname(role.num_replicas)} {_short(role.num_replicas)}",
-                True,
-            )
-        )
-    elif not 1 <= role.num_replicas <= bound:
-        out.append(
-            Problem(
-                f"{where}: num_replicas = {role.num_replicas} is out of range 1..{bound} "
-                f"(set ${MAX_REPLICAS_ENV} to allow more)"
-            )
-        )
-    if role.min_replicas is not None:
-        if not is_int(role.min_replicas):
-            out.append(
-                Problem(
-                    f"{where}: min_replicas must be an int or None, got "
-                    f"{_tname(role.min_replicas)} {_short(role.min_replicas)}",
-                    True,
-                )
-            )
-        elif role.min_replicas < 0 or (
-            is_int(role.num_replicas) and role.min_replicas > role.num_replicas
-        ):
-            out.append(
-                Problem(
-                    f"{where}: min_replicas = {role.min_replicas} must be in "
-                    f"0..num_replicas ({role.num_replicas})"
-                )
-            )
-    if not is_int(role.max_retries):
-        out.append(
-            Problem(
-                f"{where}: max_retries must be an int >= 0, got "
-                f"{_tname(role.max_retries)} {_short(role.max_retries)}",
-                True,
-            )
-        )
-    elif role.max_retries < 0:
-        out.append(Problem(f"{where}: max_retries = {role.max_retries} must be >= 0"))
-    out += check_retry_policy(f"{where}: retry_policy", role.retry_policy)
-    out += check_resource(role.resource, f"{where}: resource")
-    if isinstance(role.port_map, Mapping):
-        for pname, port in role.port_map.items():
-            out += check_str(f"{where}: port_map key", pname, empty_ok=False)
-            if not is_int(port) or not 0 < port < 65536:
-                out.append(
-                    Problem(
-                        f"{where}: port_map[{_short(pname)}] = {_short(port)} is "
-                        "not a port (an int in 1..65535)",
-                        not is_int(port),
-                    )
-                )
-    if not isinstance(role.mounts, list):
-        out.append(Problem(f"{where}: mounts must be a list, got {_tname(role.mounts)}", True))
-    else:
-        for m in role.mounts:
-            if not isinstance(m, (BindMount, VolumeMount, DeviceMount)):
-                out.append(
-                    Problem(
-                        f"{where}: mount {_short(m)} is not a BindMount, "
-                        "VolumeMount or DeviceMount",
-                        True,
-                    )
-                )
-    return out
-
-
-def check_app(app: Any) -> list[Problem]:
-    """Checks an :class:`~tether.specs.AppDef` and each of its roles.
-
-    Args:
-        app: The app.
-
-    Returns:
-        The problems found.
-    """
-    from tether.specs.app import AppDef
-
-    if not isinstance(app, AppDef):
-        return [Problem(f"app must be an AppDef, got {_tname(app)} {_short(app)}", True)]
-    out = check_str("app name", app.name, empty_ok=False)
-    out += _check_mapping("app metadata", app.metadata)
-    if not isinstance(app.roles, list):
-        out.append(Problem(f"app roles must be a list of Role, got {_tname(app.roles)}", True))
-        return out
-    for role in app.roles:
-        out += check_role(role)
-    return out
+    return [Problem(f"{field} must be one of {allowed}, got {got(value)}", True)]
 
 
 def raise_problems(problems: Iterable[Problem], what: str) -> None:

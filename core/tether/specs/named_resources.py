@@ -48,9 +48,11 @@ def _load() -> dict[str, Callable[[], Resource]]:
 
     reg: dict[str, Callable[[], Resource]] = {n: _generic(*v) for n, v in _GENERIC.items()}
     reg.update(AWS)
-    from tether.util.entry_points import entry_points
+    # read from the installed metadata (specs imports nothing of tether, so not through
+    # tether.util.entry_points' cache): only on the first named-resource lookup of a process
+    from importlib.metadata import entry_points
 
-    for ep in entry_points(ENTRY_POINT_GROUP):
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
         reg[ep.name] = ep.load()
     custom = os.environ.get(CUSTOM_ENV)
     if custom:

@@ -6,7 +6,15 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from tether.specs.checks import check_resource, raise_problems
+from tether.specs.checks import (
+    Problem,
+    check_mapping,
+    check_number,
+    check_str,
+    got,
+    raise_problems,
+    short_repr,
+)
 
 
 @dataclass
@@ -53,6 +61,36 @@ class Resource:
         res = copy.deepcopy(original)
         res.capabilities.update(capabilities)
         return res
+
+
+def check_resource(res: Any, where: str = "resource") -> list[Problem]:
+    """Checks a :class:`~tether.specs.Resource`.
+
+    Args:
+        res: The resource.
+        where: Prefix naming it in messages.
+
+    Returns:
+        The problems found.
+    """
+    if not isinstance(res, Resource):
+        return [Problem(f"{where} must be a Resource, got {got(res)}", True)]
+    out = check_number(f"{where}.cpu", res.cpu, integral=False)
+    out += check_number(f"{where}.gpu", res.gpu, integral=True)
+    out += check_number(f"{where}.memMB", res.memMB, integral=True)
+    for fld in ("capabilities", "devices", "tags"):
+        out += check_mapping(f"{where}.{fld}", getattr(res, fld))
+    if not out:
+        for dev, count in res.devices.items():
+            out += check_str(f"{where}.devices key", dev, empty_ok=False)
+            out += check_number(
+                f"{where}.devices[{short_repr(dev)}]", count, integral=True, default_ok=False
+            )
+        for k, v in res.tags.items():
+            out += check_str(f"{where}.tags key", k) + check_str(f"{where}.tags[{k!r}]", v)
+        for k in res.capabilities:
+            out += check_str(f"{where}.capabilities key", k)
+    return out
 
 
 NULL_RESOURCE = Resource(cpu=-1, gpu=-1, memMB=-1)

@@ -316,25 +316,63 @@ S = TypeVar("S", bound="StructuredOpts")
 _DOCS_CACHE: dict[type, dict[str, str]] = {}
 
 
+def _class_node(klass: type) -> Any:
+    """The ``ast.ClassDef`` of a class, from its module's source file (None if unreadable).
+
+    The module is parsed whole (by the C parser) rather than through ``inspect.getsource``,
+    whose tokenizer-based search costs far more: run options are resolved on every dryrun.
+    """
+    import ast  # only needed for help texts: kept off the import path of every process
+    import sys
+
+    module = sys.modules.get(klass.__module__)
+    path = getattr(module, "__file__", None)
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return None
+    scope: list[Any] = tree.body
+    node = None
+    for part in klass.__qualname__.split("."):
+        node = next(
+            (n for n in scope if isinstance(n, ast.ClassDef) and n.name == part), None
+        )
+        if node is None:
+            return None  # defined inside a function: no docs
+        scope = node.body
+    return node
+
+
+def _class_node_by_inspect(klass: type) -> Any:
+    """The ``ast.ClassDef`` through ``inspect`` (finds classes defined inside functions)."""
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        src = textwrap.dedent(inspect.getsource(klass))
+    except (OSError, TypeError):
+        return None
+    node = ast.parse(src).body[0]
+    return node if isinstance(node, ast.ClassDef) else None
+
+
 def _field_docs(cls: type) -> dict[str, str]:
     """Reads the docstrings written under each annotated field of a dataclass."""
     cached = _DOCS_CACHE.get(cls)
     if cached is not None:
         return cached
-    import ast  # only needed for help texts: kept off the import path of every process
-    import inspect
-    import textwrap
+    import ast
 
     docs: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
         if klass is object or not dataclasses.is_dataclass(klass):
             continue
-        try:
-            src = textwrap.dedent(inspect.getsource(klass))
-        except (OSError, TypeError):
-            continue
-        body = ast.parse(src).body[0]
-        if not isinstance(body, ast.ClassDef):
+        body = _class_node(klass) or _class_node_by_inspect(klass)
+        if body is None:
             continue
         stmts = body.body
         for i, node in enumerate(stmts[:-1]):

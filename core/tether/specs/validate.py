@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tether.specs.app import AppDef
-from tether.specs.checks import Problem, check_app, raise_problems
+from tether.specs.app import AppDef, check_app
+from tether.specs.checks import Problem, raise_problems
 
 
 def validate(app: AppDef) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from typing import Any
 
 ENV_OUTPUTS_URL = "TETHER_OUTPUTS_URL"
@@ -91,7 +90,7 @@ def write_output(name: str, value: Any, url: str | None = None) -> str:
     fs, path = fsspec.core.url_to_fs(target)
     fs.makedirs(path, exist_ok=True)
     final = f"{path.rstrip('/')}/{name}{_SUFFIX}"
-    tmp = f"{path.rstrip('/')}/.{name}.{uuid.uuid4().hex}.tmp"
+    tmp = f"{path.rstrip('/')}/.{name}.{os.urandom(16).hex()}.tmp"
     with fs.open(tmp, "w") as f:
         f.write(payload)
     fs.mv(tmp, final)

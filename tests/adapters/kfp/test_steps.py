@@ -39,8 +39,9 @@ def test_single_replica_on_kubernetes_is_native() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "call", "reason"),
     [
-        ({"scheduler": "local_cwd"}, {}, "scheduler 'local_cwd' is not Kubernetes"),
-        ({"cfg": {"cwd": "/tmp"}, "scheduler": "local_cwd"}, {}, "not Kubernetes"),
+        ({"scheduler": "local_cwd"}, {},
+         "scheduler 'local_cwd' does not run its replicas as Kubernetes pods"),
+        ({"cfg": {"cwd": "/tmp"}, "scheduler": "local_cwd"}, {}, "as Kubernetes pods"),
         ({"outputs": ["message"]}, {}, "outputs are declared"),
         ({"mode": "launcher"}, {}, "mode='launcher'"),
     ],

@@ -22,248 +22,30 @@ import datetime as dt
 import json
 import sys
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from tether.adapters.common import app_secrets, describe_app, render_dryrun
-from tether.specs import mask_env
-from tether.specs.secrets import MASK, mask_text, mask_value, secret_values, value_secrets
+from tether.adapters.airflow.operator import ComponentOperator
+from tether.adapters.airflow.rendering import (
+    DRYRUN_RUN_ID,
+    describe_operator,
+    dryrun_context,
+    render_fields,
+    render_operator,
+)
 
 if TYPE_CHECKING:
-    from airflow.sdk import DAG, Context
+    from airflow.sdk import DAG
 
-    from tether.adapters.airflow.operator import ComponentOperator
-
-DRYRUN_RUN_ID = "dryrun"
-
-
-def _placeholders(value: Any) -> Any:
-    """Replaces XComArgs (values known only at run time) with readable placeholders."""
-    from airflow.sdk import XComArg
-
-    if isinstance(value, XComArg):
-        refs = [f"{op.task_id}.{key or 'return_value'}" for op, key in value.iter_references()]
-        return f"<xcom {','.join(refs)}>"
-    if isinstance(value, Mapping):
-        return {k: _placeholders(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_placeholders(v) for v in value]
-    return value
-
-
-class _Placeholder:
-    """Stands in for ``var`` and ``conn`` in templates: ``{{ conn.db.password }}`` renders as
-    ``<conn.db.password>``, so a dry-run needs no Variable or Connection and shows no secret."""
-
-    def __init__(self, path: str) -> None:
-        self._path = path
-
-    def __getattr__(self, name: str) -> _Placeholder:
-        # private names, and the markers Jinja's sandbox looks up, are no placeholders
-        if name.startswith("_") or name in ("unsafe_callable", "alters_data"):
-            raise AttributeError(name)
-        return _Placeholder(f"{self._path}.{name}")
-
-    def __getitem__(self, key: Any) -> _Placeholder:
-        return _Placeholder(f"{self._path}.{key}")
-
-    def __call__(self, *args: Any, **kwargs: Any) -> _Placeholder:
-        first = f"({args[0]!r})" if args else "()"
-        return _Placeholder(f"{self._path}{first}")
-
-    def __str__(self) -> str:
-        return f"<{self._path}>"
-
-    __repr__ = __str__
-
-
-class _DryrunTaskInstance:
-    """Stands in for ``ti`` in templates: ``ti.xcom_pull(...)`` renders as a placeholder."""
-
-    def xcom_pull(
-        self, task_ids: str | Sequence[str] | None = None, key: str = "return_value", **_: Any
-    ) -> str:
-        ids = task_ids if isinstance(task_ids, str) else ",".join(task_ids or [])
-        return f"<xcom {ids}.{key}>"
-
-
-def dryrun_context(
-    op: ComponentOperator,
-    params: Mapping[str, Any] | None = None,
-    logical_date: dt.datetime | None = None,
-) -> dict[str, Any]:
-    """A template context good enough to render a task's fields without a DAG run.
-
-    Args:
-        op: The task.
-        params: Param values overriding the DAG's defaults.
-        logical_date: The run's logical date (default now, UTC).
-
-    Returns:
-        The context.
-    """
-    when = logical_date or dt.datetime.now(dt.timezone.utc)
-    dump = getattr(op.params, "dump", None)
-    merged: dict[str, Any] = dict(dump()) if callable(dump) else dict(op.params or {})
-    merged.update(params or {})
-    dag_id = op.dag_id if op.has_dag() else "<no dag>"
-    return {
-        "params": merged,
-        "ds": when.strftime("%Y-%m-%d"),
-        "ds_nodash": when.strftime("%Y%m%d"),
-        "ts": when.isoformat(),
-        "logical_date": when,
-        "run_id": DRYRUN_RUN_ID,
-        "dag_id": dag_id,
-        "task_id": op.task_id,
-        "map_index": -1,
-        "ti": _DryrunTaskInstance(),
-        "task_instance": _DryrunTaskInstance(),
-        "var": _Placeholder("var"),
-        "conn": _Placeholder("conn"),
-    }
-
-
-def render_fields(op: ComponentOperator, context: Mapping[str, Any]) -> dict[str, Any]:
-    """The operator's template fields, rendered (XCom values as placeholders).
-
-    Args:
-        op: The task.
-        context: The template context.
-
-    Returns:
-        Field name to rendered value.
-    """
-    out: dict[str, Any] = {}
-    for name in op.template_fields:
-        value = _placeholders(getattr(op, name))
-        try:
-            out[name] = op.render_template(value, cast("Context", dict(context)))
-        except Exception as e:  # a dry-run shows what it cannot render instead of failing
-            out[name] = f"<cannot render {name}: {type(e).__name__}: {e}>"
-    return out
-
-
-def describe_operator(op: ComponentOperator, fields: Mapping[str, Any]) -> dict[str, Any]:
-    """The operator layer of the dry-run (env values of secret-looking names masked).
-
-    Args:
-        op: The task.
-        fields: Its rendered template fields.
-
-    Returns:
-        A printable summary.
-    """
-    from tether.adapters.airflow.operator import dag_run_parent_id
-
-    dag_id = op.dag_id if op.has_dag() else "<no dag>"
-    env = fields.get("env")
-    return {
-        "task_id": op.task_id,
-        "operator": f"{type(op).__module__}.{type(op).__qualname__}",
-        "component": str(fields.get("component") or op.component_name),
-        "component_args": mask_value("component_args", fields.get("component_args")),
-        "scheduler": fields.get("scheduler"),
-        "cfg": fields.get("cfg"),
-        "image": fields.get("image"),
-        "env": mask_env({str(k): str(v) for k, v in env.items()}) if env else env,
-        "secret_env": {k: MASK for k in op.secret_env} or None,
-        "conn_id": op.conn_id,
-        "reattach": op.reattach,
-        "on_finish_action": op.on_finish_action,
-        "deferrable": op.deferrable,
-        "wait_interval": op.wait_interval,
-        "retries": op.retries,
-        "job_key": "derived at run time from (dag_id, run_id, task_id, map_index, try_number)",
-        "parent_run_id": dag_run_parent_id(dag_id, "{run_id}"),
-        "upstream": sorted(op.upstream_task_ids),
-    }
-
-
-def render_operator(
-    op: ComponentOperator,
-    params: Mapping[str, Any] | None = None,
-    logical_date: dt.datetime | None = None,
-) -> str:
-    """Renders both layers of one task: its arguments, the AppDef and the native request.
-
-    Args:
-        op: The task.
-        params: Param values overriding the DAG's defaults.
-        logical_date: The run's logical date for templates.
-
-    Returns:
-        The text. A component that cannot be materialized (e.g. an argument that only an
-        upstream XCom provides) or a request that cannot be rendered (e.g. an unknown
-        scheduler) shows the reason in its place.
-    """
-    context = dryrun_context(op, params, logical_date)
-    fields = render_fields(op, context)
-    env = fields.get("env")
-    # the one secret policy over the whole text: secret-named or --token-style component
-    # arguments, secret-looking env values, and (below) every secret value of the app
-    secrets = value_secrets("component_args", fields.get("component_args"))
-    if isinstance(env, Mapping):
-        secrets += secret_values([{str(k): str(v) for k, v in env.items()}])
-    parts = [
-        f"# Airflow task {op.task_id!r} (operator layer)",
-        json.dumps(describe_operator(op, fields), indent=2, default=str),
-    ]
-    parts += _render_app_layers(op, fields, secrets)
-    return mask_text("\n".join(parts), secrets)
-
-
-def _render_app_layers(
-    op: ComponentOperator, fields: Mapping[str, Any], secrets: list[str]
-) -> list[str]:
-    """The AppDef and scheduler layers of :func:`render_operator` (adds the app's secrets)."""
-    from tether.runner import get_runner
-
-    parts: list[str] = []
-    scheduler = str(fields.get("scheduler"))
-    with get_runner() as runner:
-        from tether.adapters.airflow.operator import build_component_app, parse_cfg
-
-        args = fields.get("component_args")
-        if isinstance(args, str) and args.startswith("<xcom ") and args.endswith(">"):
-            return ["# AppDef", f"(known at run time: the component arguments come from {args})"]
-        try:
-            app = build_component_app(
-                _component(op, fields.get("component")), fields.get("component_args"),
-                fields.get("image"), fields.get("env"), runner,
-            )
-        except Exception as e:
-            return ["# AppDef", f"(cannot materialize {op.component_name}: "
-                    f"{type(e).__name__}: {e})"]
-        secrets += app_secrets(app)
-        if op.secret_env:
-            from tether.adapters.airflow.labels import secret_name
-            from tether.specs import SecretRef
-
-            ref_name = secret_name(f"airflow-{DRYRUN_RUN_ID}")
-            for role in app.roles:
-                for var in op.secret_env:
-                    role.env.pop(var, None)
-                    role.secrets[var] = SecretRef(ref_name, var)
-        parts += ["# AppDef", json.dumps(describe_app(app), indent=2, default=str),
-                  f"# {scheduler} request (scheduler layer)"]
-        try:
-            cfg = parse_cfg(runner, scheduler, fields.get("cfg"))
-            _, info = render_dryrun(app, scheduler, cfg, runner=runner)
-        except Exception as e:
-            parts.append(f"(cannot render the request: {type(e).__name__}: {e})")
-        else:
-            parts.append(str(info))
-    return parts
-
-
-def _component(op: ComponentOperator, rendered: Any) -> Any:
-    """The component to materialize: the rendered name, or the operator's function."""
-    from tether.adapters.airflow.operator import ComponentFunction
-
-    if isinstance(rendered, ComponentFunction):
-        return rendered.fn
-    return rendered if isinstance(rendered, str) and rendered else op.component_ref
-
+__all__ = [
+    "DRYRUN_RUN_ID",
+    "describe_operator",
+    "dryrun_context",
+    "load_dags",
+    "main",
+    "render_dag",
+    "render_fields",
+    "render_operator",
+]
 
 def render_dag(
     dag: DAG,
@@ -306,8 +88,6 @@ def _tether_ops(task: Any) -> list[ComponentOperator]:
     A task mapped over an upstream XCom gives one operator whose ``component_args`` is that
     XComArg (rendered as a placeholder).
     """
-    from tether.adapters.airflow.operator import ComponentOperator
-
     if isinstance(task, ComponentOperator):
         return [task]
     cls = getattr(task, "operator_class", None)

@@ -68,6 +68,7 @@ from tether.adapters.airflow.links import (
     XCOM_UI_URL,
     TetherJobLink,
 )
+from tether.adapters.airflow.rendering import render_operator
 from tether.adapters.common import ComponentJob, JobFailedError, JobResult
 from tether.specs import AppDef, AppState
 
@@ -643,8 +644,6 @@ class ComponentOperator(BaseOperator):
 
     def dry_run(self) -> None:
         """Logs both layers: this task's arguments and the scheduler's native request."""
-        from tether.adapters.airflow.dryrun import render_operator
-
         self.log.info("%s", render_operator(self))
 
 

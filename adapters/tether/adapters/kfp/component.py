@@ -18,15 +18,40 @@ from __future__ import annotations
 import inspect
 import os
 import tempfile
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+from tether.adapters.kfp.signature import StepInput
 
 if TYPE_CHECKING:
     from kfp.dsl.graph_component import GraphComponent
 
-    from tether.adapters.kfp.steps import TetherStep
+
+class ComponentStep(Protocol):
+    """What wrapping a step as a component reads of it (``TetherStep`` has all of it; this
+    module sits below the step module and never imports it)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def component_name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def inputs(self) -> Sequence[StepInput]: ...
+
+    @property
+    def outputs(self) -> Sequence[tuple[str, str]]: ...
+
+    def check_names(self, kwargs: Mapping[str, Any]) -> None: ...
+
+    def __call__(self, **kwargs: Any) -> Any: ...
 
 
-def as_component(step: TetherStep, name: str | None = None, **fixed: Any) -> GraphComponent:
+def as_component(step: ComponentStep, name: str | None = None, **fixed: Any) -> GraphComponent:
     """The step as a KFP component whose inputs are the parameters not in ``fixed``.
 
     Args:
@@ -75,7 +100,7 @@ def as_component(step: TetherStep, name: str | None = None, **fixed: Any) -> Gra
     return dsl.pipeline(name=pipeline_name, description=body.__doc__)(body)
 
 
-def _outputs(step: TetherStep) -> list[tuple[str, Any]]:
+def _outputs(step: ComponentStep) -> list[tuple[str, Any]]:
     """The component's outputs: the step's declared outputs and output artifacts."""
     from tether.adapters.kfp.signature import OUTPUT_TYPES
 

@@ -19,110 +19,18 @@ arguments) are masked in every layer by the one policy of :mod:`tether.specs.sec
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
-import yaml
+from tether.adapters.kfp.compile import CompileTargetError, load_pipeline, parse_value
+from tether.adapters.kfp.records import StepRecord, recording
+from tether.adapters.kfp.stepdryrun import StepDryRun, dryrun_step
+from tether.adapters.kfp.steps import LauncherFallbackWarning, step
 
-from tether.adapters.common import app_secrets, describe_app, render_dryrun
-from tether.adapters.kfp.compile import parse_value
-from tether.specs.secrets import mask_text, mask_value, secret_values, value_secrets
-
-if TYPE_CHECKING:
-    from tether.adapters.kfp.records import StepRecord
-    from tether.adapters.kfp.steps import TetherStep
-
-
-@dataclass
-class StepDryRun:
-    """What a step call becomes.
-
-    Attributes:
-        step: The step's name.
-        component: The component's name.
-        mode: ``native`` or ``launcher``.
-        reason: Why that mode.
-        app: The AppDef summary (None when it can only be built at run time).
-        scheduler_request: For launcher steps, the scheduler's native request (redacted).
-        kfp_yaml: The compiled one-step pipeline (secrets masked).
-        warnings: Why pipeline values made it a launcher step.
-    """
-
-    step: str
-    component: str
-    mode: str
-    reason: str
-    app: dict[str, Any] | None
-    scheduler_request: str | None
-    kfp_yaml: str
-    warnings: list[str] = field(default_factory=list)
-
-    def __str__(self) -> str:
-        parts = [
-            f"# KFP step {self.step!r} ({self.component}): {self.mode} mode",
-            f"# why: {self.reason}",
-            *[f"# warning: {w}" for w in self.warnings],
-            "## AppDef",
-            yaml.safe_dump(self.app, sort_keys=False) if self.app else "(built at run time)\n",
-        ]
-        if self.scheduler_request is not None:
-            parts += ["## scheduler request", self.scheduler_request.rstrip() + "\n"]
-        parts += ["## KFP pipeline (one step)", self.kfp_yaml]
-        return "\n".join(parts)
-
-
-def _compile_one(step: TetherStep, kwargs: dict[str, Any]) -> str:
-    from kfp import compiler, dsl
-
-    def one_step() -> None:
-        step(**kwargs)
-
-    one_step.__annotations__["return"] = None  # KFP reads real annotations, not strings
-    pipeline = dsl.pipeline(name=f"{step.name.replace('_', '-')}-dryrun")(one_step)
-    with tempfile.TemporaryDirectory(prefix="tether-kfp-dryrun-") as tmp:
-        path = os.path.join(tmp, "pipeline.yaml")
-        compiler.Compiler().compile(pipeline, path)
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-
-
-def dryrun_step(step: TetherStep, **kwargs: Any) -> StepDryRun:
-    """Renders what calling ``step(**kwargs)`` in a pipeline becomes, without running it.
-
-    Args:
-        step: The step.
-        **kwargs: The component's arguments (constants).
-
-    Returns:
-        The dry-run.
-    """
-    plan = step.plan(**kwargs)
-    # the one policy: env and args of the app, the step's env, secret-named arguments
-    secrets = app_secrets(plan.app) + secret_values([step.env]) + value_secrets("", kwargs)
-    request: str | None = None
-    if plan.mode == "launcher":
-        if plan.app is None:
-            request = "(the AppDef is built when the step runs)"
-        else:
-            try:
-                _, info = render_dryrun(plan.app, step.scheduler, step.cfg)
-                request = str(info)
-            except Exception as e:  # the scheduler's client may be missing where we render
-                request = f"(cannot render the {step.scheduler} request here: {e})"
-    return StepDryRun(
-        step=step.name,
-        component=step.component_name,
-        mode=plan.mode,
-        reason=plan.reason,
-        app=describe_app(plan.app) if plan.app else None,
-        scheduler_request=mask_text(request, secrets) if request else request,
-        kfp_yaml=mask_text(_compile_one(step, kwargs), secrets),
-        warnings=[mask_value("", w, secrets) for w in plan.warnings],
-    )
+__all__ = ["PipelineDryRun", "StepDryRun", "add_arguments", "dryrun_pipeline", "dryrun_step",
+           "main", "run"]
 
 
 @dataclass
@@ -162,10 +70,6 @@ def dryrun_pipeline(target: str) -> PipelineDryRun:
         The steps and their modes.
     """
     import warnings
-
-    from tether.adapters.kfp.compile import load_pipeline
-    from tether.adapters.kfp.records import recording
-    from tether.adapters.kfp.steps import LauncherFallbackWarning
 
     module_ref = target.rpartition(":")[0]
     with recording() as records, warnings.catch_warnings():
@@ -221,9 +125,6 @@ def run(ns: argparse.Namespace, p: argparse.ArgumentParser) -> int:
     Returns:
         The exit code.
     """
-    from tether.adapters.kfp.compile import CompileTargetError
-    from tether.adapters.kfp.steps import step
-
     if ns.pipeline:
         print(dryrun_pipeline(ns.component), end="")
         return 0

@@ -45,7 +45,8 @@ from tether.adapters.common import (
 from tether.adapters.kfp.artifacts import artifact_values, collect_outputs
 from tether.adapters.kfp.ship import ShippedSource, load_shipped
 from tether.adapters.kfp.spec import ENV_NAMESPACE, LaunchSpec
-from tether.runner import Runner
+from tether.runner import Runner, get_runner
+from tether.schedulers.capabilities import Capabilities
 from tether.specs import AppDef, SecretRef
 from tether.tracker.outputs import ENV_OUTPUTS_ROOT
 
@@ -185,16 +186,20 @@ def pipeline_outputs_root(pipeline_root: str) -> str:
     return f"{root}/{OUTPUTS_DIR}"
 
 
-def inherit_settings(app: AppDef, spec: LaunchSpec) -> dict[str, Any]:
+def inherit_settings(
+    app: AppDef, spec: LaunchSpec, capabilities: Capabilities | None = None
+) -> dict[str, Any]:
     """Applies the step's settings to the job (:mod:`tether.adapters.kfp.inherit`).
 
-    Every role gets the step's resources and secret references; on ``kubernetes`` the node
-    selectors and tolerations become run options, and the job goes to the pipeline's
-    namespace (``$TETHER_KFP_NAMESPACE``) unless the ``namespace`` run option is set.
+    Every role gets the step's resources and secret references. On a scheduler whose
+    replicas are Kubernetes pods (``Capabilities.kubernetes_pods``) the node selectors and
+    tolerations become run options, and the job goes to the pipeline's namespace
+    (``$TETHER_KFP_NAMESPACE``) unless the ``namespace`` run option is set.
 
     Args:
         app: The job (modified).
         spec: The step's spec.
+        capabilities: The scheduler's capabilities (default: read from a new runner).
 
     Returns:
         The run options to submit with.
@@ -211,7 +216,10 @@ def inherit_settings(app: AppDef, spec: LaunchSpec) -> dict[str, Any]:
         for name in secrets:
             role.env.pop(name, None)  # the reference wins over a plain value
     cfg: dict[str, Any] = dict(spec.cfg)
-    if spec.scheduler == "kubernetes":
+    if capabilities is None:
+        with get_runner() as runner:
+            capabilities = runner.scheduler_capabilities(spec.scheduler)
+    if capabilities.kubernetes_pods:
         if inherit.get("node_selector"):
             cfg["node_selector"] = {**inherit["node_selector"], **(cfg.get("node_selector") or {})}
         if inherit.get("tolerations"):
@@ -273,7 +281,10 @@ def launch(
     if spec.source:
         component = load_shipped(ShippedSource.from_dict(spec.source))
     app = materialize(component, _clean_args(args), image=spec.image, env=spec.env)
-    cfg = inherit_settings(app, spec)
+    if runner is not None:
+        cfg = inherit_settings(app, spec, runner.scheduler_capabilities(spec.scheduler))
+    else:
+        cfg = inherit_settings(app, spec)
     key = ids.job_key()
     outputs_root = None
     if ids.pipeline_root and not os.environ.get(ENV_OUTPUTS_ROOT):

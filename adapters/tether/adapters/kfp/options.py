@@ -14,9 +14,6 @@ MODE_NATIVE = "native"
 MODE_LAUNCHER = "launcher"
 MODES = (MODE_AUTO, MODE_NATIVE, MODE_LAUNCHER)
 
-NATIVE_SCHEDULERS = frozenset({"kubernetes"})
-"""Schedulers whose jobs a native step can stand in for: the KFP pod is the job's pod."""
-
 DEFAULT_SCHEDULER = "kubernetes"
 DEFAULT_ACCELERATOR_TYPE = "nvidia.com/gpu"
 ENV_LAUNCHER_IMAGE = "TETHER_KFP_LAUNCHER_IMAGE"

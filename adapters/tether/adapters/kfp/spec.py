@@ -10,8 +10,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 ENV_NAMESPACE = "TETHER_KFP_NAMESPACE"
-"""Set in launcher pods of ``kubernetes`` steps (downward API): the pipeline's namespace,
-where the job goes unless the ``namespace`` run option says otherwise."""
+"""Set in launcher pods of steps whose scheduler runs Kubernetes pods (downward API): the
+pipeline's namespace, where the job goes unless the ``namespace`` run option says otherwise."""
 
 SPEC_VERSION = 2
 _READABLE_VERSIONS = (1, 2)

@@ -31,6 +31,7 @@ from tether.adapters.common import (
     resolve_component,
 )
 from tether.adapters.kfp.artifacts import declared_artifacts, with_artifacts
+from tether.adapters.kfp.component import as_component, component_yaml
 from tether.adapters.kfp.launcher import build_launcher_component
 from tether.adapters.kfp.native import (
     NativeStepError,
@@ -47,7 +48,6 @@ from tether.adapters.kfp.options import (
     MODE_LAUNCHER,
     MODE_NATIVE,
     MODES,
-    NATIVE_SCHEDULERS,
     KubernetesOptions,
     LauncherOptions,
 )
@@ -65,6 +65,7 @@ from tether.adapters.kfp.signature import (
     step_inputs,
 )
 from tether.adapters.kfp.spec import ENV_NAMESPACE, LaunchSpec
+from tether.adapters.kfp.stepdryrun import StepDryRun, dryrun_step
 from tether.specs import AppDef, CfgVal, InvalidRunConfigException, Role, SecretRef
 
 if TYPE_CHECKING:
@@ -72,7 +73,6 @@ if TYPE_CHECKING:
     from kfp.dsl.graph_component import GraphComponent
     from kfp.dsl.pipeline_task import PipelineTask
 
-    from tether.adapters.kfp.dryrun import StepDryRun
 
 log = logging.getLogger(__name__)
 
@@ -203,6 +203,7 @@ class TetherStep:
         self.cache = cache
         self._launcher_component: BaseComponent | None = None
         self._launcher_spec: LaunchSpec | None = None
+        self._pods = False  # the scheduler's replicas are Kubernetes pods (its capability)
         self._check_scheduler()
         if mode == MODE_NATIVE and self.outputs:
             raise NativeStepError(
@@ -222,6 +223,11 @@ class TetherStep:
                 raise ValueError(
                     f"unknown scheduler {self.scheduler!r}{hint} (available: {', '.join(known)})"
                 )
+            try:
+                self._pods = runner.scheduler_capabilities(self.scheduler).kubernetes_pods
+            except Exception as e:  # its client may be missing where we compile
+                log.warning("cannot create scheduler %s here (%s): its steps are launcher "
+                            "steps", self.scheduler, e)
             if not self.cfg:
                 return
             try:
@@ -334,9 +340,9 @@ class TetherStep:
             return StepPlan(MODE_LAUNCHER, "mode='launcher'", app, runtime=runtime)
 
         not_native: list[str] = []
-        if self.scheduler not in NATIVE_SCHEDULERS:
-            not_native.append(f"scheduler {self.scheduler!r} is not Kubernetes: tether submits "
-                              "the job there")
+        if not self._pods:
+            not_native.append(f"scheduler {self.scheduler!r} does not run its replicas as "
+                              "Kubernetes pods: tether submits the job there")
         if self.cfg:
             not_native.append(f"run options {sorted(self.cfg)} apply to a scheduler submission")
         if self.outputs:
@@ -441,7 +447,7 @@ class TetherStep:
             assert self._launcher_spec is not None
             task = bind(component(**given, **hidden), self._launcher_spec)
             task.set_caching_options(self.cache)
-            if self.scheduler == "kubernetes":  # the job goes to the pipeline's namespace
+            if self._pods:  # the job goes to the pipeline's namespace
                 kubernetes.use_field_path_as_env(task, env_name=ENV_NAMESPACE,
                                                  field_path="metadata.namespace")
             if self.launcher.retries:
@@ -472,8 +478,6 @@ class TetherStep:
             ``kfp.components.load_component_from_text`` loads, and can be used in other
             pipelines.
         """
-        from tether.adapters.kfp.component import as_component
-
         return as_component(self, name=name, **fixed)
 
     @property
@@ -490,8 +494,6 @@ class TetherStep:
         Returns:
             The YAML text.
         """
-        from tether.adapters.kfp.component import component_yaml
-
         return component_yaml(self.as_component(**fixed))
 
     def dryrun(self, **kwargs: Any) -> StepDryRun:
@@ -503,8 +505,6 @@ class TetherStep:
         Returns:
             The mode and why, the AppDef, the scheduler's request and the compiled step.
         """
-        from tether.adapters.kfp.dryrun import dryrun_step
-
         return dryrun_step(self, **kwargs)
 
     def __repr__(self) -> str:
@@ -541,9 +541,10 @@ def step(
     Args:
         component: A component name (``dist.ddp``, ``pkg.module:fn``, ``path/file.py:fn``) or
             function.
-        scheduler: Where the job runs. ``kubernetes`` (the pipeline's own cluster) allows
-            native steps; any other scheduler (``local_cwd``, or one a plugin adds)
-            gets a launcher step.
+        scheduler: Where the job runs. A scheduler whose replicas are Kubernetes pods
+            (its ``Capabilities.kubernetes_pods``: ``kubernetes``, or a plugin's that declares
+            it) allows native steps; any other scheduler (``local_cwd``...) gets a launcher
+            step.
         cfg: Run options of the scheduler (they make the step a launcher step).
         mode: ``auto``, ``native`` or ``launcher``.
         image: Replaces the image of every role.

@@ -29,11 +29,10 @@ from prefect.cache_policies import NO_CACHE, CachePolicy
 from prefect.context import TaskRunContext
 
 from tether.adapters.prefect.identity import call_numbers, parameters_digest, task_job_key
+from tether.adapters.prefect.spec import SPEC_ATTR
 
 
 def _spec(task_ctx: TaskRunContext) -> Any:
-    from tether.adapters.prefect.task import SPEC_ATTR
-
     return getattr(task_ctx.task.fn, SPEC_ATTR, None)
 
 

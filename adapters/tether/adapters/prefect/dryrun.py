@@ -41,7 +41,7 @@ class TaskDryRun:
 
 
 def _spec_of(task: Any) -> Any:
-    from tether.adapters.prefect.task import SPEC_ATTR
+    from tether.adapters.prefect.spec import SPEC_ATTR
 
     spec = getattr(getattr(task, "fn", None), SPEC_ATTR, None)
     if spec is None:

@@ -168,7 +168,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """
     parser.add_argument("-s", "--scheduler", action="append", dest="schedulers", default=None,
                         help="where to look for jobs (repeatable; default: [cli:run] "
-                        "scheduler of .tetherconfig, else local_cwd)")
+                        "scheduler of .tetherconfig, else the default scheduler)")
     parser.add_argument("--states", default=",".join(DEFAULT_STATES),
                         help="flow run states whose jobs are cancelled (comma-separated; "
                         f"default {','.join(DEFAULT_STATES)})")
@@ -189,7 +189,7 @@ def run_reap(args: argparse.Namespace) -> int:
     """
     with get_runner() as runner:
         schedulers = args.schedulers or [
-            runner.config.cli_defaults("run").get("scheduler") or "local_cwd"
+            runner.config.cli_defaults("run").get("scheduler") or runner.scheduler_backends()[0]
         ]
         orphans = reap(schedulers, args.states.split(","), args.include_missing, args.dry_run,
                        runner=runner)

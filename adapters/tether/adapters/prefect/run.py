@@ -27,7 +27,7 @@ from tether.runner import Runner, get_runner
 from tether.specs import AppStatus
 
 if TYPE_CHECKING:
-    from tether.adapters.prefect.task import TaskSpec
+    from tether.adapters.prefect.spec import TaskSpec
 
 log = logging.getLogger(__name__)
 

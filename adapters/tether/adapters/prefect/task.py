@@ -27,25 +27,23 @@ import keyword
 import logging
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
 
 from tether.adapters.common import (
     JobResult,
     component_params,
-    materialize,
     resolve_component,
 )
 from tether.adapters.prefect.identity import (
     ORCHESTRATOR,
-    parameters_digest,
 )
 from tether.adapters.prefect.run import (
     JobStoppedError,
     run_component,
     run_component_async,
 )
-from tether.runner import Runner
+from tether.adapters.prefect.spec import SPEC_ATTR, TaskSpec
 from tether.specs import AppDef, CfgVal
 
 if TYPE_CHECKING:
@@ -71,118 +69,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ORCHESTRATOR", "JobStoppedError", "TaskSpec", "component_task", "run_component"]
-
-SPEC_ATTR = "__tether_spec__"
-"""Attribute of the task's function holding its :class:`TaskSpec`."""
-
-
-@dataclass(frozen=True)
-class TaskSpec:
-    """What a component task runs (kept on the task's function for dry-runs).
-
-    Attributes:
-        component: The component as given (name or function).
-        component_name: Its resolved name (``utils.python``, ``module:fn``).
-        fn: The component function.
-        signature: The component's signature (annotations evaluated).
-        scheduler: The scheduler, or None for the configured default.
-        cfg: Run options.
-        image: Replaces every role's image, when set.
-        env: Added to every role's env.
-        poll_interval: Longest single wait while following the job, in seconds.
-        asynchronous: Whether the task is a coroutine function (for async flows).
-    """
-
-    component: str | Callable[..., AppDef]
-    component_name: str
-    fn: Callable[..., AppDef]
-    signature: inspect.Signature
-    scheduler: str | None = None
-    cfg: Mapping[str, CfgVal] = field(default_factory=dict)
-    image: str | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
-    poll_interval: float = 1.0
-    asynchronous: bool = False
-
-    def digest(self) -> str:
-        """A hash of what the task runs besides its parameters: component, scheduler, cfg,
-        image and env (env values enter only hashed). Part of the job key and cache key.
-
-        Returns:
-            Hex digest.
-        """
-        import hashlib
-
-        env = {k: hashlib.sha256(v.encode("utf-8")).hexdigest() for k, v in self.env.items()}
-        return parameters_digest({
-            "component": self.component_name, "scheduler": self.scheduler,
-            "cfg": dict(self.cfg), "image": self.image, "env": env,
-        })
-
-    def component_args(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """The component's keyword arguments from the task's bound arguments.
-
-        Values equal to the signature's default are left out, so that ``[component:<name>]``
-        defaults of ``.tetherconfig`` apply as they do on the command line.
-
-        Args:
-            arguments: Parameter name to value (``*args`` as a tuple).
-
-        Returns:
-            Arguments for :func:`tether.adapters.common.materialize`.
-        """
-        out: dict[str, Any] = {}
-        for name, value in arguments.items():
-            param = self.signature.parameters[name]
-            if param.kind is inspect.Parameter.VAR_POSITIONAL:
-                if value:
-                    out[name] = list(value)
-            elif param.kind is inspect.Parameter.VAR_KEYWORD:
-                out.update(value)
-            elif not _is_default(param, value):
-                out[name] = value
-        return out
-
-    def resolve_scheduler(self, runner: Runner) -> str:
-        """The scheduler to use: the given one, ``[cli:run] scheduler``, or the first known.
-
-        Args:
-            runner: The runner (for ``.tetherconfig`` and the scheduler registry).
-
-        Returns:
-            The scheduler's name.
-        """
-        if self.scheduler:
-            return self.scheduler
-        configured = runner.config.cli_defaults("run").get("scheduler")
-        return configured or runner.scheduler_backends()[0]
-
-    def materialize(self, runner: Runner, arguments: Mapping[str, Any]) -> AppDef:
-        """Builds the AppDef for one call.
-
-        Args:
-            runner: The runner (for ``.tetherconfig`` component defaults).
-            arguments: The task's bound arguments.
-
-        Returns:
-            The AppDef.
-        """
-        return materialize(
-            self.component,
-            self.component_args(arguments),
-            image=self.image,
-            env=self.env or None,
-            defaults=runner.config.component_defaults(self.component_name),
-        )
-
-
-def _is_default(param: inspect.Parameter, value: Any) -> bool:
-    default = param.default
-    if default is inspect.Parameter.empty:
-        return False
-    return value is default or (type(value) is type(default) and value == default)
-
+__all__ = [
+    "ORCHESTRATOR",
+    "SPEC_ATTR",
+    "JobStoppedError",
+    "TaskSpec",
+    "component_task",
+    "run_component",
+]
 
 def component_signature(fn: Callable[..., Any]) -> inspect.Signature:
     """The component's signature with its annotations evaluated (for Prefect and pydantic).

@@ -165,6 +165,7 @@ class KubernetesScheduler(Scheduler[KubernetesRequest], ImageWorkspaceMixin):
         elastic=True,
         mounts=frozenset(MountKind),
         secrets=True,
+        kubernetes_pods=True,
     )
     workspace_needs_push = True
 

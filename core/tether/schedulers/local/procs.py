@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterable
 
 from tether.schedulers.local.state import APP_TOKEN_ENV, AppRecord, StateStore
+from tether.schedulers.local.status import app_final_state, orphaned_state
 from tether.schedulers.local.supervisor import (
     ProcStat,
     all_stats,
@@ -187,23 +188,20 @@ def mark_unsupervised(rec: AppRecord, cancelled: bool = False) -> None:
         rep.launching = False
         if rep.app_state.is_terminal():
             continue
+        rep.state = orphaned_state(cancelled).name
         if cancelled:
-            rep.state = AppState.CANCELLED.name
             rep.msg = "cancelled"
         else:
-            rep.state = AppState.FAILED.name
             rep.msg = f"{why}; exit status of replica unknown"
             rep.exit_code = None
         rep.finished_at = now
-    if cancelled:
-        rec.state = AppState.CANCELLED.name
+    final = app_final_state((r.app_state for r in rec.replicas), cancelled=cancelled)
+    rec.state = final.name
+    if final == AppState.CANCELLED:
         rec.msg = "cancelled"
         if rec.supervisor_pid is not None:
             rec.msg += f" (its supervisor pid {rec.supervisor_pid} had died)"
-    elif all(r.app_state == AppState.SUCCEEDED for r in rec.replicas):
-        rec.state = AppState.SUCCEEDED.name
-    else:
-        rec.state = AppState.FAILED.name
+    elif final == AppState.FAILED:
         rec.msg = f"{why} (see {rec.supervisor_log}); the app's processes are stopped"
     rec.finished_at = now
 

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import os
 import re
-import secrets
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -107,6 +105,17 @@ _ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 _SAFE_DIR = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
+def _random_id(n: int) -> str:
+    """``n`` characters of :data:`_ID_ALPHABET` from the OS's random source, unbiased
+    (``secrets.choice`` without importing ``secrets``: this module is on the CLI's start)."""
+    out: list[str] = []
+    size = len(_ID_ALPHABET)
+    limit = 256 - 256 % size  # bytes below a multiple of the alphabet's size: no bias
+    while len(out) < n:
+        out += [_ID_ALPHABET[b % size] for b in os.urandom(2 * n) if b < limit]
+    return "".join(out[:n])
+
+
 def make_app_id(app_name: str) -> str:
     """A new app id: ``{sanitized app name}-{8 random characters}`` (file-name safe).
 
@@ -117,13 +126,15 @@ def make_app_id(app_name: str) -> str:
         The id, e.g. ``my-train-k3x9q0ab``.
     """
     base = _NAME_JUNK.sub("-", app_name.lower()).strip("-")[:40].strip("-") or "app"
-    suffix = "".join(secrets.choice(_ID_ALPHABET) for _ in range(8))
+    suffix = _random_id(8)
     return f"{base}-{suffix}"
 
 
 def role_dir(role_name: str) -> str:
     if _SAFE_DIR.match(role_name) and role_name not in (".", ".."):
         return role_name
+    import hashlib  # rarely needed: kept off the CLI's start
+
     digest = hashlib.sha1(role_name.encode()).hexdigest()[:8]  # noqa: S324 - a name, no security
     return f"{_NAME_JUNK.sub('-', role_name.lower()).strip('-') or 'role'}-{digest}"
 

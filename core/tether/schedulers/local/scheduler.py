@@ -28,17 +28,10 @@ from tether.schedulers.api import (
 )
 from tether.schedulers.capabilities import Capabilities
 from tether.schedulers.gpus import host_gpu_count
-from tether.schedulers.local.logs import read_log_lines
 from tether.schedulers.local.options import LocalOpts
-from tether.schedulers.local.procs import (
-    mark_unsupervised,
-    recover,
-    resolve_unsupervised,
-    supervised,
-    wait_pid_exit,
-    wait_readable,
-    with_app_token,
-)
+
+# procs, supervisor and logs are imported by the methods that use them: a dryrun (and the
+# CLI's start) needs none of them
 from tether.schedulers.local.render import (
     BACKEND,
     LocalRequest,
@@ -57,12 +50,6 @@ from tether.schedulers.local.state import (
     app_from_json,
     app_to_json,
     private_dirs,
-)
-from tether.schedulers.local.supervisor import (
-    fd_limit_problem,
-    pid_alive,
-    start_time_of,
-    stderr_tail,
 )
 from tether.specs import (
     AppDef,
@@ -162,6 +149,8 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
                 raise ValueError(f"role {role.name!r}: working directory {cwd!r} does not exist")
             self._check_entrypoint(role, cwd, bool(opts.prepend_cwd))
             check_secrets(role.name, role.secrets)
+        from tether.schedulers.local.limits import fd_limit_problem
+
         problem = fd_limit_problem(sum(r.num_replicas for r in app.roles))
         if problem:
             raise ValueError(f"app {app.name!r}: {problem}")
@@ -226,6 +215,8 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
                 ``submit_dryrun``.
             RuntimeError: When the supervisor could not start (with its log).
         """
+        from tether.schedulers.local.supervisor import start_time_of
+
         req = dryrun_info.request
         app = dryrun_info._app
         if not isinstance(req, LocalRequest) or app is None:
@@ -293,6 +284,9 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         super().close()
 
     def _start_supervisor(self, record: AppRecord, app_dir: Path) -> None:
+        from tether.schedulers.local.procs import wait_readable, with_app_token
+        from tether.schedulers.local.supervisor import pid_alive, stderr_tail
+
         ready_r, ready_w = os.pipe()
         try:
             slog_fd = os.open(record.supervisor_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -445,6 +439,8 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
             app_id: The app.
             timeout: The most seconds to block.
         """
+        from tether.schedulers.local.procs import wait_pid_exit
+
         rec = self._store.load(app_id)
         if rec is None or rec.app_state.is_terminal():
             return
@@ -460,6 +456,8 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         with the reason) without writing anything or touching a process: that is
         :meth:`reconcile`'s.
         """
+        from tether.schedulers.local.procs import mark_unsupervised, supervised
+
         rec = self._store.load(app_id)
         if rec is None or rec.app_state.is_terminal() or supervised(rec):
             return rec
@@ -481,6 +479,8 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         Args:
             app_id: The app.
         """
+        from tether.schedulers.local.procs import recover
+
         recover(self._store, app_id)
 
     # ---- logs --------------------------------------------------------------------------
@@ -495,6 +495,8 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         should_tail: bool,
         streams: Stream,
     ) -> Iterable[str]:
+        from tether.schedulers.local.logs import read_log_lines
+
         rec = self._store.load(app_id)
         if rec is None:
             raise ValueError(
@@ -567,6 +569,9 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         after the grace period) and records the app CANCELLED. When the supervisor is dead
         or does not finish in time, stops the groups itself.
         """
+        from tether.schedulers.local.procs import resolve_unsupervised
+        from tether.schedulers.local.supervisor import pid_alive
+
         for _ in range(3):
             rec = self._store.load(app_id)
             if rec is None or rec.app_state.is_terminal():
@@ -593,6 +598,9 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
 
     @staticmethod
     def _stop_supervisor(rec: AppRecord) -> None:
+        from tether.schedulers.local.procs import wait_pid_exit
+        from tether.schedulers.local.supervisor import pid_alive
+
         pid, start = rec.supervisor_pid, rec.supervisor_start_time
         assert pid is not None
         with contextlib.suppress(ProcessLookupError):

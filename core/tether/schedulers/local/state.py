@@ -24,13 +24,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
-import hashlib
 import json
 import os
 import re
 import shutil
 import struct
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -109,6 +107,8 @@ def atomic_write_bytes(path: Path, data: bytes, fsync: bool = True) -> None:
         data: The content.
         fsync: Flush the temp file to disk before the rename.
     """
+    import tempfile  # hashlib and tempfile are imported where used: not on the CLI's start
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -584,6 +584,8 @@ class StateStore:
         return sorted(n for n in names if is_valid_app_id(n))
 
     def _job_dir(self, job_key: str) -> Path:
+        import hashlib
+
         return self.jobs_dir / hashlib.sha256(job_key.encode("utf-8")).hexdigest()[:40]
 
     def job_app_ids(self, job_key: str) -> list[str]:

@@ -48,6 +48,7 @@ from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
+from tether.schedulers.local.limits import FDS_PER_REPLICA, ensure_fd_limit
 from tether.schedulers.local.secretfiles import resolve_secrets
 from tether.schedulers.local.state import (
     APP_TOKEN_ENV,
@@ -58,6 +59,14 @@ from tether.schedulers.local.state import (
     StateStore,
     app_from_json,
     private_dirs,
+)
+from tether.schedulers.local.status import (
+    CANCEL,
+    FAIL,
+    RESTART,
+    STOP_RANK,
+    app_final_state,
+    exited_state,
 )
 from tether.specs import AppState, RetryPolicy, Role
 from tether.specs.secrets import arg_secrets, mask_text, secret_values
@@ -77,9 +86,6 @@ STDERR_TAIL_LINES = 10
 RESTART_MARKER = "[tether] "
 SAVE_RETRY_S = 1.0
 """After a failed write of the app's record, how long until the next try."""
-FDS_PER_REPLICA = 8
-"""File descriptors the supervisor holds per running replica (two pipes, three logs and
-their time indexes)."""
 _EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM})
 """Errors of starting a process that mean the supervisor (or the host) ran out of a resource:
 a restart waits and tries again instead of failing the app."""
@@ -358,51 +364,6 @@ def _set_child_subreaper() -> None:
         log.warning("could not become a child subreaper; escaped processes are not tracked")
 
 
-FD_BASE = 64
-"""File descriptors the supervisor needs besides its replicas' (record, locks, logs)."""
-
-
-def fd_limit_problem(replicas: int) -> str | None:
-    """Why this process's hard open-file limit cannot run ``replicas`` replicas, if it can't.
-
-    The supervisor inherits the limit and raises its soft limit up to the hard one.
-
-    Args:
-        replicas: How many replicas the app has.
-
-    Returns:
-        The explanation, or None when the limit is enough (or unknown).
-    """
-    try:
-        import resource
-    except ImportError:  # not POSIX
-        return None
-    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    need = FDS_PER_REPLICA * replicas + FD_BASE
-    if hard == resource.RLIM_INFINITY or hard >= need:
-        return None
-    return (
-        f"{replicas} replicas need about {need} open files in the local supervisor "
-        f"({FDS_PER_REPLICA} per replica + {FD_BASE}), but the hard open-file limit "
-        f"(RLIMIT_NOFILE) is {hard}: raise it (ulimit -Hn) or run fewer replicas"
-    )
-
-
-def _ensure_fd_limit(replicas: int) -> None:
-    """Raises the soft limit of open files when the app needs more (8 per replica)."""
-    try:
-        import resource
-    except ImportError:  # not POSIX
-        return
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = 16 * replicas + 256
-    if soft == resource.RLIM_INFINITY or soft >= want:
-        return
-    new = want if hard == resource.RLIM_INFINITY else min(want, hard)
-    with contextlib.suppress(ValueError, OSError):
-        resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
-
-
 def _write_all(fd: int, data: bytes | memoryview) -> None:
     view = memoryview(data)
     while view:
@@ -541,7 +502,6 @@ class _Attempt:
         return (self.rep.role, self.rep.replica_id)
 
 
-_STOP_RANK = {"restart": 0, "fail": 1, "cancel": 2}
 
 
 class Supervisor:
@@ -850,7 +810,7 @@ class Supervisor:
         return signal_group(pid, sig)
 
     def _stop(self, att: _Attempt, reason: str) -> None:
-        if att.stop_reason is None or _STOP_RANK[reason] > _STOP_RANK[att.stop_reason]:
+        if att.stop_reason is None or STOP_RANK[reason] > STOP_RANK[att.stop_reason]:
             att.stop_reason = reason
         if att.kill_at is None:
             self._signal(att, signal.SIGTERM)
@@ -865,20 +825,12 @@ class Supervisor:
         code = att.returncode if att.returncode is not None else -signal.SIGKILL
         rep.exit_code = code
         rep.finished_at = time.time()
-        if att.stop_reason == "restart":
-            rep.state = AppState.PENDING.name
-            rep.msg = "stopped for a restart"
-        elif code == 0:
-            rep.state = AppState.SUCCEEDED.name
-        elif att.stop_reason == "cancel":
-            rep.state = AppState.CANCELLED.name
-            rep.msg = "cancelled"
-        elif att.stop_reason == "fail":
-            rep.state = AppState.CANCELLED.name
-            rep.msg = "stopped because another replica failed"
-        else:
-            rep.state = AppState.FAILED.name
+        state, msg = exited_state(code, att.stop_reason)
+        rep.state = state.name
+        if state == AppState.FAILED:
             rep.msg = failure_message(rep, code, self.secret_values)
+        elif msg:
+            rep.msg = msg
         if lost:
             rep.dropped_log_bytes += sum(lost.values())
             note = (
@@ -920,7 +872,7 @@ class Supervisor:
         for key_ in targets:
             att = self.attempts.get(key_)
             if att is not None:
-                self._stop(att, "restart")
+                self._stop(att, RESTART)
 
     def _fail(self, msg: str) -> None:
         if self.failing or self.cancelling:
@@ -928,7 +880,7 @@ class Supervisor:
         self.failing = msg
         self.rec.msg = msg
         for att in self.attempts.values():
-            self._stop(att, "fail")
+            self._stop(att, FAIL)
         self._drop_pending("not restarted because another replica failed")
 
     def _cancel(self, reason: str) -> None:
@@ -937,7 +889,7 @@ class Supervisor:
         self.cancelling = True
         self.rec.msg = reason
         for att in self.attempts.values():
-            self._stop(att, "cancel")
+            self._stop(att, CANCEL)
         self._drop_pending("cancelled")
 
     def _drop_pending(self, msg: str) -> None:
@@ -973,14 +925,10 @@ class Supervisor:
             self._save(fsync=True)  # confirmed
         if self.attempts or self.restart_pending:
             return
-        if self.cancelling:
-            final = AppState.CANCELLED
-        elif self.failing:
-            final = AppState.FAILED
-        elif all(r.app_state == AppState.SUCCEEDED for r in self.rec.replicas):
-            final = AppState.SUCCEEDED
-        else:
-            final = AppState.FAILED
+        final = app_final_state(
+            (r.app_state for r in self.rec.replicas), self.cancelling, bool(self.failing)
+        )
+        if final == AppState.FAILED and not self.failing:
             bad = [f"{r.role}[{r.replica_id}]={r.state}" for r in self.rec.replicas]
             self.rec.msg = self.rec.msg or f"replicas ended unsuccessfully: {', '.join(bad)}"
         self.rec.state = final.name
@@ -1069,7 +1017,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
     sup = Supervisor(Path(args.state), args.ready_fd)
     sup.install_signals()
     _set_child_subreaper()
-    _ensure_fd_limit(len(sup.rec.replicas))
+    ensure_fd_limit(len(sup.rec.replicas))
     try:
         code = sup.run()
     except Exception as e:
