@@ -170,6 +170,7 @@ def describe_operator(op: ComponentOperator, fields: Mapping[str, Any]) -> dict[
         "conn_id": op.conn_id,
         "reattach": op.reattach,
         "on_finish_action": op.on_finish_action,
+        "job_ttl": op.job_ttl,
         "deferrable": op.deferrable,
         "wait_interval": op.wait_interval,
         "retries": op.retries,
@@ -234,6 +235,12 @@ def render_operator(
                   f"# {scheduler} request (scheduler layer)"]
         try:
             cfg = parse_cfg(runner, scheduler, fields.get("cfg"))
+            if op.job_ttl is not None:
+                from tether.adapters.airflow.connections import merge_run_defaults
+                from tether.adapters.airflow.operator import TTL_OPTION
+
+                merge_run_defaults(cfg, runner.scheduler_run_opts(scheduler),
+                                   {TTL_OPTION: op.job_ttl})
             _, info = render_dryrun(app, scheduler, cfg, runner=runner)
         except Exception as e:
             parts.append(f"(cannot render the request: {type(e).__name__}: {e})")
