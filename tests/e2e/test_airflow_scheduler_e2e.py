@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import pytest
 
 from tests.e2e.infra.airflow import AirflowError, AirflowStack
+from tests.e2e.infra.slurm import SlurmCluster
 from tether.adapters.airflow.building import task_job_key
 from tether.runner import Runner, get_runner
 from tether.specs import AppState
@@ -142,6 +143,25 @@ class Deployment:
         return self.wait(f"{run.dag_id}/{run.run_id}/{task_id} in {states} (try {try_number})",
                          check)
 
+    def wait_deferred(self, run: Run, task_id: str, try_number: int) -> None:
+        """Waits until the try is deferred and the scheduler has seen its worker exit.
+
+        Airflow 3.3 fails a resumed try ("state changed externally") when the exit event of
+        the worker that deferred reaches the scheduler after the trigger fired, which a job
+        ending seconds after the deferral provokes on a busy machine. A test lets a deferred
+        job end only after this.
+        """
+        self.wait_state(run, task_id, ("deferred",), try_number=try_number)
+        seen = re.compile(
+            rf"TaskInstance Finished: dag_id={run.dag_id}, task_id={task_id}, "
+            rf"run_id={run.run_id}, .*?state=deferred, .*?try_number={try_number}\b"
+        )
+        self.wait(
+            f"the scheduler to see try {try_number} of {task_id} defer",
+            lambda: seen.search(
+                self.stack.log_path("scheduler").read_text(errors="replace")) is not None,
+        )
+
     def wait_running_job(self, run: Run, task_id: str, running: bool = True) -> str:
         """Waits until the task's job runs (``running``) or was submitted; returns its handle
         (the XCom ``app_handle``)."""
@@ -228,6 +248,8 @@ def test_clear_while_running_reattaches_in_both_modes(airflow: Deployment) -> No
 
         airflow.wait(f"try 2 of {task} to re-attach", reattached)
         assert airflow.state(handle) == AppState.RUNNING
+        if task == "deferred":
+            airflow.wait_deferred(run, task, 2)
         run.open(task)
     for task, handle in handles.items():
         airflow.wait_state(run, task, ("success",), try_number=2)
@@ -297,7 +319,7 @@ def test_mark_failed_cancels_the_job_in_both_modes(airflow: Deployment) -> None:
 def test_deferred_logs_are_live_and_secrets_never_logged(airflow: Deployment) -> None:
     run = airflow.trigger("tether_e2e_gate")
     handle = airflow.wait_running_job(run, "deferred")
-    airflow.wait_state(run, "deferred", ("deferred",), try_number=1)
+    airflow.wait_deferred(run, "deferred", 1)
     # the trigger streams the job's lines into the task log while the job runs
     airflow.wait("live job lines in the deferred task's log",
                  lambda: "sh/0 tick 2" in airflow.log(run, "deferred", 1))
@@ -319,3 +341,25 @@ def test_deferred_logs_are_live_and_secrets_never_logged(airflow: Deployment) ->
     everything = "\n".join(p.read_text(errors="replace")
                            for p in (airflow.stack.home / "logs").rglob("*.log*"))
     assert PASSWORD not in everything
+
+
+def test_slurm_connection_picks_the_cluster_and_partition(
+    airflow: Deployment, slurm_cluster: SlurmCluster
+) -> None:
+    # a user adds the connection (the REST API, as the UI's Connections page does)
+    airflow.stack.request("POST", "/api/v2/connections", {
+        "connection_id": "tether_e2e_slurm", "conn_type": "tether_slurm",
+        "extra": json.dumps({"slurm_conf": str(slurm_cluster.conf),
+                             "partition": slurm_cluster.partition}),
+    })
+    run = airflow.trigger("tether_e2e_slurm")
+    ti = airflow.wait_state(run, "on_slurm", ("success", "failed"))
+    text = airflow.log(run, "on_slurm", 1)
+    assert ti["state"] == "success", text[-3000:]
+    assert str(airflow.xcom(run, "on_slurm", "app_handle")).startswith("slurm://")
+    # the connection's partition reached sbatch (the job did not name one)
+    assert re.search(rf"sh/0 slurm job \d+ on {slurm_cluster.partition}\b", text), text[-3000:]
+    assert f"--partition={slurm_cluster.partition}" in text or any(
+        f"--partition={slurm_cluster.partition}" in p.read_text(errors="replace")
+        for p in (airflow.stack.root / "tether-state").rglob("*") if p.is_file()
+    )

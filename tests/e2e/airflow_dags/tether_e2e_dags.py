@@ -62,3 +62,12 @@ with DAG("tether_e2e_kill", schedule=None, start_date=START, catchup=False, para
 with DAG("tether_e2e_timeout", schedule=None, start_date=START, catchup=False, params=PARAMS):
     gated("sync", deferrable=False, execution_timeout=dt.timedelta(seconds=25))
     gated("deferred", deferrable=True, execution_timeout=dt.timedelta(seconds=25))
+
+with DAG("tether_e2e_slurm", schedule=None, start_date=START, catchup=False):
+    # the cluster (its slurm.conf) and the partition come from the connection, which the test
+    # creates through the REST API
+    ComponentOperator(
+        task_id="on_slurm", component="utils.sh",
+        component_args=["echo \"slurm job $SLURM_JOB_ID on $SLURM_JOB_PARTITION\""],
+        scheduler="slurm", conn_id="tether_e2e_slurm", deferrable=False, wait_interval=1.0,
+    )

@@ -101,12 +101,15 @@ class AirflowStack:
     # ---- start / stop --------------------------------------------------------------------
     def _make_env(self) -> dict[str, str]:
         venv_bin = str(Path(sys.executable).parent)
-        env = dict(os.environ)
+        # hermetic: no Airflow settings, connections or variables inherited from the test
+        # process (another test module may have pointed AIRFLOW_HOME elsewhere)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
         env.update(self._extra_env)
         env.update(
             {
                 "PATH": venv_bin + os.pathsep + env.get("PATH", ""),
                 "AIRFLOW_HOME": str(self.home),
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home}/airflow.db",
                 "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
                 "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
                 "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
