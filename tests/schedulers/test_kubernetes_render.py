@@ -108,6 +108,18 @@ def test_single_role() -> None:
     assert "subdomain" not in objs[0]["spec"]["template"]["spec"]
 
 
+def test_ttl_seconds_after_finished_on_every_job() -> None:
+    app = AppDef("ttl", roles=[Role("echo", image="busybox:1.36", entrypoint="echo",
+                                    args=["hi"], num_replicas=2)])
+    text, objs = rendered(app, ttl_seconds_after_finished=300)
+    check_golden("ttl", text)
+    jobs = [o for o in objs if o["kind"] == "Job"]
+    assert len(jobs) == 2
+    assert all(j["spec"]["ttlSecondsAfterFinished"] == 300 for j in jobs)
+    _, default = rendered(app)
+    assert all("ttlSecondsAfterFinished" not in o["spec"] for o in default if o["kind"] == "Job")
+
+
 def test_multi_role_multi_replica_headless_service_and_rank0_dns() -> None:
     app = AppDef(
         "ddp",
@@ -392,6 +404,7 @@ def test_bad_options_are_named() -> None:
             "labels": {"bad key!": "v", "ok": "bad value!"},
             "tolerations": ["key:NoSchedul"],
             "reserved_millicpu": -1,
+            "ttl_seconds_after_finished": -5,
         }
     )
     assert "namespace='Not_A_Namespace'" in msg
@@ -400,6 +413,7 @@ def test_bad_options_are_named() -> None:
     assert "value 'bad value!' of 'ok'" in msg
     assert "unknown effect 'NoSchedul'" in msg and "did you mean 'NoSchedule'" in msg
     assert "reserved_millicpu must be >= 0" in msg
+    assert "ttl_seconds_after_finished must be >= 0, got -5" in msg
 
 
 def test_unknown_run_option_suggests() -> None:

@@ -28,6 +28,7 @@ launched it in its job key (``...try_number``) and in ``TETHER_AIRFLOW_TRY_NUMBE
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 import enum
 from collections.abc import Mapping
@@ -76,6 +77,30 @@ def check_choice(field_name: str, value: object, allowed: tuple[str, ...], task_
         f"task {task_id!r}: {field_name}={value!r} is not allowed; use one of "
         f"{', '.join(repr(m) for m in allowed)}{hint}"
     )
+
+
+def check_ttl(value: object, task_id: str) -> int | None:
+    """Validates ``job_ttl``: None, or a non-negative number of seconds or timedelta.
+
+    Args:
+        value: The argument.
+        task_id: The task (for the message).
+
+    Returns:
+        Whole seconds, or None.
+
+    Raises:
+        AirflowAdapterError: For anything else.
+    """
+    if value is None:
+        return None
+    seconds = value.total_seconds() if isinstance(value, dt.timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
+        raise AirflowAdapterError(
+            f"task {task_id!r}: job_ttl={value!r} is not allowed; use a number of seconds "
+            ">= 0 or a datetime.timedelta (or None to keep finished jobs)"
+        )
+    return int(seconds)
 
 
 def check_reattach(value: object, task_id: str) -> str:

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 DEFAULT_SCHEDULER = "local_cwd"
 """The scheduler used when the operator names none."""
+TTL_OPTION = "ttl_seconds_after_finished"
+"""The run option that ``job_ttl`` sets (Kubernetes: the Jobs' ``ttlSecondsAfterFinished``)."""
 
 ORCHESTRATOR = "airflow"
 

@@ -41,6 +41,7 @@ from tether.adapters.airflow.attempts import (
     Ledger,
     check_choice,
     check_reattach,
+    check_ttl,
     decide,
     kill_cancels_job,
     ti_state,
@@ -48,6 +49,7 @@ from tether.adapters.airflow.attempts import (
 from tether.adapters.airflow.building import (
     DEFAULT_SCHEDULER,
     ORCHESTRATOR,
+    TTL_OPTION,
     ComponentArgs,
     ComponentFunction,
     ComponentRef,
@@ -59,7 +61,11 @@ from tether.adapters.airflow.building import (
     parse_cfg,
     task_job_key,
 )
-from tether.adapters.airflow.connections import scheduler_params
+from tether.adapters.airflow.connections import (
+    connection_settings,
+    merge_run_defaults,
+    scheduler_params,
+)
 from tether.adapters.airflow.labels import add_task_metadata, secret_name
 from tether.adapters.airflow.links import (
     RESERVED_XCOM_KEYS,
@@ -91,6 +97,7 @@ __all__ = [
     "parse_cfg",
     "task_job_key",
 ]
+
 
 
 KILL_READ_TIMEOUT = 5.0
@@ -131,6 +138,11 @@ class ComponentOperator(BaseOperator):
             no Job spec, dry-run or task log.
         on_finish_action: What happens to the job once the task recorded its outcome:
             ``keep`` (default), ``delete_succeeded`` (delete it if it succeeded) or ``delete``.
+        job_ttl: Seconds (or a timedelta) after the job finished before the backend itself
+            removes it, on schedulers with a TTL run option (Kubernetes:
+            ``ttl_seconds_after_finished``, the Jobs' ``ttlSecondsAfterFinished``); the task's
+            ``cfg`` wins. Unlike ``on_finish_action`` it also cleans up after a worker that
+            died. A later try (a clear) finds no job and launches a new one.
         **kwargs: :class:`airflow.sdk.BaseOperator` arguments (``task_id``, ``retries``,
             ``execution_timeout``...). ``multiple_outputs`` defaults to True: each job output
             is also its own XCom, so ``op.output["accuracy"]`` works.
@@ -159,6 +171,7 @@ class ComponentOperator(BaseOperator):
         conn_id: str | None = None,
         secret_env: Mapping[str, str] | None = None,
         on_finish_action: str = "keep",
+        job_ttl: int | float | dt.timedelta | None = None,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("multiple_outputs", True)
@@ -187,6 +200,7 @@ class ComponentOperator(BaseOperator):
         self.on_finish_action = check_choice(
             "on_finish_action", on_finish_action, ON_FINISH_ACTIONS, self.task_id
         )
+        self.job_ttl = check_ttl(job_ttl, self.task_id)
         self._params: dict[str, Any] = {}
         self.job_ui_url: str | None = None
         self._job: ComponentJob | None = None
@@ -227,7 +241,7 @@ class ComponentOperator(BaseOperator):
 
         ti = context["ti"]
         try:
-            self._params = scheduler_params(self.conn_id)
+            self._params, conn_cfg = connection_settings(self.conn_id)
         except (KeyError, ValueError) as e:
             raise AirflowFailException(f"task {self.task_id!r}: {e}") from e
         runner = get_runner(**self._params)
@@ -235,6 +249,13 @@ class ComponentOperator(BaseOperator):
             opts = runner.scheduler_run_opts(str(self.scheduler))  # an unknown one fails here
             app = self.build_app(runner)
             cfg = parse_cfg(runner, str(self.scheduler), self.cfg)
+            # the connection's defaults and the job TTL, where the scheduler takes them
+            merge_run_defaults(cfg, opts, conn_cfg)
+            if self.job_ttl is not None:
+                if TTL_OPTION not in opts:
+                    self.log.warning("scheduler %s has no job TTL: job_ttl is ignored "
+                                     "(on_finish_action deletes jobs anywhere)", self.scheduler)
+                merge_run_defaults(cfg, opts, {TTL_OPTION: self.job_ttl})
             add_task_metadata(cfg, opts, ti)
         except (KeyError, ValueError, TypeError) as e:
             runner.close()

@@ -14,6 +14,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from tether.adapters.airflow.building import (
+    TTL_OPTION,
     ComponentFunction,
     ComponentRef,
     build_component_app,
@@ -63,6 +64,9 @@ class DryrunTask(Protocol):
 
     @property
     def on_finish_action(self) -> str: ...
+
+    @property
+    def job_ttl(self) -> float | None: ...
 
     @property
     def deferrable(self) -> bool: ...
@@ -213,6 +217,7 @@ def describe_operator(op: DryrunTask, fields: Mapping[str, Any]) -> dict[str, An
         "conn_id": op.conn_id,
         "reattach": op.reattach,
         "on_finish_action": op.on_finish_action,
+        "job_ttl": op.job_ttl,
         "deferrable": op.deferrable,
         "wait_interval": op.wait_interval,
         "retries": op.retries,
@@ -289,6 +294,11 @@ def _render_app_layers(
                   f"# {scheduler} request (scheduler layer)"]
         try:
             cfg = parse_cfg(runner, scheduler, fields.get("cfg"))
+            if op.job_ttl is not None:
+                from tether.adapters.airflow.connections import merge_run_defaults
+
+                merge_run_defaults(cfg, runner.scheduler_run_opts(scheduler),
+                                   {TTL_OPTION: op.job_ttl})
             _, info = render_dryrun(app, scheduler, cfg, runner=runner)
         except Exception as e:
             parts.append(f"(cannot render the request: {type(e).__name__}: {e})")

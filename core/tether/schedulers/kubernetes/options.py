@@ -83,5 +83,10 @@ class KubernetesOpts(StructuredOpts):
     image_pull_timeout: int = 120
     """Seconds an image pull may keep failing before the app is FAILED (0: at once)."""
 
+    ttl_seconds_after_finished: int | None = None
+    """Seconds after a Job finished before Kubernetes deletes it with its pods
+    (``ttlSecondsAfterFinished``; default: kept until ``tether delete``). Status and logs of
+    a deleted app are gone, so leave time for whoever reads them (e.g. 300)."""
+
     cluster_domain: str = "cluster.local"
     """The cluster's DNS domain, used in $TETHER_RANK0_HOST."""

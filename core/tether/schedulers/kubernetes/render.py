@@ -343,8 +343,9 @@ def check_opts(opts: KubernetesOpts) -> None:
         )
     if not _DNS_LABEL.match(opts.namespace or ""):
         errs.append(f"namespace={opts.namespace!r} is not a valid namespace name (a DNS label)")
-    for fld in ("reserved_millicpu", "reserved_memory_mb", "image_pull_timeout"):
-        if getattr(opts, fld) < 0:
+    for fld in ("reserved_millicpu", "reserved_memory_mb", "image_pull_timeout",
+                "ttl_seconds_after_finished"):
+        if (getattr(opts, fld) or 0) < 0:
             errs.append(f"{fld} must be >= 0, got {getattr(opts, fld)}")
     if opts.image_pull_policy and opts.image_pull_policy not in IMAGE_PULL_POLICIES:
         errs.append(
@@ -843,6 +844,8 @@ def render_job(
         "completions": 1,
         "parallelism": 1,
     }
+    if opts.ttl_seconds_after_finished is not None:
+        spec["ttlSecondsAfterFinished"] = opts.ttl_seconds_after_finished
     if opts.gang == GANG_KUEUE:
         spec["suspend"] = True
     spec["template"] = template

@@ -1,0 +1,365 @@
+"""The Airflow operator against a real Airflow 3.3: api-server, scheduler, dag-processor and
+triggerer with the LocalExecutor on sqlite (``tests/e2e/infra/airflow.py``), one deployment
+for the module. Airflow is driven as a user drives it: DAG runs triggered with ``airflow dags
+trigger`` and the REST API, tasks cleared as the UI's Clear button does (the REST API:
+``airflow tasks clear`` selects runs by logical date, which a manual run lacks), marked failed
+with a REST ``PATCH``, the task's process killed with ``kill -9``. Jobs run on ``local_cwd``
+(real processes); their state is read through tether's Runner, the task logs through the REST
+API and the log files.
+
+The DAGs are in ``tests/e2e/airflow_dags/tether_e2e_dags.py``: each job ticks once a second
+until the test creates its gate file, so a test decides when a job ends.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import signal
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from tests.e2e.infra.airflow import AirflowError, AirflowStack
+from tests.e2e.infra.slurm import SlurmCluster
+from tether.adapters.airflow.building import task_job_key
+from tether.runner import Runner, get_runner
+from tether.specs import AppState
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.timeout(900),
+    pytest.mark.skipif(
+        importlib.util.find_spec("airflow") is None, reason="apache-airflow is not installed"
+    ),
+]
+
+DAGS = Path(__file__).parent / "airflow_dags" / "tether_e2e_dags.py"
+PASSWORD = "s3cr3t-" + uuid.uuid4().hex[:12]
+WAIT = 240.0  # seconds: a busy 2-core machine runs four Airflow components and the jobs
+KILLS = 20  # the issue: 0 duplicates over 20 forced retries
+T = TypeVar("T")
+
+
+@dataclass
+class Run:
+    """A DAG run of the test, with the directory holding its tasks' gate files."""
+
+    dag_id: str
+    run_id: str
+    gate: Path
+
+    def open(self, task_id: str) -> None:
+        """Lets the job of ``task_id`` finish."""
+        (self.gate / task_id).touch()
+
+
+class Deployment:
+    """The module's Airflow plus helpers to drive it and to look at the jobs."""
+
+    def __init__(self, stack: AirflowStack, runner: Runner) -> None:
+        self.stack = stack
+        self.runner = runner
+
+    # ---- Airflow ----------------------------------------------------------------------
+    def trigger(self, dag_id: str, cli: bool = False) -> Run:
+        run_id = f"e2e-{uuid.uuid4().hex[:10]}"
+        gate = self.stack.root / "gates" / run_id
+        gate.mkdir(parents=True)
+        conf = {"gate": str(gate)}
+        if cli:
+            out = self.stack.cli("dags", "trigger", dag_id, "--run-id", run_id,
+                                 "--conf", json.dumps(conf))
+            assert out.returncode == 0, f"airflow dags trigger failed:\n{out.stdout}{out.stderr}"
+        else:
+            self.stack.request("POST", f"/api/v2/dags/{dag_id}/dagRuns",
+                               {"dag_run_id": run_id, "logical_date": None, "conf": conf})
+        return Run(dag_id, run_id, gate)
+
+    def clear(self, run: Run, *task_ids: str) -> None:
+        """Clears task instances of the run, as the UI's Clear does (the REST API)."""
+        self.stack.request(
+            "POST", f"/api/v2/dags/{run.dag_id}/clearTaskInstances",
+            {"dry_run": False, "dag_run_id": run.run_id, "task_ids": list(task_ids),
+             "only_failed": False},
+        )
+
+    def ti(self, run: Run, task_id: str) -> dict[str, Any]:
+        return dict(self.stack.get(
+            f"/api/v2/dags/{run.dag_id}/dagRuns/{run.run_id}/taskInstances/{task_id}"
+        ))
+
+    def log(self, run: Run, task_id: str, try_number: int) -> str:
+        """The task log of one try as the REST API serves it (trigger logs included)."""
+        try:
+            text = self.stack.request(
+                "GET", f"/api/v2/dags/{run.dag_id}/dagRuns/{run.run_id}/taskInstances/"
+                f"{task_id}/logs/{try_number}?full_content=true", raw=True,
+            )
+        except AirflowError:  # the try has not started
+            return ""
+        return str(text)
+
+    def log_files(self, run: Run, task_id: str) -> str:
+        """Every log file of the task instance on disk (task and trigger logs, all tries)."""
+        folder = (self.stack.home / "logs" / f"dag_id={run.dag_id}" / f"run_id={run.run_id}"
+                  / f"task_id={task_id}")
+        return "\n".join(p.read_text(errors="replace") for p in sorted(folder.glob("*.log*")))
+
+    def xcom(self, run: Run, task_id: str, key: str) -> Any:
+        try:
+            entry = self.stack.get(
+                f"/api/v2/dags/{run.dag_id}/dagRuns/{run.run_id}/taskInstances/{task_id}/"
+                f"xcomEntries/{key}?deserialize=true"
+            )
+        except AirflowError:
+            return None
+        return entry.get("value")
+
+    def wait(self, what: str, check: Callable[[], T | None], timeout: float = WAIT) -> T:
+        """Polls ``check`` until it returns a value (bounded; fails with Airflow's logs)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = check()
+            if value:
+                return value
+            time.sleep(1.0)
+        raise AssertionError(f"timed out waiting for {what}\n{self.stack.tail(2000)}")
+
+    def wait_state(self, run: Run, task_id: str, states: tuple[str, ...],
+                   try_number: int | None = None) -> dict[str, Any]:
+        def check() -> dict[str, Any] | None:
+            ti = self.ti(run, task_id)
+            ok = ti["state"] in states and (try_number is None or ti["try_number"] == try_number)
+            return ti if ok else None
+
+        return self.wait(f"{run.dag_id}/{run.run_id}/{task_id} in {states} (try {try_number})",
+                         check)
+
+    def wait_deferred(self, run: Run, task_id: str, try_number: int) -> None:
+        """Waits until the try is deferred and the scheduler has seen its worker exit.
+
+        Airflow 3.3 fails a resumed try ("state changed externally") when the exit event of
+        the worker that deferred reaches the scheduler after the trigger fired, which a job
+        ending seconds after the deferral provokes on a busy machine. A test lets a deferred
+        job end only after this.
+        """
+        self.wait_state(run, task_id, ("deferred",), try_number=try_number)
+        seen = re.compile(
+            rf"TaskInstance Finished: dag_id={run.dag_id}, task_id={task_id}, "
+            rf"run_id={run.run_id}, .*?state=deferred, .*?try_number={try_number}\b"
+        )
+        self.wait(
+            f"the scheduler to see try {try_number} of {task_id} defer",
+            lambda: seen.search(
+                self.stack.log_path("scheduler").read_text(errors="replace")) is not None,
+        )
+
+    def wait_running_job(self, run: Run, task_id: str, running: bool = True) -> str:
+        """Waits until the task's job runs (``running``) or was submitted; returns its handle
+        (the XCom ``app_handle``)."""
+        def check() -> str | None:
+            handle = self.xcom(run, task_id, "app_handle")
+            if not handle or not running:
+                return str(handle) if handle else None
+            status = self.runner.status(str(handle))
+            return str(handle) if status and status.state == AppState.RUNNING else None
+
+        return self.wait(f"the job of {run.run_id}/{task_id} to run", check)
+
+    # ---- jobs -------------------------------------------------------------------------
+    def jobs_of(self, run: Run, task_id: str, tries: int = KILLS + 2) -> list[str]:
+        """The jobs launched by any try of the task instance (found by their job keys)."""
+        keys = {task_job_key(run.dag_id, run.run_id, task_id, -1, t)
+                for t in range(1, tries + 1)}
+        return [a.app_handle for a in self.runner.list("local_cwd") if a.job_key in keys]
+
+    def state(self, handle: str) -> AppState | None:
+        status = self.runner.status(handle)
+        return status.state if status else None
+
+    def wait_job_state(self, handle: str, state: AppState) -> None:
+        self.wait(f"job {handle} {state.name}", lambda: self.state(handle) == state)
+
+
+@pytest.fixture(scope="module")
+def airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    """The module's Airflow deployment; tether state (jobs) in the same temp dir."""
+    root = tmp_path_factory.mktemp("airflow-e2e")
+    (root / "empty.tetherconfig").write_text("")
+    state = root / "tether-state"
+    env = {
+        "TETHER_STATE_DIR": str(state),
+        "TETHERCONFIG": str(root / "empty.tetherconfig"),
+        "AIRFLOW_CONN_TETHER_E2E_DB": json.dumps(
+            {"conn_type": "generic", "host": "db.example", "password": PASSWORD}
+        ),
+    }
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.items():
+            mp.setenv(k, v)
+        for var in ("TETHER_TRACKERS", "TETHER_PARENT_RUN_ID", "TETHER_OUTPUTS_ROOT"):
+            mp.delenv(var, raising=False)
+        # state_dir given: tests/conftest.py points $TETHER_STATE_DIR elsewhere per test
+        with AirflowStack(root, [DAGS], env=env) as stack, get_runner(
+            state_dir=str(state)
+        ) as runner:
+            try:
+                yield Deployment(stack, runner)
+            finally:
+                for app in runner.list("local_cwd"):  # no job outlives the module
+                    if not app.state.is_terminal():
+                        runner.cancel(app.app_handle)
+
+
+def test_clear_after_success_runs_a_new_job(airflow: Deployment) -> None:
+    run = airflow.trigger("tether_e2e_quick", cli=True)
+    airflow.wait_state(run, "quick", ("success",), try_number=1)
+    first = airflow.xcom(run, "quick", "app_handle")
+    assert str(airflow.xcom(run, "quick", "try")) == "1"
+
+    airflow.clear(run, "quick")
+    airflow.wait_state(run, "quick", ("success",), try_number=2)
+
+    second = airflow.xcom(run, "quick", "app_handle")
+    assert second and second != first
+    assert str(airflow.xcom(run, "quick", "try")) == "2"  # the output of the new job
+    assert sorted(airflow.jobs_of(run, "quick")) == sorted([first, second])
+    assert airflow.state(first) == airflow.state(second) == AppState.SUCCEEDED
+    assert "recorded it: a new try runs anew" in airflow.log(run, "quick", 2)
+
+
+def test_clear_while_running_reattaches_in_both_modes(airflow: Deployment) -> None:
+    run = airflow.trigger("tether_e2e_gate")
+    handles = {task: airflow.wait_running_job(run, task) for task in ("sync", "deferred")}
+    airflow.wait_state(run, "deferred", ("deferred",), try_number=1)
+
+    airflow.clear(run, "sync", "deferred")
+    for task, handle in handles.items():
+        def reattached(t: str = task, h: str = handle) -> bool:
+            return f"re-attached to tether job {h}" in airflow.log(run, t, 2)
+
+        airflow.wait(f"try 2 of {task} to re-attach", reattached)
+        assert airflow.state(handle) == AppState.RUNNING
+        if task == "deferred":
+            airflow.wait_deferred(run, task, 2)
+        run.open(task)
+    for task, handle in handles.items():
+        airflow.wait_state(run, task, ("success",), try_number=2)
+        assert airflow.jobs_of(run, task) == [handle]  # no second job
+        assert str(airflow.xcom(run, task, "try")) == "1"  # the result of try 1's job
+        assert "leaving tether job" in airflow.log(run, task, 1)
+
+
+def test_worker_kill9_after_submit_reattaches_without_duplicates(airflow: Deployment) -> None:
+    run = airflow.trigger("tether_e2e_kill")
+    handle = ""
+    for try_number in range(1, KILLS + 1):
+        ti = airflow.wait_state(run, "victim", ("running",), try_number=try_number)
+        # the try submitted (try 1) or re-attached (later tries) and follows the job's log
+        def following(n: int = try_number) -> str | None:
+            t = airflow.log(run, "victim", n)
+            started = "submitted tether job" in t or "re-attached to tether job" in t
+            return t if started and "sh/0 tick" in t else None
+
+        text = airflow.wait(f"try {try_number} to follow the job", following)
+        if try_number == 1:
+            handle = str(airflow.xcom(run, "victim", "app_handle"))
+        else:
+            assert f"re-attached to tether job {handle}" in text
+        os.kill(int(ti["pid"]), signal.SIGKILL)  # the process running the task
+    airflow.wait_state(run, "victim", ("running",), try_number=KILLS + 1)
+    run.open("victim")
+    airflow.wait_state(run, "victim", ("success",), try_number=KILLS + 1)
+
+    assert airflow.jobs_of(run, "victim") == [handle]  # 0 duplicates over KILLS kills
+    assert airflow.state(handle) == AppState.SUCCEEDED
+    assert str(airflow.xcom(run, "victim", "try")) == "1"
+    submitted = [n for n in range(1, KILLS + 2)
+                 if "submitted tether job" in airflow.log(run, "victim", n)]
+    assert submitted == [1]
+
+
+def test_execution_timeout_cancels_the_job_in_both_modes(airflow: Deployment) -> None:
+    run = airflow.trigger("tether_e2e_timeout")
+    handles = {task: airflow.wait_running_job(run, task, running=False)
+               for task in ("sync", "deferred")}
+    for task, handle in handles.items():
+        airflow.wait_state(run, task, ("failed",), try_number=1)
+        airflow.wait_job_state(handle, AppState.CANCELLED)
+        assert f"execution_timeout reached: cancelling tether job {handle}" in airflow.log(
+            run, task, 1)
+        assert "sh/0 finished" not in airflow.log_files(run, task)
+
+
+def test_mark_failed_cancels_the_job_in_both_modes(airflow: Deployment) -> None:
+    run = airflow.trigger("tether_e2e_gate")
+    handles = {task: airflow.wait_running_job(run, task) for task in ("sync", "deferred")}
+    airflow.wait_state(run, "deferred", ("deferred",), try_number=1)
+    airflow.wait_state(run, "sync", ("running",), try_number=1)
+    for task in handles:
+        airflow.stack.request(
+            "PATCH", f"/api/v2/dags/{run.dag_id}/dagRuns/{run.run_id}/taskInstances/{task}",
+            {"new_state": "failed"},
+        )
+    for task, handle in handles.items():
+        airflow.wait_job_state(handle, AppState.CANCELLED)
+        assert airflow.ti(run, task)["state"] == "failed"
+        assert f"cancelling tether job {handle} (the task instance is failed)" in (
+            airflow.log(run, task, 1))
+
+
+def test_deferred_logs_are_live_and_secrets_never_logged(airflow: Deployment) -> None:
+    run = airflow.trigger("tether_e2e_gate")
+    handle = airflow.wait_running_job(run, "deferred")
+    airflow.wait_deferred(run, "deferred", 1)
+    # the trigger streams the job's lines into the task log while the job runs
+    airflow.wait("live job lines in the deferred task's log",
+                 lambda: "sh/0 tick 2" in airflow.log(run, "deferred", 1))
+    assert airflow.state(handle) == AppState.RUNNING  # its gate is closed: it cannot end
+    assert "sh/0 tick" in airflow.log_files(run, "deferred")  # the trigger's log file
+
+    for task in ("sync", "deferred"):
+        run.open(task)
+    for task in ("sync", "deferred"):
+        airflow.wait_state(run, task, ("success",), try_number=1)
+        api, files = airflow.log(run, task, 1), airflow.log_files(run, task)
+        for text in (api, files):
+            assert "sh/0 finished" in text
+            assert re.search(r"password is \*{3,}", text), text[-2000:]
+            assert PASSWORD not in text
+        assert PASSWORD not in json.dumps(airflow.ti(run, task))  # rendered fields (UI)
+        # each line once: the trigger's cursor and execute_complete do not repeat lines
+        assert len(re.findall(r"sh/0 tick 1\b", api)) == 1
+    everything = "\n".join(p.read_text(errors="replace")
+                           for p in (airflow.stack.home / "logs").rglob("*.log*"))
+    assert PASSWORD not in everything
+
+
+def test_slurm_connection_picks_the_cluster_and_partition(
+    airflow: Deployment, slurm_cluster: SlurmCluster
+) -> None:
+    # a user adds the connection (the REST API, as the UI's Connections page does)
+    airflow.stack.request("POST", "/api/v2/connections", {
+        "connection_id": "tether_e2e_slurm", "conn_type": "tether_slurm",
+        "extra": json.dumps({"slurm_conf": str(slurm_cluster.conf),
+                             "partition": slurm_cluster.partition}),
+    })
+    run = airflow.trigger("tether_e2e_slurm")
+    ti = airflow.wait_state(run, "on_slurm", ("success", "failed"))
+    text = airflow.log(run, "on_slurm", 1)
+    assert ti["state"] == "success", text[-3000:]
+    assert str(airflow.xcom(run, "on_slurm", "app_handle")).startswith("slurm://")
+    # the connection's partition reached sbatch (the job did not name one)
+    assert re.search(rf"sh/0 slurm job \d+ on {slurm_cluster.partition}\b", text), text[-3000:]
+    assert f"--partition={slurm_cluster.partition}" in text or any(
+        f"--partition={slurm_cluster.partition}" in p.read_text(errors="replace")
+        for p in (airflow.stack.root / "tether-state").rglob("*") if p.is_file()
+    )
