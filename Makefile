@@ -69,7 +69,7 @@ image: $(PY)
 	PYTHON=$(PY) bash images/build.sh $(IMAGE)
 
 ## test: lint, then every test including the end-to-end ones against real backends
-## (four independent groups in parallel: tests/run_groups.py; logs in build/test-groups/)
+## (five independent groups in parallel: tests/run_groups.py; logs in build/test-groups/)
 test: lint docs e2e-infra
 	TETHER_BUILD_KUBE=1 TETHER_BUILD_IMAGE=1 $(PY) tests/run_groups.py
 

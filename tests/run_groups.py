@@ -2,7 +2,7 @@
 
 Each group is its own pytest process with its own session fixtures (one kube-apiserver, one
 Slurm cluster, one Ray head...), so groups share no infrastructure and can run side by side:
-most end-to-end tests wait on real backends, so two cores serve four groups well. Every test
+most end-to-end tests wait on real backends, so two cores serve five groups well. Every test
 belongs to exactly one group: the unit group takes everything not marked ``e2e``; the e2e
 groups take the ``e2e`` tests under their paths, and the last one every other ``e2e`` test. The
 contract suite is the one path in several groups: each runs the cases of its own backends.
