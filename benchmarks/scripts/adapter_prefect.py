@@ -3,6 +3,11 @@ vs a plain Prefect task running the same command with ``subprocess``.
 
 Prints ``{"tether": seconds per task, "native": seconds per task}`` (median over N tasks run
 one after the other in one flow per side; an ephemeral Prefect API in a temporary home).
+
+The note splits the overhead: local_cwd's submit (it starts a supervisor process per job),
+following the job (the job itself plus local_cwd's log tail, which looks for new lines every
+100 ms, and its exit wait), and the adapter's own part (everything else: materializing the
+AppDef, the job key, the last log batch, the log cursor and the summary artifact).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ def main() -> None:
 
     from prefect import flow, task
 
+    from tether.adapters.common import ComponentJob
     from tether.adapters.prefect import component_task
     from tether.runner import Runner
 
@@ -57,6 +63,19 @@ def main() -> None:
             submit_times.append(time.perf_counter() - start)
 
     setattr(Runner, "schedule", timed_schedule)  # noqa: B010
+
+    # time spent following the job: the job's own run and local_cwd's log tail and exit wait
+    follow_times: list[float] = []
+    original_follow = ComponentJob.follow
+
+    def timed_follow(self: ComponentJob, *a: Any, **kw: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return original_follow(self, *a, **kw)
+        finally:
+            follow_times.append(time.perf_counter() - start)
+
+    setattr(ComponentJob, "follow", timed_follow)  # noqa: B010
 
     @task
     def plain_echo(msg: str) -> str:
@@ -77,13 +96,20 @@ def main() -> None:
     medians = {k: statistics.median(v) for k, v in times.items()}
     out: dict[str, object] = dict(medians)
     overhead_ms = (medians["tether"] - medians["native"]) * 1000
-    submit_ms = statistics.median(submit_times[1:] or submit_times) * 1000
+    # per tether task (the warm-up round excluded): what is neither submit nor follow
+    submits, follows = submit_times[-n:], follow_times[-n:]
+    rest = [t - a - b for t, a, b in zip(times["tether"], submits, follows)]
+    submit_ms = statistics.median(submits) * 1000
+    follow_ms = statistics.median(follows) * 1000
+    adapter_ms = (statistics.median(rest) - medians["native"]) * 1000
     out["note"] = (f"median of {n} sequential tasks, both sides in one flow run; tether submits "
                    "a real local_cwd job, ships its log and waits; overhead "
                    f"{overhead_ms:.0f} ms/task (ratio "
-                   f"{medians['tether'] / max(medians['native'], 1e-9):.1f}x), of which "
-                   f"{submit_ms:.0f} ms is local_cwd's submit (its supervisor process start), "
-                   f"{overhead_ms - submit_ms:.0f} ms the adapter and the job itself")
+                   f"{medians['tether'] / max(medians['native'], 1e-9):.1f}x); per task: "
+                   f"{submit_ms:.0f} ms local_cwd's submit (its supervisor process start), "
+                   f"{follow_ms:.0f} ms following the job (the job, local_cwd's 100 ms log "
+                   f"tail poll and exit wait), {adapter_ms:.0f} ms the rest over a plain task "
+                   "(the adapter: AppDef, job key, last log batch, log cursor, summary)")
     print(json.dumps(out))
     sys.stdout.flush()
 

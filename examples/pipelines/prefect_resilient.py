@@ -14,7 +14,15 @@ Run it here, jobs on ``local_cwd``::
     python examples/pipelines/prefect_resilient.py --workdir /tmp/tether-prefect-resilient
     python examples/pipelines/prefect_resilient.py --workdir /tmp/tether-prefect-resilient
     # the second run: prepare ends "Cached" (no new job), the evaluations run again
-    python -m tether.adapters.prefect.reap -s local_cwd --dry-run
+
+Cancelling and reaping (``docs/prefect.md`` walks through both)::
+
+    python examples/pipelines/prefect_resilient.py --job-seconds 600 &
+    prefect flow-run cancel <flow run id>   # the jobs are cancelled, the tasks end CANCELLED
+    python examples/pipelines/prefect_resilient.py --job-seconds 600 &
+    kill -9 $!                              # the jobs keep running, orphaned
+    prefect flow-run cancel <flow run id>   # nobody is left to finish the cancellation
+    python -m tether.adapters.prefect.reap -s local_cwd   # cancels the orphaned jobs
 """
 
 from __future__ import annotations
@@ -46,8 +54,9 @@ AppRun.run_from_env().add_output("data", path)
 """
 
 EVALUATE = """
-import json
+import json, time
 from tether.tracker import AppRun
+time.sleep({seconds})
 data = json.load(open({data!r}))
 threshold = {threshold}
 score = sum(x > threshold for x in data) / len(data)
@@ -56,11 +65,13 @@ AppRun.run_from_env().add_output("score", score)
 """
 
 
-def make_flow(scheduler: str = SCHEDULER) -> Any:
+def make_flow(scheduler: str = SCHEDULER, job_seconds: float = 0.0) -> Any:
     """Builds the flow for one scheduler.
 
     Args:
         scheduler: Where the jobs run.
+        job_seconds: How long each evaluation job sleeps first (time to cancel the flow
+            run or kill its process while the jobs run).
 
     Returns:
         The async ``@flow``; it returns the scores by threshold.
@@ -83,7 +94,8 @@ def make_flow(scheduler: str = SCHEDULER) -> Any:
         """
         data = (await prepare(c=PREPARE.format(workdir=workdir))).outputs["data"]
         results = await asyncio.gather(*[
-            evaluate(c=EVALUATE.format(data=data, threshold=t)) for t in thresholds
+            evaluate(c=EVALUATE.format(data=data, threshold=t, seconds=job_seconds))
+            for t in thresholds
         ])
         return {str(t): float(r.outputs["score"]) for t, r in zip(thresholds, results)}
 
@@ -104,13 +116,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--thresholds", type=float, nargs="+",
                         default=[0.1, 0.3, 0.5, 0.7, 0.9])
     parser.add_argument("--scheduler", default=SCHEDULER)
+    parser.add_argument("--job-seconds", type=float, default=0.0,
+                        help="each evaluation job sleeps this long first (to try cancelling "
+                             "and reaping while jobs run)")
     args = parser.parse_args(argv)
     workdir = args.workdir or tempfile.mkdtemp(prefix="tether-prefect-resilient-")
     os.makedirs(workdir, exist_ok=True)
     if args.scheduler == "local_cwd":  # the jobs' `python` is this interpreter
         bindir = os.path.dirname(sys.executable)
         os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
-    scores = asyncio.run(make_flow(args.scheduler)(workdir=workdir, thresholds=args.thresholds))
+    resilient = make_flow(args.scheduler, args.job_seconds)
+    scores = asyncio.run(resilient(workdir=workdir, thresholds=args.thresholds))
     for threshold, score in scores.items():
         print(f"threshold {threshold}: score {score:.3f}")
     return 0

@@ -1,4 +1,5 @@
-"""Fixtures of the Prefect adapter tests: a real Prefect API on sqlite, helpers to read it.
+"""Fixtures of the Prefect adapter tests: a real Prefect API on sqlite (started by
+``tests/e2e/infra/prefect.py``), helpers to read it.
 
 Prefect reads its settings when it is first imported, so the session fixture sets
 ``PREFECT_HOME`` (a scratch directory) and ``PREFECT_API_URL`` (a server started here) before
@@ -8,7 +9,6 @@ anything imports ``prefect``: the tests import it inside their functions, and
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import time
@@ -18,63 +18,19 @@ from typing import Any
 
 import pytest
 
-from tests.adapters.prefect.prefect_server import prefect_env, start_server
+from tests.e2e.infra.prefect import prefect_session
 
 
 @pytest.fixture(scope="session")
 def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A Prefect API server for the session; the process's Prefect settings point at it.
+    """A Prefect API server for the session; the process's Prefect settings point at it
+    (:func:`tests.e2e.infra.prefect.prefect_session`).
 
     Returns:
         The API URL.
     """
-    home = tmp_path_factory.mktemp("prefect")
-    server = start_server(home / "server")
-    env = prefect_env(home / "client", server.api_url)
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    stack: list[Any] = []
-    if "prefect" in sys.modules:  # imported before this fixture: override its settings too
-        from prefect.settings import (
-            PREFECT_API_URL,
-            PREFECT_HOME,
-            PREFECT_MEMO_STORE_PATH,
-            PREFECT_RESULTS_LOCAL_STORAGE_PATH,
-            temporary_settings,
-        )
-
-        ctx = temporary_settings(updates={
-            PREFECT_API_URL: server.api_url,
-            PREFECT_HOME: env["PREFECT_HOME"],
-            PREFECT_RESULTS_LOCAL_STORAGE_PATH: env["PREFECT_RESULTS_LOCAL_STORAGE_PATH"],
-            PREFECT_MEMO_STORE_PATH: env["PREFECT_MEMO_STORE_PATH"],
-        })
-        ctx.__enter__()
-        stack.append(ctx)
-    try:
-        yield server.api_url
-    finally:
-        _drain_prefect_workers()
-        for ctx in stack:
-            ctx.__exit__(None, None, None)
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        server.stop()
-
-
-def _drain_prefect_workers() -> None:
-    """Sends the logs and events still queued before the server goes away."""
-    if "prefect" not in sys.modules:
-        return
-    from prefect.events.worker import EventsWorker
-    from prefect.logging.handlers import APILogWorker
-
-    for worker in (APILogWorker, EventsWorker):
-        with contextlib.suppress(Exception):
-            worker.drain_all(timeout=5)
+    with prefect_session(tmp_path_factory.mktemp("prefect")) as api_url:
+        yield api_url
 
 
 @pytest.fixture

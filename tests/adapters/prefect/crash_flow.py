@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from typing import Any
 from uuid import UUID
 
@@ -73,6 +74,10 @@ def main(flow_run_id: str) -> None:
         name = client.read_flow(flow_run.flow_id).name
     result: Any = run_flow(FLOWS[name], flow_run=flow_run, parameters=flow_run.parameters)
     print("RESULT " + json.dumps(result), flush=True)
+    # what could hold the process after the flow (the test bounds the exit after RESULT)
+    others = [t.name for t in threading.enumerate()
+              if t is not threading.current_thread() and not t.daemon]
+    print("THREADS " + json.dumps(others), flush=True)
 
 
 if __name__ == "__main__":

@@ -102,3 +102,66 @@ def test_resilient_example_caches_prepare_and_evaluates_concurrently(tmp_path: P
         apps = runner.list("local_cwd")
     # run 1: prepare + 2 evaluations; run 2: 2 evaluations (a new flow run), prepare cached
     assert len(apps) == 5, apps
+
+
+def test_resilient_example_killed_then_cancelled_leaves_jobs_that_reap_cancels(
+    tmp_path: Path,
+) -> None:
+    """The walkthrough of docs/prefect.md: ``kill -9`` of the example's flow process while
+    its evaluation jobs run, ``prefect flow-run cancel`` of the orphaned flow run (nobody is
+    left to finish it: it stays CANCELLING), then ``tether prefect reap`` cancels the jobs."""
+    import signal
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        FlowFilter,
+        FlowFilterName,
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
+    from prefect.client.schemas.objects import StateType
+    from prefect.states import Cancelling
+
+    from tests.adapters.prefect.conftest import pid_alive, wait_until
+    from tether.runner import get_runner
+    from tether.specs import AppState
+
+    def running_jobs() -> list[Any]:
+        with get_runner() as runner:
+            return [a for a in runner.list("local_cwd") if a.state == AppState.RUNNING]
+
+    proc = subprocess.Popen(
+        [sys.executable, str(PIPELINES / "prefect_resilient.py"), "--workdir", str(tmp_path),
+         "--thresholds", "0.2", "0.8", "--job-seconds", "600"],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        jobs = wait_until(lambda: len(running_jobs()) == 2 and running_jobs(), 120,
+                          "the two evaluation jobs to run")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    with get_client(sync_client=True) as client:
+        (run,) = client.read_flow_runs(
+            flow_filter=FlowFilter(name=FlowFilterName(any_=["tether-resilient"])),
+            flow_run_filter=FlowRunFilter(
+                state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.RUNNING]))
+            ),
+        )
+        # what `prefect flow-run cancel` does; no process is left to finish the cancellation
+        client.set_flow_run_state(run.id, Cancelling(), force=True)
+    assert len(running_jobs()) == 2, "a kill -9 of the flow process stops no job"
+    reaped = subprocess.run(
+        [sys.executable, "-m", "tether.adapters.prefect.reap", "-s", "local_cwd"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120,
+    )
+    out = reaped.stdout.decode(errors="replace")
+    assert reaped.returncode == 0, out
+    assert out.count(f"(flow run {run.id} is CANCELLING)") == 2, out
+    wait_until(lambda: not running_jobs(), 60, "the reaped jobs to stop")
+    with get_runner() as runner:
+        for app in jobs:
+            status = runner.status(app.app_handle)
+            assert status is not None and status.state == AppState.CANCELLED, status
+    assert not pid_alive(proc.pid)

@@ -84,3 +84,34 @@ def test_failed_container_fails_the_task_with_its_message(podman: PodmanService)
     with pytest.raises(JobFailedError) as info:
         state.result()
     assert "FAILED" in str(info.value) and "exit code 3" in str(info.value)
+
+
+def test_job_inputs_cache_runs_a_new_job_when_the_scheduler_changes(
+    podman: PodmanService,
+) -> None:
+    """The scheduler is part of the cache key: the same call on ``local_docker`` after a
+    cached ``local_cwd`` result runs a new job (the other inputs: ``test_options.py``)."""
+    import uuid
+
+    from prefect import flow
+
+    from tether.adapters.prefect import component_task
+    from tether.adapters.prefect.cache import JOB_INPUTS
+
+    sh = component_task("utils.sh", scheduler="local_cwd", image=BUSYBOX_IMAGE,
+                        cache_policy=JOB_INPUTS, env={"SALT": uuid.uuid4().hex})
+
+    @flow
+    def cached() -> list[JobResult]:
+        base = sh("echo cached", memMB=64)
+        again = sh("echo cached", memMB=64)
+        other = sh.with_options(scheduler="local_docker")("echo cached", memMB=64)
+        return [base, again, other]
+
+    state = cached(return_state=True)
+    assert state.is_completed(), state.message
+    base, again, other = state.result()
+    assert base.app_handle.startswith("local_cwd://")
+    assert again.app_handle == base.app_handle
+    assert other.app_handle.startswith("local_docker://"), other
+    assert other.state == AppState.SUCCEEDED

@@ -13,7 +13,7 @@ import pytest
 from tests.adapters.prefect.conftest import wait_until
 from tether.adapters.common import JobResult
 from tether.runner import get_runner
-from tether.specs import AppState
+from tether.specs import AppDef, AppState
 
 pytestmark = pytest.mark.usefixtures("prefect_test")
 
@@ -23,35 +23,59 @@ PID_CODE = (
 )
 
 
+def python_again(c: str) -> AppDef:
+    """Runs ``python -c`` exactly as ``utils.python`` does: only the component differs.
+
+    Args:
+        c: Program passed as a string.
+    """
+    from tether.components import utils
+
+    return utils.python(c=c)
+
+
 def _apps() -> list[Any]:
     with get_runner() as runner:
         return runner.list("local_cwd")
 
 
 def test_job_inputs_cache_reuses_a_result_until_any_input_changes() -> None:
+    """Same inputs: the cached result (also in a new flow run, also with the scheduler left
+    to the configured default); a changed component, argument, env, image or cfg: a new
+    job (a changed scheduler: ``test_local_docker.py``). Secret env values are stored
+    nowhere (the key is a hash of their hashes)."""
+    import os
+
     from prefect import flow
 
     from tether.adapters.prefect import component_task
     from tether.adapters.prefect.cache import JOB_INPUTS
 
     salt = uuid.uuid4().hex  # a fresh cache for this test (the result store is per session)
-    py = component_task("utils.python", scheduler="local_cwd", cache_policy=JOB_INPUTS,
-                        env={"SALT": salt})
+    secret = f"s3cr3t-{uuid.uuid4().hex}"
+    env = {"SALT": salt, "API_TOKEN": secret}
+    py = component_task("utils.python", scheduler="local_cwd", cache_policy=JOB_INPUTS, env=env)
+    other_component = component_task(python_again, scheduler="local_cwd",
+                                     cache_policy=JOB_INPUTS, env=env)
 
     @flow
     def cached(variant: str) -> list[JobResult]:
         base = py(c=PID_CODE)
         again = py(c=PID_CODE)  # same inputs, same flow run: taken from the cache
-        if variant == "args":
+        if variant == "component":
+            other = other_component(c=PID_CODE)
+        elif variant == "args":
             other = py(c=PID_CODE + "\n# changed\n")
         elif variant == "env":
-            other = py.with_options(env={"SALT": salt, "CACHE_ENV": "x"})(c=PID_CODE)
+            other = py.with_options(env={**env, "CACHE_ENV": "x"})(c=PID_CODE)
+        elif variant == "secret":
+            other = py.with_options(env={**env, "API_TOKEN": secret + "-rotated"})(c=PID_CODE)
         elif variant == "image":
             other = py.with_options(image="another:1")(c=PID_CODE)
         elif variant == "cfg":
             other = py.with_options(cfg={"grace_period": 3.0})(c=PID_CODE)
-        else:
-            other = py(c=PID_CODE)
+        else:  # the scheduler left to the configured default, which is local_cwd here
+            other = py.with_options(scheduler=None)(c=PID_CODE)
         return [base, again, other]
 
     state = cached("none", return_state=True)
@@ -63,13 +87,22 @@ def test_job_inputs_cache_reuses_a_result_until_any_input_changes() -> None:
     assert cached("none")[0].app_handle == base.app_handle
     assert len(_apps()) == 1
     jobs = 1
-    for variant in ("args", "env", "image", "cfg"):
+    for variant in ("component", "args", "env", "secret", "image", "cfg"):
         results = cached(variant)
         assert results[0].app_handle == base.app_handle
         assert results[2].app_handle != base.app_handle, variant  # a changed input: a new job
         jobs += 1
         assert len(_apps()) == jobs, variant
-    assert results[2].state == AppState.SUCCEEDED
+        assert results[2].state == AppState.SUCCEEDED, variant
+
+    # secret values are hashed, never stored: the result store's records (named by their
+    # cache keys, "tether-<hash>") hold neither the value nor its name's value
+    storage = Path(os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"])
+    stored = [p for p in storage.rglob("*") if p.is_file()]
+    assert [p for p in stored if p.name.startswith("tether-")], stored
+    for path in stored:
+        assert secret not in path.name
+        assert secret.encode() not in path.read_bytes(), path
 
 
 def test_cache_key_covers_scheduler_and_hashes_env_values() -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.adapters.prefect.conftest import pid_alive, wait_for_logs, wait_until
-from tests.adapters.prefect.prefect_server import ProcessWorker, start_worker
+from tests.e2e.infra.prefect import ProcessWorker, start_worker
 from tether.runner import get_runner
 from tether.specs import AppState
 

@@ -106,7 +106,7 @@ def run_prefect(workdir: Path) -> str:
 
     The server is ``$PREFECT_API_URL`` (the test session's), else one started here.
     """
-    from tests.adapters.prefect.prefect_server import prefect_env, start_server
+    from tests.e2e.infra.prefect import prefect_env, start_server
 
     if os.environ.get("PREFECT_API_URL"):
         try:

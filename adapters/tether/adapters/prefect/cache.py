@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from prefect.cache_policies import NO_CACHE, CachePolicy
@@ -78,9 +78,9 @@ class JobInputs(CachePolicy):
         spec = _spec(task_ctx)
         if spec is None:
             return None
+        # the scheduler resolved: left to the configured default or named, one key
         digest = parameters_digest({
-            "spec": spec.digest(),
-            "scheduler": _scheduler(spec),
+            "spec": replace(spec, scheduler=_scheduler(spec)).digest(),
             "source": _source_digest(spec.fn),
             "args": spec.component_args(inputs),
         })
