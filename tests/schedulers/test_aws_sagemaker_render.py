@@ -23,6 +23,7 @@ from tether.schedulers.aws_sagemaker.render import (
 )
 from tether.schedulers.aws_sagemaker.status import app_state, status_message
 from tether.specs import AppDef, AppState, Role, get_named_resource
+from tether.specs.overlays import DEL, OverlayError, set_overlay
 
 GOLDEN = Path(__file__).parent / "golden" / "aws_sagemaker"
 REGEN = os.environ.get("TETHER_REGEN_GOLDEN", "").lower() in ("1", "true", "yes")
@@ -134,3 +135,26 @@ def test_failure_reason_in_message() -> None:
     job = {"TrainingJobStatus": "Failed", "FailureReason": "AlgorithmError: exit code 3",
            "SecondaryStatusTransitions": [{"Status": "Failed", "StatusMessage": "Training failed"}]}
     assert status_message(job) == "AlgorithmError: exit code 3; Failed: Training failed"
+
+
+def test_overlays_merge_into_the_request_last_app_then_role() -> None:
+    role = trainer()
+    app = AppDef("train", [role])
+    set_overlay(app, "aws_sagemaker", "CreateTrainingJob",
+                {"VpcConfig": {"Subnets": ["subnet-1"], "SecurityGroupIds": ["sg-1"]},
+                 "ResourceConfig": {"VolumeSizeInGB": 50}})
+    set_overlay(role, "aws_sagemaker", "CreateTrainingJob",
+                {"ResourceConfig": {"KeepAlivePeriodInSeconds": 600},
+                 DEL("OutputDataConfig"): None})
+    req = render(app, opts(), "us-west-2", "train-abcd1234")
+    check_golden("overlay", format_request(req))
+    assert req.request["ResourceConfig"]["VolumeSizeInGB"] == 50
+    assert req.request["ResourceConfig"]["KeepAlivePeriodInSeconds"] == 600
+    assert "OutputDataConfig" not in req.request
+
+
+def test_an_overlay_cannot_rename_the_job() -> None:
+    role = trainer()
+    set_overlay(role, "aws_sagemaker", "CreateTrainingJob", {"TrainingJobName": "other"})
+    with pytest.raises(OverlayError, match="TrainingJobName"):
+        render(AppDef("train", [role]), opts(), "us-west-2", "train-abcd1234")

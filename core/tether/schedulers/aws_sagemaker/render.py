@@ -7,6 +7,11 @@ and args), ``Environment`` from :func:`~tether.schedulers.replica.materialize`,
 container starts under ``/bin/sh -c``: the replica index comes from the instance's host name
 in ``/opt/ml/input/config/resourceconfig.json`` (``algo-1`` is replica 0) and
 ``$TETHER_RANK0_HOST`` is ``algo-1``.
+
+Overlays stored with ``set_overlay(app_or_role, "aws_sagemaker", "CreateTrainingJob", ...)``
+merge into the request last, the app's before the role's (e.g.
+``{"VpcConfig": {...}}`` or ``{"ResourceConfig": {"KeepAlivePeriodInSeconds": 600}}``);
+``TrainingJobName`` cannot change (it is the job's identity).
 """
 
 from __future__ import annotations
@@ -23,9 +28,12 @@ from tether.schedulers.aws_sagemaker.options import AwsSageMakerOpts
 from tether.schedulers.replica import ENV_RANK0_HOST, ENV_REPLICA_ID, materialize
 from tether.specs import AppDef
 from tether.specs.named_resources_aws import K8S_ITYPE
+from tether.specs.overlays import OverlayError, apply_overlay, get_overlay
 from tether.specs.secrets import mask_env
 
 BACKEND = "aws_sagemaker"
+OVERLAY_KIND = "CreateTrainingJob"
+"""The overlay kind: the ``create_training_job`` keyword arguments."""
 TAG_MANAGED_BY = "tether-managed-by"
 TAG_APP = "tether-app"
 TAG_ROLE = "tether-role"
@@ -202,6 +210,14 @@ def render(app: AppDef, opts: AwsSageMakerOpts, region: str, job_name: str
     if opts.checkpoint_s3_uri:
         request["CheckpointConfig"] = {"S3Uri": opts.checkpoint_s3_uri,
                                        "LocalPath": opts.checkpoint_local_path}  # fmt: skip
+    for target in (app, role):
+        apply_overlay(request, get_overlay(target, BACKEND, OVERLAY_KIND))
+    if request.get("TrainingJobName") != job_name:
+        raise OverlayError(
+            f"role {role.name!r}: an aws_sagemaker {OVERLAY_KIND} overlay cannot change "
+            f"TrainingJobName ({job_name!r} -> {request.get('TrainingJobName')!r}): it is the "
+            "job's identity; name the app instead"
+        )
     return AwsSageMakerRequest(app_id=app_id, region=region, request=request)
 
 
