@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
-import errno
 import fcntl
 import logging
 import os
@@ -48,13 +47,19 @@ from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
-from tether.schedulers.local.limits import FDS_PER_REPLICA, ensure_fd_limit
+from tether.schedulers.local.limits import ensure_fd_limit
+from tether.schedulers.local.logfiles import (
+    EXHAUSTED,
+    OUT_OF_MEMORY,
+    RESTART_MARKER,
+    LogFile,
+    Pump,
+    exhausted_reason,
+)
 from tether.schedulers.local.secretfiles import resolve_secrets
 from tether.schedulers.local.state import (
     APP_TOKEN_ENV,
-    INDEX_SUFFIX,
     AppRecord,
-    LogIndexWriter,
     ReplicaRecord,
     StateStore,
     app_from_json,
@@ -77,45 +82,12 @@ READ_CHUNK = 1024 * 1024
 """Bytes read from a replica's pipe at a time."""
 PIPE_SIZE = 1024 * 1024
 """Capacity asked for the replicas' pipes (fewer wake-ups for chatty replicas; Linux only)."""
-MAX_PARTIAL_LINE = 1024 * 1024
-"""A line longer than this is split in ``combined.log`` (so memory stays bounded)."""
 DRAIN_AFTER_KILL_S = 1.0
 """After SIGKILL, how long the pipes may still deliver data before they are closed."""
 STDERR_TAIL_LINES = 10
 """Lines of stderr quoted in a failure message."""
-RESTART_MARKER = "[tether] "
 SAVE_RETRY_S = 1.0
 """After a failed write of the app's record, how long until the next try."""
-_EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM})
-"""Errors of starting a process that mean the supervisor (or the host) ran out of a resource:
-a restart waits and tries again instead of failing the app."""
-
-
-def exhausted_reason(e: OSError) -> str:
-    """A clear explanation of a resource error, with what to do about it.
-
-    Args:
-        e: The error (``EMFILE``, ``ENFILE``, ``EAGAIN``, ``ENOMEM``...).
-
-    Returns:
-        The explanation.
-    """
-    what = e.strerror or str(e)
-    if e.errno in (errno.EMFILE, errno.ENFILE):
-        try:
-            import resource
-
-            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-            limit = f"open-file limit {soft}, hard limit {hard}"
-        except (ImportError, OSError, ValueError):
-            limit = "open-file limit unknown"
-        scope = "the host" if e.errno == errno.ENFILE else "the supervisor"
-        return (
-            f"{scope} ran out of file descriptors ({what}; {limit}; each running replica "
-            f"needs about {FDS_PER_REPLICA}): raise the limit (ulimit -n) or run fewer replicas"
-        )
-    return f"out of resources to start a process ({what})"
-
 # ---- process helpers (also used by the scheduler from other processes) -------------------
 
 
@@ -364,122 +336,7 @@ def _set_child_subreaper() -> None:
         log.warning("could not become a child subreaper; escaped processes are not tracked")
 
 
-def _write_all(fd: int, data: bytes | memoryview) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
-
-
 # ---- the supervisor ----------------------------------------------------------------------
-
-
-class _LogFile:
-    """An append-only log file with its time index, that degrades instead of failing.
-
-    A failing write (a full disk, a file size limit) drops the data and is reported once in
-    the supervisor's log; the replica keeps running and its pipe keeps being drained: logs
-    are never a reason to kill a job. Every later write tries again (a failing write costs
-    one syscall); once one works, a marker line first says how many bytes were lost.
-    """
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.dropped = 0  # bytes lost since the last successful write
-        self.total_dropped = 0
-        self.error = ""
-        try:
-            self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-            self.index: LogIndexWriter | None = LogIndexWriter(
-                path + INDEX_SUFFIX, os.fstat(self.fd).st_size
-            )
-        except OSError as e:
-            self.fd = -1
-            self.index = None
-            self._failed(e, 0, time.time())
-
-    def _failed(self, e: OSError, nbytes: int, now: float) -> None:
-        if not self.error:
-            log.warning("cannot write %s (%s); dropping output until it works", self.path, e)
-        self.error = e.strerror or str(e)
-        self.dropped += nbytes
-        self.total_dropped += nbytes
-        if self.fd >= 0 and self.index is not None:
-            with contextlib.suppress(OSError):  # a partial write: index from the real size
-                self.index.offset = os.fstat(self.fd).st_size
-
-    def _marker(self) -> bytes:
-        return (
-            f"\n{RESTART_MARKER}{self.dropped} bytes of output were dropped "
-            f"(could not write the log: {self.error})\n"
-        ).encode()
-
-    def _append(self, parts: list[bytes | memoryview], now: float) -> None:
-        total = sum(len(p) for p in parts)
-        if self.index is not None:
-            self.index.wrote(total, now)
-        n = os.writev(self.fd, parts) if len(parts) > 1 else os.write(self.fd, parts[0])
-        if n < total:
-            _write_all(self.fd, b"".join(bytes(p) for p in parts)[n:])
-
-    def write(self, data: bytes | memoryview, now: float, head: bytes = b"") -> None:
-        """Appends ``head + data`` (written together, without joining them first)."""
-        nbytes = len(head) + len(data)
-        if not nbytes:
-            return
-        if self.fd < 0:
-            self.dropped += nbytes
-            self.total_dropped += nbytes
-            return
-        try:
-            if self.dropped:
-                self._append([self._marker()], now)
-                self.dropped = 0
-                log.info("writing %s again", self.path)
-            self._append([head, data] if head else [data], now)
-        except OSError as e:
-            self._failed(e, nbytes, now)
-
-    def close(self) -> None:
-        if self.dropped and self.fd >= 0:
-            with contextlib.suppress(OSError):
-                self._append([self._marker()], time.time())
-        if self.index is not None:
-            self.index.close()
-        if self.fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(self.fd)
-
-
-class _Pump:
-    """Copies one pipe of a replica into its stream log and (as whole lines) the combined log."""
-
-    def __init__(self, rfd: int, out: _LogFile, combined: _LogFile) -> None:
-        self.rfd = rfd
-        self.out = out
-        self.combined = combined
-        self.partial = b""
-
-    def feed(self, data: bytes, now: float) -> None:
-        self.out.write(data, now)
-        cut = data.rfind(b"\n") + 1
-        if cut:
-            # the line begun earlier, completed by ``data``: one writev, no copy
-            self.combined.write(memoryview(data)[:cut], now, head=self.partial)
-            self.partial = data[cut:]
-        else:
-            self.partial += data
-        if len(self.partial) > MAX_PARTIAL_LINE:
-            self.combined.write(self.partial + b"\n", now)
-            self.partial = b""
-
-    def finish(self, now: float) -> None:
-        if self.partial:
-            self.combined.write(self.partial + b"\n", now)
-            self.partial = b""
-        with contextlib.suppress(OSError):
-            os.close(self.rfd)
-        self.out.close()
 
 
 @dataclass
@@ -488,14 +345,15 @@ class _Attempt:
 
     rep: ReplicaRecord
     proc: subprocess.Popen[bytes]
-    combined: _LogFile
-    files: list[_LogFile] = field(default_factory=list)
-    pumps: dict[int, _Pump] = field(default_factory=dict)
+    combined: LogFile
+    files: list[LogFile] = field(default_factory=list)
+    pumps: dict[int, Pump] = field(default_factory=dict)
     returncode: int | None = None
     stop_reason: str | None = None
     kill_at: float | None = None
     killed: bool = False
     close_at: float | None = None
+    split_lines: int = 0  # lines of combined.log split for want of memory
 
     @property
     def key(self) -> tuple[str, int]:
@@ -530,6 +388,7 @@ class Supervisor:
         self.restart_delayed = ""  # why the pending restarts wait (out of a resource)
         self.restart_retry_at = 0.0
         self._wake_r, self._wake_w = os.pipe()
+        self.buf = bytearray(READ_CHUNK)  # what a pipe read goes into
         rec = self.store.load(self.app_id)
         if rec is None:
             raise FileNotFoundError(f"no local_cwd app record at {state_path}")
@@ -568,10 +427,11 @@ class Supervisor:
         try:
             with self.store.lock(self.app_id):
                 self.store.save(self.rec, fsync=fsync)
-        except OSError as e:
+        except (OSError, MemoryError) as e:
+            why = exhausted_reason(e) if isinstance(e, MemoryError) else str(e)
             if not self.save_error:
-                log.warning("cannot write the record of app %s (%s); retrying", self.app_id, e)
-            self.save_error = str(e)
+                log.warning("cannot write the record of app %s (%s); retrying", self.app_id, why)
+            self.save_error = why
             self.save_retry_at = time.monotonic() + SAVE_RETRY_S
             return
         if self.save_error:
@@ -626,7 +486,11 @@ class Supervisor:
         self._signal_ready()
         log.info("app %s: %d replica(s) started", self.app_id, len(self.attempts))
         while not (self.rec.app_state.is_terminal() and not self.attempts):
-            self._step()
+            try:
+                self._step()
+            except MemoryError:  # the replicas keep running; the next step tries again
+                log.warning("app %s: %s; retrying", self.app_id, exhausted_reason(MemoryError()))
+                time.sleep(SAVE_RETRY_S)
         self._stop_descendants()
         self._save()
         while self.save_error:  # the final record must land: wait for space
@@ -665,15 +529,16 @@ class Supervisor:
             is out of a resource and tries again later (``restart_retry_at``).
         """
         now = time.time()
-        for p in (rep.stdout, rep.stderr, rep.combined):
-            private_dirs(Path(p).parent)
-        out, err, comb = _LogFile(rep.stdout), _LogFile(rep.stderr), _LogFile(rep.combined)
-        env = dict(os.environ)
-        env.update(rep.env)
-        env[APP_TOKEN_ENV] = os.environ.get(APP_TOKEN_ENV) or self.app_id
         role = self.roles.get(rep.role)
         what = f"start {rep.argv[0]!r} in {rep.cwd!r}"
-        try:
+        files: list[LogFile] = []
+        try:  # out of memory anywhere here: as out of file descriptors
+            for p in (rep.stdout, rep.stderr, rep.combined):
+                private_dirs(Path(p).parent)
+            files = [LogFile(rep.stdout), LogFile(rep.stderr), LogFile(rep.combined)]
+            env = dict(os.environ)
+            env.update(rep.env)
+            env[APP_TOKEN_ENV] = os.environ.get(APP_TOKEN_ENV) or self.app_id
             if role is not None and role.secrets:
                 # read now, passed to the process only: never in the record or a log
                 what = "read its secrets"
@@ -691,10 +556,11 @@ class Supervisor:
                 start_new_session=True,
                 close_fds=True,
             )
-        except (OSError, ValueError) as e:
-            for f in (out, err, comb):
+        except (OSError, ValueError, MemoryError) as e:
+            for f in files:
                 f.close()
-            if isinstance(e, OSError) and e.errno in _EXHAUSTED and rep.attempts > 0:
+            short = isinstance(e, MemoryError) or (isinstance(e, OSError) and e.errno in EXHAUSTED)
+            if short and rep.attempts > 0:
                 # the replicas that run keep running; this restart waits for the resource
                 reason = exhausted_reason(e)
                 if rep.msg != f"waiting to restart: {reason}":
@@ -712,13 +578,14 @@ class Supervisor:
                 detail = e.strerror or detail
                 if what == "read its secrets" and e.filename:
                     detail += f" ({e.filename})"
-                elif e.errno in _EXHAUSTED:
-                    detail = exhausted_reason(e)
+            if short:
+                detail = exhausted_reason(e)
             rep.msg = mask_text(
                 f"role {rep.role!r} replica {rep.replica_id} could not {what}: {detail}"
             )
             self._fail(rep.msg)
             return False
+        out, err, comb = files
         assert proc.stdout is not None and proc.stderr is not None
         if rep.attempts > 0:  # before any of its output: the pipes are read from below on
             delayed = f"; delayed: {self.restart_delayed}" if self.restart_delayed else ""
@@ -736,7 +603,7 @@ class Supervisor:
             if hasattr(fcntl, "F_SETPIPE_SZ"):
                 with contextlib.suppress(OSError):  # above the user's limit: keep the default
                     fcntl.fcntl(rfd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
-            pump = _Pump(rfd, logf, comb)
+            pump = Pump(rfd, logf, comb)
             att.pumps[rfd] = pump
             self.sel.register(rfd, selectors.EVENT_READ, (att, pump))
         rep.pid = proc.pid
@@ -751,21 +618,22 @@ class Supervisor:
         self.by_pid[proc.pid] = att
         return True
 
-    def _read(self, data: tuple[_Attempt, _Pump]) -> None:
+    def _read(self, data: tuple[_Attempt, Pump]) -> None:
         att, pump = data
-        try:
-            chunk = os.read(pump.rfd, READ_CHUNK)
+        try:  # into the one buffer: reading allocates nothing (even out of memory)
+            n = os.readv(pump.rfd, [self.buf])
         except OSError:
-            chunk = b""
-        if chunk:
-            pump.feed(chunk, time.time())
+            n = 0
+        if n:
+            pump.feed(self.buf, n, time.time())
         else:
             self._close_pump(att, pump)
 
-    def _close_pump(self, att: _Attempt, pump: _Pump) -> None:
+    def _close_pump(self, att: _Attempt, pump: Pump) -> None:
         with contextlib.suppress(KeyError, ValueError):
             self.sel.unregister(pump.rfd)
         pump.finish(time.time())
+        att.split_lines += pump.split_lines
         att.pumps.pop(pump.rfd, None)
 
     def _reap(self) -> None:
@@ -837,6 +705,9 @@ class Supervisor:
                 f"{sum(lost.values())} bytes of log output were dropped ({'; '.join(errors)}): "
                 + ", ".join(f"{os.path.basename(p)} {n}" for p, n in sorted(lost.items()))
             )
+            rep.msg = f"{rep.msg}\n{note}" if rep.msg else note
+        if att.split_lines:
+            note = f"{att.split_lines} line(s) of combined.log were split: {OUT_OF_MEMORY}"
             rep.msg = f"{rep.msg}\n{note}" if rep.msg else note
         if rep.state == AppState.FAILED.name:
             self._on_failure(rep)
