@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -224,11 +225,17 @@ def test_driver_stops_a_cancelled_replica_with_sigterm(tmp_path: Path) -> None:
             time.sleep(0.05)
         _thread.interrupt_main()  # what ray.cancel(force=False) does in the task's worker
 
+    # interrupt_main() does nothing while SIGINT is ignored, which is how a suite started in
+    # the background (nohup, `&`) inherits it; a Ray worker has Python's handler installed
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     canceller = threading.Thread(target=cancel_when_ready)
     canceller.start()
-    with pytest.raises(KeyboardInterrupt):
-        driver.run_replica("m", 0, [sys.executable, "-c", code], {}, None)
-    canceller.join()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            driver.run_replica("m", 0, [sys.executable, "-c", code], {}, None)
+    finally:
+        canceller.join()
+        signal.signal(signal.SIGINT, previous)
     assert termed.exists(), "the replica did not get SIGTERM"
 
 
