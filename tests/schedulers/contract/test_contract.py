@@ -209,7 +209,11 @@ def test_log_streams(harness: BackendHarness) -> None:
     """Each declared stream returns what it says; an undeclared one is refused."""
     caps = harness.capabilities
     with harness.open_scheduler() as sched:
-        code = "import sys; print('OUT'); sys.stdout.flush(); print('ERR', file=sys.stderr)"
+        # each line in one write: under PYTHONUNBUFFERED print() writes the text and the newline
+        # separately, and a backend that merges the two pipes (a terminal, Slurm's output file)
+        # may then interleave them mid-line; stream routing is what this case checks
+        code = ("import sys; sys.stdout.write('OUT\\n'); sys.stdout.flush(); "
+                "sys.stderr.write('ERR\\n'); sys.stderr.flush()")
         app_id = _submit(sched, harness, AppDef("streams", roles=[harness.role("main", code)]))
         assert wait_state(sched, app_id).state == AppState.SUCCEEDED
         expect = {Stream.STDOUT: ["OUT"], Stream.STDERR: ["ERR"]}
