@@ -17,7 +17,12 @@ from typing import Any
 
 import pytest
 
-from tests.adapters.prefect.conftest import pid_alive, wait_for_logs, wait_until
+from tests.adapters.prefect.conftest import (
+    flow_run_logs,
+    pid_alive,
+    wait_for_logs,
+    wait_until,
+)
 from tests.e2e.infra.prefect import ProcessWorker, start_worker
 from tether.runner import get_runner
 from tether.specs import AppState
@@ -106,10 +111,20 @@ def test_worker_kill_9_then_retry_runs_exactly_one_job(
 
         from prefect.client.orchestration import get_client
 
-        with get_client(sync_client=True) as client:  # the UI's Retry
-            client.set_flow_run_state(flow_run_id, AwaitingRetry(message="Retry from the UI"),
-                                      force=True)
-        wait_for_logs(flow_run_id, "re-attached to tether job", timeout=120)
+        with get_client(sync_client=True) as client:
+
+            def retried() -> bool:
+                # the UI's Retry. The flow-run runner reports the crash at once and the worker
+                # sometimes reports it again a moment later: a retry set in between is
+                # overwritten by Crashed, and then (like a user) the test retries again
+                state = client.read_flow_run(flow_run_id).state
+                if state is not None and state.is_crashed():
+                    client.set_flow_run_state(
+                        flow_run_id, AwaitingRetry(message="Retry from the UI"), force=True
+                    )
+                return any("re-attached to tether job" in m for m in flow_run_logs(flow_run_id))
+
+            wait_until(retried, 120, f"the retry to re-attach; logs: {flow_run_logs(flow_run_id)}")
         release.touch()
         _wait_state(flow_run_id, lambda s: s is not None and s.is_completed(), "Completed", proc)
     finally:
