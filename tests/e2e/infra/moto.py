@@ -32,6 +32,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from tests.e2e.infra.kube import stop_process
+
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
 QUEUE = "tether-queue"
@@ -150,13 +152,8 @@ class MotoServer:
     def stop(self) -> None:
         """Stops the server by PID and removes its directory. Safe to call twice."""
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+        if proc is not None:
+            stop_process(proc, grace=15)
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None

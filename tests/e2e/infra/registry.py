@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -17,6 +16,8 @@ import time
 import urllib.request
 from pathlib import Path
 from types import TracebackType
+
+from tests.e2e.infra.kube import stop_process
 
 CONFIG = """\
 version: 0.1
@@ -118,13 +119,8 @@ class Registry:
     def stop(self) -> None:
         """Stops the registry (by PID) and removes its storage. Safe to call twice."""
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+        if proc is not None:
+            stop_process(proc, grace=15)
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None
