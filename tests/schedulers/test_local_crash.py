@@ -54,9 +54,22 @@ def cmdlines() -> Iterator[tuple[int, str]]:
 
 
 def matching(*needles: str) -> list[int]:
-    """Pids of live processes whose command line contains one of ``needles``."""
+    """Pids of live processes whose command line contains one of ``needles``, or (for a
+    supervisor forked by the supervisor host, whose command line is the host's) whose working
+    directory is a needle."""
     me = os.getpid()
-    return [pid for pid, cmd in cmdlines() if pid != me and any(n in cmd for n in needles)]
+    dirs = {n for n in needles if os.path.isabs(n)}
+    out = []
+    for pid, cmd in cmdlines():
+        if pid == me:
+            continue
+        if any(n in cmd for n in needles):
+            out.append(pid)
+        elif dirs:
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{pid}/cwd") in dirs:
+                    out.append(pid)
+    return out
 
 
 def survivors(needles: tuple[str, ...], timeout: float = 5.0) -> list[int]:
@@ -91,7 +104,9 @@ def kill_supervisor(sched: LocalScheduler, app_id: str, state_path: str) -> bool
                 time.sleep(0.005)
         return True
     # not recorded yet: no replica can exist; kill both halves of the supervisor's fork
-    pids = matching(state_path)
+    # (started as its own process: its command line names the state file; forked by the
+    # supervisor host: it runs in the app's directory)
+    pids = matching(state_path, os.path.realpath(os.path.dirname(state_path)))
     kill_all(pids)
     return bool(pids)
 
@@ -159,9 +174,12 @@ def crash_app(marker: str) -> AppDef:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("host", ["host", "own-process"])
 def test_sigkill_supervisor_at_random_instants_leaves_no_orphan_and_no_stuck_app(
-    tether_state_dir: Path,
+    tether_state_dir: Path, host: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Both ways a supervisor starts: forked by the supervisor host, or as its own process."""
+    monkeypatch.setenv("TETHER_LOCAL_SUPERVISOR_HOST", "1" if host == "host" else "0")
     sched: LocalScheduler = create_scheduler("crash")
     cfg = {"grace_period": 0.2}
     rng = random.Random(int(os.environ.get("TETHER_CRASH_SEED", "0")) or None)
@@ -235,7 +253,7 @@ def test_sigkill_supervisor_at_random_instants_leaves_no_orphan_and_no_stuck_app
                 f"alive={sup is not None and pid_alive(sup, rec.supervisor_start_time)}"
             )
             sched.cancel(app_id)
-        left = survivors((marker, state_path))
+        left = survivors((marker, state_path, os.path.realpath(os.path.dirname(state_path))))
         if left:
             orphans += len(left)
             details.append(f"run {run}: {app_id} left {len(left)} process(es) running")

@@ -72,3 +72,44 @@ def test_following_a_growing_log(tmp_path: Path) -> None:
     got = list(read_log_lines(str(p), finished=done.is_set, poll_s=0.01))
     t.join()
     assert got == [f"part {i}!\n" for i in range(5)] + ["tail without newline\n"]
+
+
+def test_following_with_until_a_log_that_is_still_empty_dates_its_lines(tmp_path: Path) -> None:
+    """A quiet replica's log has no index yet (the first entry creates it): a follower with a
+    time window must still date the lines that come later, not drop the window."""
+    p = tmp_path / "out.log"
+    p.touch()
+    now = time.time()
+    done = threading.Event()
+    idx = LogIndexWriter(str(p) + ".idx", 0)
+
+    def writer() -> None:
+        time.sleep(0.05)
+        with open(p, "ab", buffering=0) as f:
+            for data, t in ((b"early\n", now - 100), (b"inside\n", now), (b"late\n", now + 100)):
+                idx.wrote(len(data), t)
+                f.write(data)
+        idx.close()
+        done.set()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    got = list(read_log_lines(str(p), since=now - 50, until=now + 50, finished=done.is_set,
+                              poll_s=0.01))
+    t.join()
+    assert got == ["inside\n"]
+
+
+def test_a_follower_waits_with_the_given_wait(tmp_path: Path) -> None:
+    p = tmp_path / "out.log"
+    p.write_bytes(b"one\n")
+    waits: list[float] = []
+    ended = threading.Event()
+
+    def wait(t: float) -> None:  # e.g. the scheduler's wait for the app's end
+        waits.append(t)
+        ended.set()
+
+    got = list(read_log_lines(str(p), finished=ended.is_set, poll_s=0.25, wait=wait))
+    assert got == ["one\n"]
+    assert waits == [0.25]

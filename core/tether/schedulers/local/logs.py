@@ -32,6 +32,7 @@ def read_log_lines(
     until: float | None = None,
     finished: Callable[[], bool] | None = None,
     poll_s: float = LOG_POLL_S,
+    wait: Callable[[float], None] | None = None,
 ) -> Iterator[str]:
     """The lines of a replica's log; each ends with ``\\n``, bad UTF-8 is replaced.
 
@@ -47,11 +48,16 @@ def read_log_lines(
         until: Only lines received before this time.
         finished: When given, follow the log until it returns True (then drain and stop).
         poll_s: How often to look for new data while following.
+        wait: Called as ``wait(poll_s)`` between looks instead of ``time.sleep``; it may
+            return early (when the app ends, so a follower sees the end at once).
 
     Returns:
         An iterator of lines.
     """
-    return itertools.chain.from_iterable(_line_batches(path, since, until, finished, poll_s))
+    def pause() -> None:
+        (wait or time.sleep)(poll_s)
+
+    return itertools.chain.from_iterable(_line_batches(path, since, until, finished, pause))
 
 
 def _line_batches(
@@ -59,22 +65,22 @@ def _line_batches(
     since: float | None,
     until: float | None,
     finished: Callable[[], bool] | None,
-    poll_s: float,
+    pause: Callable[[], None],
 ) -> Iterator[list[str]]:
-    f = _open_when_present(path, finished, poll_s)
+    f = _open_when_present(path, finished, pause)
     if f is None:
         return
     with f:
         if since is not None or until is not None:
-            yield from _timed_batches(f, path + INDEX_SUFFIX, since, until, finished, poll_s)
+            yield from _timed_batches(f, path + INDEX_SUFFIX, since, until, finished, pause)
         else:
             # binary chunks, decoded in C: bounded memory (unlike readline) at the same speed
-            for _, data in _chunks(f, finished, poll_s):
+            for _, data in _chunks(f, finished, pause):
                 yield _decode_lines(data)
 
 
 def _open_when_present(
-    path: str, finished: Callable[[], bool] | None, poll_s: float
+    path: str, finished: Callable[[], bool] | None, pause: Callable[[], None]
 ) -> io.FileIO | None:
     while True:
         try:
@@ -86,7 +92,7 @@ def _open_when_present(
                     return open(path, "rb", buffering=0)
                 except FileNotFoundError:
                     return None
-            time.sleep(poll_s)
+            pause()
 
 
 def _decode_lines(data: bytes) -> list[str]:
@@ -96,7 +102,7 @@ def _decode_lines(data: bytes) -> list[str]:
 
 
 def _chunks(
-    f: io.FileIO, finished: Callable[[], bool] | None, poll_s: float
+    f: io.FileIO, finished: Callable[[], bool] | None, pause: Callable[[], None]
 ) -> Iterator[tuple[int, bytes]]:
     """``(offset, data)`` chunks of whole lines; a last partial line comes last, with
     ``\\n`` added. Follows the file until ``finished`` returns True, if it is given."""
@@ -128,7 +134,7 @@ def _chunks(
         if finished():
             done = True  # one more read drains what was written before the end
             continue
-        time.sleep(poll_s)
+        pause()
     if carry:
         yield pos, carry + b"\n"
 
@@ -167,12 +173,13 @@ def _timed_batches(
     since: float | None,
     until: float | None,
     finished: Callable[[], bool] | None,
-    poll_s: float,
+    pause: Callable[[], None],
 ) -> Iterator[list[str]]:
     """Lines received in ``[since, until)``: those that start at an offset in ``[S, U)``,
     where S and U are the offsets from which the index dates bytes at ``since``/``until``."""
-    if not os.path.exists(idx_path):
+    if not os.path.exists(idx_path) and os.fstat(f.fileno()).st_size > 0:
         # written without a time index (not by a supervisor): nothing to date lines by
+        # (a supervisor writes an entry before the bytes it dates: an empty log has none yet)
         log.warning("log %s has no time index; since/until are ignored", f.name)
         since = until = None
     times = _LineTimes(idx_path)
@@ -191,7 +198,7 @@ def _timed_batches(
         return finished is not None and finished()
 
     follow = stop_following if finished is not None else None
-    for pos, data in _chunks(f, follow, poll_s):
+    for pos, data in _chunks(f, follow, pause):
         times.reload()  # entries are written before their bytes: these cover ``data``
         lo = 0
         if skip_partial:

@@ -43,6 +43,7 @@ from tether.schedulers.local.render import (
 )
 from tether.schedulers.local.secretfiles import check_secrets, known_secret_values
 from tether.schedulers.local.state import (
+    HOST_LOG,
     SUPERVISOR_LOG,
     AppRecord,
     ReplicaRecord,
@@ -284,8 +285,56 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         super().close()
 
     def _start_supervisor(self, record: AppRecord, app_dir: Path) -> None:
+        from tether.schedulers.local import host
         from tether.schedulers.local.procs import wait_readable, with_app_token
         from tether.schedulers.local.supervisor import pid_alive, stderr_tail
+
+        env = with_app_token(dict(os.environ), record.app_id)
+        state_path = self._store.state_path(record.app_id)
+        conn = None
+        ready: bytes | bool = b""
+        if host.enabled():  # a fork of the supervisor host (see its module docs)
+            conn = host.request_supervisor(
+                state_path, app_dir, record.supervisor_log, env,
+                self._store.root / HOST_LOG,
+            )
+        if conn is not None:
+            try:
+                ready = wait_readable(conn.fileno(), SUPERVISOR_START_TIMEOUT_S) and conn.recv(1)
+            except OSError:
+                ready = b""
+            finally:
+                conn.close()
+            if not ready:
+                rec = self._store.load(record.app_id)
+                unclaimed = rec is not None and rec.supervisor_pid is None
+                if unclaimed and rec is not None and not rec.app_state.is_terminal():
+                    # the forked supervisor ended before it claimed the app: start one here
+                    conn = None
+        if conn is None:
+            ready = self._exec_supervisor(record, app_dir, state_path, env)
+        if ready:
+            return
+        rec = self._store.load(record.app_id)
+        if rec is None or rec.app_state.is_terminal():
+            return  # e.g. cancelled by another process while starting
+        if rec.supervisor_pid is not None:
+            if pid_alive(rec.supervisor_pid, rec.supervisor_start_time):
+                self._cancel_existing(record.app_id)  # too slow: stop it and what it started
+            else:
+                self.reconcile(record.app_id)  # it died: stop what it started, record why
+        tail = stderr_tail(record.supervisor_log, lines=20)
+        self._mark_failed(record.app_id, f"the supervisor did not start:\n{tail}")
+        raise RuntimeError(
+            f"the local_cwd supervisor of app {record.app_id!r} did not start the replicas "
+            f"(see {record.supervisor_log}):\n{tail}"
+        )
+
+    def _exec_supervisor(
+        self, record: AppRecord, app_dir: Path, state_path: Path, env: dict[str, str]
+    ) -> bytes | bool:
+        """Starts the supervisor as its own process; returns what it signalled when ready."""
+        from tether.schedulers.local.procs import wait_readable
 
         ready_r, ready_w = os.pipe()
         try:
@@ -296,12 +345,12 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
                         sys.executable,
                         "-m",
                         "tether.schedulers.local.supervisor",
-                        str(self._store.state_path(record.app_id)),
+                        str(state_path),
                         "--ready-fd",
                         str(ready_w),
                     ],
                     stdin=subprocess.DEVNULL,
-                    env=with_app_token(dict(os.environ), record.app_id),
+                    env=env,
                     stdout=slog,
                     stderr=subprocess.STDOUT,
                     cwd=app_dir,
@@ -320,22 +369,7 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
             os.close(ready_r)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=5.0)  # the supervisor forked away at once; reap its first half
-        if ready:
-            return
-        rec = self._store.load(record.app_id)
-        if rec is None or rec.app_state.is_terminal():
-            return  # e.g. cancelled by another process while starting
-        if rec.supervisor_pid is not None:
-            if pid_alive(rec.supervisor_pid, rec.supervisor_start_time):
-                self._cancel_existing(record.app_id)  # too slow: stop it and what it started
-            else:
-                self.reconcile(record.app_id)  # it died: stop what it started, record why
-        tail = stderr_tail(record.supervisor_log, lines=20)
-        self._mark_failed(record.app_id, f"the supervisor did not start:\n{tail}")
-        raise RuntimeError(
-            f"the local_cwd supervisor of app {record.app_id!r} did not start the replicas "
-            f"(see {record.supervisor_log}):\n{tail}"
-        )
+        return ready
 
     def _mark_failed(self, app_id: str, msg: str) -> None:
         with self._store.lock(app_id):
@@ -531,6 +565,8 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
             since=since.timestamp() if since is not None else None,
             until=until.timestamp() if until is not None else None,
             finished=finished,
+            # between looks, wake as soon as the app ends (its supervisor exits)
+            wait=(lambda t: self.wait_for_change(app_id, t)) if should_tail else None,
         )
         role = next((r for r in app_from_json(rec.app).roles if r.name == role_name), None)
         if role is not None and role.secrets:

@@ -64,6 +64,7 @@ RECORD_VERSION = 1
 STATE_FILE = "state.json"
 LOCK_FILE = "lock"
 SUPERVISOR_LOG = "supervisor.log"
+HOST_LOG = "supervisor-host.log"
 STREAM_FILES = ("stdout.log", "stderr.log", "combined.log")
 INDEX_SUFFIX = ".idx"
 
@@ -633,13 +634,17 @@ class LogIndexWriter:
     Entries are written at most every :data:`INDEX_RESOLUTION_S`, so the index stays tiny
     (16 bytes per entry) even for logs of gigabytes.
 
+    The file is created by the first entry (a log that stays empty has no index; readers
+    take a missing index as an empty one), which keeps file creation off a replica's start.
+
     Args:
         path: The ``.idx`` file (appended to; it survives restarts of a replica).
         offset: The log's current size.
     """
 
     def __init__(self, path: str, offset: int) -> None:
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._path = path
+        self._fd = -1
         self.offset = offset
         self._last = -1.0
 
@@ -653,14 +658,18 @@ class LogIndexWriter:
         if nbytes <= 0:
             return
         if now - self._last >= INDEX_RESOLUTION_S:
+            if self._fd < 0:
+                self._fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             os.write(self._fd, _ENTRY.pack(self.offset, now))
             self._last = now
         self.offset += nbytes
 
     def close(self) -> None:
         """Closes the index file."""
-        with contextlib.suppress(OSError):
-            os.close(self._fd)
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = -1
 
 
 def read_index(path: str, start: int = 0) -> tuple[list[tuple[int, float]], int]:

@@ -1,6 +1,7 @@
 """The per-app supervisor of ``local_cwd``: starts the replicas, tees their logs, reaps them.
 
-``LocalScheduler.schedule`` starts one supervisor per app::
+``LocalScheduler.schedule`` starts one supervisor per app, forked by the supervisor host
+(:mod:`tether.schedulers.local.host`, which calls :func:`serve`) or as its own process::
 
     python -m tether.schedulers.local.supervisor <state.json> [--ready-fd N]
 
@@ -456,7 +457,9 @@ class Supervisor:
         with self.store.lock(self.app_id):
             # re-read under the lock: a cancel may have finished the app before we started
             rec = self.store.load(self.app_id)
-            if rec is None or rec.app_state.is_terminal():
+            if rec is None or rec.app_state.is_terminal() or rec.supervisor_pid is not None:
+                # ended, or claimed by another supervisor (a launcher that gave up on the
+                # supervisor host started one itself): at most one supervisor per app
                 self._signal_ready()
                 return 0
             self.rec = rec
@@ -880,12 +883,25 @@ def main(argv: list[str] | None = None) -> NoReturn:
     args = parser.parse_args(argv)
     if not args.no_detach and os.fork() != 0:
         os._exit(0)  # the launcher reaps this parent; the child is nobody's child
+    serve(Path(args.state), args.ready_fd)
+
+
+def serve(state_path: Path, ready_fd: int = -1) -> NoReturn:
+    """Supervises the app of ``state_path`` in this process, then ends the process.
+
+    Called by :func:`main` and in a process forked by the supervisor host
+    (:mod:`tether.schedulers.local.host`).
+
+    Args:
+        state_path: The app's ``state.json``.
+        ready_fd: Gets ``R`` once the replicas were started (or -1).
+    """
     logging.basicConfig(
         level=logging.INFO,
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s [pid %(process)d] %(message)s",
     )
-    sup = Supervisor(Path(args.state), args.ready_fd)
+    sup = Supervisor(state_path, ready_fd)
     sup.install_signals()
     _set_child_subreaper()
     ensure_fd_limit(len(sup.rec.replicas))

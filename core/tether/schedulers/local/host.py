@@ -1,0 +1,381 @@
+"""The supervisor host of ``local_cwd``: a supervisor costs a fork, not an interpreter.
+
+A new Python interpreter that imports the supervisor takes 60-80 ms, more than everything
+else a local launch does. So the first launch starts a small, single-threaded host process
+(one per user, Python interpreter, tether installation, cgroup and resource limits) that has
+the supervisor imported and listens on an abstract Unix socket; every launch then asks it to
+fork a supervisor::
+
+    launcher                        host                     supervisor (forked twice)
+    connect, check peer uid  --->   accept, check peer uid
+    send {state, cwd, env, ...}     check its code is current
+                             <---   "F" (about to fork)
+                                    fork -> setsid -> fork   adopt cwd, umask, env, log
+    wait for "R"             <-------------------------------  "R" once replicas started
+
+Crash safety does not depend on the host: the app's record is written before the request,
+and a supervisor only runs an app that no supervisor has claimed yet (the claim is taken
+under the app's lock), so whatever dies when, at most one supervisor runs an app. When the
+host cannot be reached, fails, or answers too late, the launcher starts the supervisor as
+its own process (``python -m tether.schedulers.local.supervisor``), as before.
+
+The host exits after :data:`IDLE_ENV` seconds without a request (default
+:data:`DEFAULT_IDLE_S`), and at once when a module it has loaded changed on disk (it would run
+old code). ``TETHER_LOCAL_SUPERVISOR_HOST=0`` turns it off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import resource
+import socket
+import struct
+import sys
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+ENABLE_ENV = "TETHER_LOCAL_SUPERVISOR_HOST"
+"""Set to ``0`` (or ``false``, ``off``, ``no``) to start each supervisor as its own process."""
+IDLE_ENV = "TETHER_LOCAL_SUPERVISOR_HOST_IDLE_S"
+"""Seconds the host waits for a request before it exits."""
+DEFAULT_IDLE_S = 120.0
+"""Default of :data:`IDLE_ENV`."""
+PROTOCOL = 1
+"""Version of the request format (part of the host's address)."""
+ANSWER_TIMEOUT_S = 10.0
+"""How long a launcher waits for the host's answer before it starts the supervisor itself."""
+START_TIMEOUT_S = 30.0
+"""How long a launcher waits for a host it started to listen."""
+MAX_REQUEST = 64 * 1024 * 1024
+"""The largest request the host reads (an environment is far smaller)."""
+SUPERVISOR_NAME = b"tether-sup"
+"""The process name (``comm``) of a forked supervisor: its command line is the host's."""
+FORKING = b"F"
+STALE = b"S"
+_LEN = struct.Struct("!I")
+_CRED = struct.Struct("3i")
+
+
+def enabled() -> bool:
+    """Whether launches go through the host (Linux only; see :data:`ENABLE_ENV`)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    return os.environ.get(ENABLE_ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+def idle_seconds() -> float:
+    """The host's idle timeout (:data:`IDLE_ENV`; a bad value means the default)."""
+    try:
+        value = float(os.environ.get(IDLE_ENV, DEFAULT_IDLE_S))
+    except ValueError:
+        return DEFAULT_IDLE_S
+    return value if value > 0 else DEFAULT_IDLE_S
+
+
+def address() -> bytes:
+    """The abstract socket address of the host that fits this process.
+
+    A host is shared only by launchers that would start identical supervisors: the same user
+    and groups, interpreter, tether installation, cgroup (so a service's jobs stay in the
+    service's cgroup) and resource limits.
+    """
+    h = hashlib.sha256()
+    limits = [
+        resource.getrlimit(getattr(resource, name))
+        for name in sorted(dir(resource))
+        if name.startswith("RLIMIT_")
+    ]
+    try:
+        with open("/proc/self/cgroup", "rb") as f:
+            cgroup = f.read()
+    except OSError:
+        cgroup = b""
+    for part in (
+        PROTOCOL,
+        (os.getuid(), os.geteuid(), os.getgid(), os.getegid()),
+        sys.executable,
+        sys.version,
+        str(Path(__file__).resolve().parent),
+        cgroup,
+        limits,
+    ):
+        h.update(repr(part).encode() + b"\0")
+    return b"\0tether-supervisor-host-" + h.hexdigest()[:32].encode()
+
+
+def _peer_uid(sock: socket.socket) -> int:
+    _pid, uid, _gid = _CRED.unpack(
+        sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size)
+    )
+    return int(uid)
+
+
+# ---- the launcher's side ------------------------------------------------------------------
+def request_supervisor(
+    state_path: Path, cwd: Path, supervisor_log: str, env: dict[str, str], host_log: Path
+) -> socket.socket | None:
+    """Asks the host (started when there is none) to fork the app's supervisor.
+
+    Args:
+        state_path: The app's ``state.json``.
+        cwd: The supervisor's working directory (the app's directory).
+        supervisor_log: Where the supervisor's own output goes.
+        env: The supervisor's environment (the replicas inherit it).
+        host_log: Where a host started now writes its own messages.
+
+    Returns:
+        A socket that delivers ``R`` once the replicas were started (EOF when the supervisor
+        ended before), or None when the host was not usable: then nothing was forked and the
+        caller starts the supervisor itself.
+    """
+    addr = address()
+    umask = os.umask(0o077)
+    os.umask(umask)
+    message = json.dumps(
+        {"state": str(state_path), "cwd": str(cwd), "log": supervisor_log, "env": env,
+         "umask": umask}
+    ).encode()
+    started = False
+    for _ in range(3):  # a stale host answers, then a host is started (once), then used
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(addr)
+        except OSError:
+            sock.close()
+            if started or not _start_host(addr, env, host_log):
+                return None
+            started = True
+            continue
+        try:
+            if _peer_uid(sock) != os.getuid():  # somebody else holds the name: never talk
+                sock.close()
+                return None
+            sock.settimeout(ANSWER_TIMEOUT_S)
+            sock.sendall(_LEN.pack(len(message)) + message)
+            answer = sock.recv(1)
+        except OSError:
+            answer = b""
+        if answer == FORKING:
+            sock.settimeout(None)
+            return sock
+        sock.close()
+        if answer != STALE:
+            return None
+        # a host of older code exits after answering: start a current one, once
+    return None
+
+
+def _start_host(addr: bytes, env: dict[str, str], host_log: Path) -> bool:
+    """Starts a host for ``addr`` and waits until it listens. Returns whether one listens."""
+    import subprocess
+
+    from tether.schedulers.local.procs import wait_readable
+
+    ready_r, ready_w = os.pipe()
+    try:
+        host_log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        log_fd = os.open(host_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "tether.schedulers.local.host", addr[1:].decode(),
+                 "--ready-fd", str(ready_w)],
+                stdin=subprocess.DEVNULL,
+                stdout=log_fd,
+                stderr=subprocess.STDOUT,
+                cwd="/",
+                env=env,
+                start_new_session=True,
+                pass_fds=(ready_w,),
+            )
+        finally:
+            os.close(log_fd)
+    except OSError:
+        os.close(ready_r)
+        os.close(ready_w)
+        return False
+    os.close(ready_w)
+    try:
+        ready = wait_readable(ready_r, START_TIMEOUT_S) and os.read(ready_r, 1)
+    finally:
+        os.close(ready_r)
+    with contextlib.suppress(Exception):
+        proc.wait(timeout=5.0)  # the host forked away at once; reap its first half
+    return bool(ready)  # "R": it listens; "B": another host listened first (also fine)
+
+
+# ---- the host's side ----------------------------------------------------------------------
+def _loaded_files() -> dict[str, int]:
+    """The tether modules this process loaded, with their files' mtimes."""
+    out: dict[str, int] = {}
+    for name, mod in list(sys.modules.items()):
+        path = getattr(mod, "__file__", None)
+        if path and (name == "tether" or name.startswith("tether.")):
+            with contextlib.suppress(OSError):
+                out[path] = os.stat(path).st_mtime_ns
+    return out
+
+
+def _changed(files: dict[str, int]) -> bool:
+    for path, mtime in files.items():
+        try:
+            if os.stat(path).st_mtime_ns != mtime:
+                return True
+        except OSError:
+            return True
+    return False
+
+
+def _read_request(conn: socket.socket) -> dict[str, Any]:
+    head = _recv_exact(conn, _LEN.size)
+    (size,) = _LEN.unpack(head)
+    if size > MAX_REQUEST:
+        raise ValueError(f"request of {size} bytes")
+    doc = json.loads(_recv_exact(conn, size))
+    if not isinstance(doc, dict):
+        raise ValueError("request is not a JSON object")
+    return doc
+
+
+def _recv_exact(conn: socket.socket, size: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < size:
+        chunk = conn.recv(size - len(buf))
+        if not chunk:
+            raise ConnectionError("launcher went away")
+        buf += chunk
+    return bytes(buf)
+
+
+def _set_name(name: bytes) -> None:
+    """Sets this process's name (``comm``: what ``top`` and ``ps -o comm`` show)."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(15, ctypes.c_char_p(name[:15]), 0, 0, 0)
+
+
+def _become_supervisor(conn: socket.socket, req: dict[str, Any]) -> NoReturn:
+    """In the forked grandchild: takes on the launcher's settings and runs the supervisor."""
+    from tether.schedulers.local.supervisor import serve
+
+    code = 1
+    try:
+        _set_name(SUPERVISOR_NAME)
+        log_fd = os.open(str(req["log"]), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        null_fd = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null_fd, 0)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        os.close(null_fd)
+        os.close(log_fd)
+        os.chdir(str(req["cwd"]))
+        os.umask(int(req["umask"]))
+        env = req["env"]
+        os.environ.clear()
+        os.environ.update({str(k): str(v) for k, v in env.items()})
+        serve(Path(str(req["state"])), conn.fileno())  # ends the process
+    except BaseException as e:  # reported, then this process ends
+        with contextlib.suppress(Exception):
+            os.write(2, f"tether supervisor host: could not start the supervisor: {e!r}\n"
+                     .encode())
+    os._exit(code)
+
+
+def _handle(listener: socket.socket, conn: socket.socket, files: dict[str, int]) -> bool:
+    """Serves one request. Returns False when the host must exit (its code is old)."""
+    if _peer_uid(conn) != os.getuid():
+        return True
+    conn.settimeout(ANSWER_TIMEOUT_S)
+    req = _read_request(conn)
+    if _changed(files):
+        listener.close()  # first: the launcher's next connect must find no old host
+        conn.sendall(STALE)
+        return False
+    conn.sendall(FORKING)
+    conn.settimeout(None)
+    pid = os.fork()
+    if pid == 0:  # the first child: a new session, then the supervisor is nobody's child
+        try:
+            listener.close()
+            os.setsid()
+            if os.fork() == 0:
+                _become_supervisor(conn, req)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    return True
+
+
+def serve_host(addr: bytes, ready_fd: int, idle_s: float) -> int:
+    """Listens on ``addr`` and forks supervisors until idle for ``idle_s`` seconds.
+
+    Args:
+        addr: The abstract socket address (from :func:`address`).
+        ready_fd: Gets ``R`` once the host listens, ``B`` when another host already does.
+        idle_s: Seconds without a request before the host exits.
+
+    Returns:
+        The exit code.
+    """
+    import tether.schedulers.local.supervisor  # noqa: F401 (what each fork runs, loaded once)
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(addr)
+    except OSError:
+        _tell(ready_fd, b"B")
+        return 0
+    listener.listen(128)
+    files = _loaded_files()
+    _tell(ready_fd, b"R")
+    listener.settimeout(idle_s)
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            return 0
+        except InterruptedError:
+            continue
+        try:
+            keep = _handle(listener, conn, files)
+        except Exception as e:  # one bad request must not end the host
+            print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} request failed: {e!r}", flush=True)
+            keep = True
+        finally:
+            conn.close()
+        if not keep:
+            return 0
+
+
+def _tell(fd: int, what: bytes) -> None:
+    if fd >= 0:
+        with contextlib.suppress(OSError):
+            os.write(fd, what)
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    """Entry point: ``python -m tether.schedulers.local.host NAME [--ready-fd N]``.
+
+    Args:
+        argv: Arguments (default ``sys.argv[1:]``).
+    """
+    parser = argparse.ArgumentParser(prog="python -m tether.schedulers.local.host")
+    parser.add_argument("name", help="the abstract socket name (without the leading NUL)")
+    parser.add_argument("--ready-fd", type=int, default=-1)
+    args = parser.parse_args(argv)
+    if os.fork() != 0:
+        os._exit(0)  # the launcher reaps this parent; the host is nobody's child
+    code = serve_host(b"\0" + args.name.encode(), args.ready_fd, idle_seconds())
+    sys.stdout.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,275 @@
+"""The supervisor host of ``local_cwd``: supervisors are forks of one waiting process.
+
+What a user relies on: an app started through the host behaves as one started by its own
+supervisor process (the launcher's environment, umask and working directories, not the
+host's), the host serves only its own user, a host of older code is replaced, and killing
+the host at any instant of a launch leaves no orphan, no stuck app and no duplicate replica.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tether.schedulers.local import host
+from tether.schedulers.local.scheduler import LocalScheduler, create_scheduler
+from tether.schedulers.local.supervisor import pid_alive, read_stat
+from tether.specs import AppDef, AppState, Role
+
+FAST = {"grace_period": 0.2}
+
+
+@pytest.fixture(autouse=True)
+def _host_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(host.ENABLE_ENV, "1")
+
+
+def host_pids() -> list[int]:
+    """Live hosts serving this process's address (its forks, the supervisors, have the same
+    command line and another name)."""
+    name = host.address()[1:].decode()
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+            stat = read_stat(int(entry))
+            with open(f"/proc/{entry}/comm", "rb") as f:
+                comm = f.read().strip()
+            if (name.encode() in cmd and comm != host.SUPERVISOR_NAME and stat is not None
+                    and not stat.dead):
+                out.append(int(entry))
+    return out
+
+
+def finish(s: LocalScheduler, app_id: str) -> AppState:
+    for _ in range(300):
+        d = s.describe(app_id)
+        assert d is not None
+        if d.state.is_terminal():
+            return d.state
+        s.wait_for_change(app_id, 1.0)
+    raise AssertionError(f"{app_id} did not finish")
+
+
+def output(s: LocalScheduler, app_id: str, role: str) -> str:
+    return "".join(s.log_iter(app_id, role, 0))
+
+
+def test_an_app_gets_the_launchers_environment_umask_and_directories_not_the_hosts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = create_scheduler("host")
+    app = AppDef("one", roles=[Role("r", entrypoint="sleep", args=["30"])])
+    first = s.schedule(s.submit_dryrun(app, FAST))
+    hosts = host_pids()
+    assert len(hosts) == 1, "the first launch starts one host"
+    rec = s.store.load(first)
+    assert rec is not None and rec.supervisor_pid is not None
+    assert rec.supervisor_pid not in hosts, "the supervisor is a fork, not the host itself"
+    with open(f"/proc/{rec.supervisor_pid}/comm", "rb") as f:
+        assert f.read().strip() == b"tether-sup", "named so that ps and top tell it apart"
+    s.cancel(first)
+    assert finish(s, first) == AppState.CANCELLED
+
+    # what the launcher has now differs from what the host was started with
+    monkeypatch.setenv("TETHER_HOST_PROBE", f"launcher-{uuid.uuid4().hex}")
+    work = tmp_path / "work"
+    work.mkdir()
+    old = os.umask(0o027)
+    try:
+        script = 'echo "$TETHER_HOST_PROBE $(umask) $(pwd)"; touch made'
+        app = AppDef("two", roles=[Role("r", entrypoint="sh", args=["-c", script])])
+        app_id = s.schedule(s.submit_dryrun(app, {**FAST, "cwd": str(work)}))
+    finally:
+        os.umask(old)
+    assert finish(s, app_id) == AppState.SUCCEEDED
+    assert host_pids() == hosts, "the second launch used the same host"
+    probe, umask, cwd = output(s, app_id, "r").split()
+    assert probe == os.environ["TETHER_HOST_PROBE"]
+    assert umask == "0027"
+    assert os.path.realpath(cwd) == os.path.realpath(work)
+    assert (work / "made").stat().st_mode & 0o777 == 0o640
+
+
+def test_the_host_serves_only_its_own_user(tmp_path: Path) -> None:
+    if os.getuid() != 0:
+        pytest.skip("needs root to connect as another user")
+    s = create_scheduler("host")
+    app_id = s.schedule(s.submit_dryrun(AppDef("one", roles=[Role("r", entrypoint="true")]), FAST))
+    finish(s, app_id)
+    state = tmp_path / "x" / "state.json"
+    msg = json.dumps({"state": str(state), "cwd": "/", "log": "/dev/null", "env": {},
+                      "umask": 0o22}).encode()
+    addr = host.address()  # this user's host
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # another user asks the host to supervise a state file it names
+        answer = b"?"
+        try:
+            os.close(r)
+            os.setgid(65534)
+            os.setuid(65534)
+            c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            c.connect(addr)
+            c.sendall(struct.pack("!I", len(msg)) + msg)
+            c.settimeout(5)
+            try:
+                answer = c.recv(1) or b"-"
+            except ConnectionResetError:  # hung up with the request unread
+                answer = b"-"
+        finally:
+            os.write(w, answer)
+            os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    with os.fdopen(r, "rb") as f:
+        assert f.read() == b"-", "the host hung up without forking anything"
+
+
+def test_a_launcher_never_talks_to_a_socket_another_user_holds() -> None:
+    if os.getuid() != 0:
+        pytest.skip("needs root to listen as another user")
+    for pid in host_pids():  # make room: the address is taken by an impostor below
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    addr = host.address()
+    impostor = textwrap.dedent(
+        """
+        import os, socket, sys
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(bytes.fromhex(sys.argv[1]))
+        os.setgid(65534); os.setuid(65534)
+        s.listen(8)  # the credentials a peer sees are those at listen()
+        print("listening", flush=True)
+        c, _ = s.accept()
+        c.settimeout(5)
+        try:
+            data = c.recv(65536)
+        except OSError:
+            data = b""
+        print("got", len(data), flush=True)
+        """
+    )
+    deadline = time.monotonic() + 10
+    while host_pids() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc = subprocess.Popen([sys.executable, "-c", impostor, addr.hex()], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "listening"
+        s = create_scheduler("host")
+        app_id = s.schedule(
+            s.submit_dryrun(AppDef("one", roles=[Role("r", entrypoint="true")]), FAST)
+        )
+        assert finish(s, app_id) == AppState.SUCCEEDED, "started without the host"
+        assert proc.stdout.readline().strip() == "got 0", "the launcher sent nothing"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_host_of_older_code_is_replaced(tmp_path: Path) -> None:
+    s = create_scheduler("host")
+    app_id = s.schedule(s.submit_dryrun(AppDef("one", roles=[Role("r", entrypoint="true")]), FAST))
+    finish(s, app_id)
+    (old_host,) = host_pids()
+    # tether's code changes on disk (an upgrade, an edit): the host would run old code
+    module = Path(host.__file__).with_name("status.py")
+    st = module.stat()
+    try:
+        os.utime(module, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+        app_id = s.schedule(
+            s.submit_dryrun(AppDef("two", roles=[Role("r", entrypoint="true")]), FAST)
+        )
+        assert finish(s, app_id) == AppState.SUCCEEDED
+        deadline = time.monotonic() + 10
+        while pid_alive(old_host) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not pid_alive(old_host), "the old host exited"
+        new = host_pids()
+        assert len(new) == 1 and new != [old_host], "a current host took over"
+    finally:
+        os.utime(module, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def test_a_request_that_is_not_one_does_not_end_the_host() -> None:
+    s = create_scheduler("host")
+    app_id = s.schedule(s.submit_dryrun(AppDef("one", roles=[Role("r", entrypoint="true")]), FAST))
+    finish(s, app_id)
+    (pid,) = host_pids()
+    for junk in (b"", b"\x00\x00\x00\x05{{{{{", struct.pack("!I", 1 << 30), b"\x00\x00\x00\x02[]"):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+            c.connect(host.address())
+            c.sendall(junk)
+            c.shutdown(socket.SHUT_WR)
+            c.settimeout(15)
+            assert c.recv(1) == b"", f"{junk!r}: nothing forked"
+    assert host_pids() == [pid]
+    app_id = s.schedule(s.submit_dryrun(AppDef("two", roles=[Role("r", entrypoint="true")]), FAST))
+    assert finish(s, app_id) == AppState.SUCCEEDED
+    assert host_pids() == [pid]
+
+
+@pytest.mark.slow
+def test_sigkill_of_the_host_at_random_instants_leaves_one_run_of_each_app() -> None:
+    """The host dies anywhere in a launch: the app runs once (by a supervisor the launcher
+    starts itself, or the fork that got away), or fails with a reason; nothing is left."""
+    s = create_scheduler("host")
+    rng = random.Random(int(os.environ.get("TETHER_CRASH_SEED", "0")) or None)
+    warm = s.schedule(s.submit_dryrun(AppDef("w", roles=[Role("r", entrypoint="true")]), FAST))
+    finish(s, warm)
+    ran = failed = 0
+    for run in range(30):
+        marker = f"tether-host-crash-{uuid.uuid4().hex}"
+        app = AppDef("c", roles=[Role("r", entrypoint="sh",
+                                      args=["-c", f"echo start >> {marker}.runs", marker],
+                                      num_replicas=3)])
+        info = s.submit_dryrun(app, {**FAST, "cwd": "/tmp"})
+        errors: list[BaseException] = []
+
+        def launch(info: object = info, errors: list[BaseException] = errors) -> None:
+            try:
+                s.schedule(info)  # type: ignore[arg-type]
+            except RuntimeError as e:
+                errors.append(e)
+
+        hosts = host_pids()
+        th = threading.Thread(target=launch)
+        th.start()
+        time.sleep(rng.uniform(0.0, 0.02))
+        for pid in hosts:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        th.join(60)
+        assert not th.is_alive(), f"run {run}: schedule() hung after the host died"
+        state = finish(s, info.request.app_id)
+        runs = Path("/tmp", f"{marker}.runs")
+        lines = runs.read_text().split() if runs.exists() else []
+        runs.unlink(missing_ok=True)
+        if state == AppState.SUCCEEDED:
+            ran += 1
+            assert len(lines) == 3, f"run {run}: each replica ran exactly once: {lines}"
+        else:
+            failed += 1
+            assert errors or state == AppState.FAILED
+            assert len(lines) <= 3
+    print(f"\n[host-crash] runs=30 succeeded={ran} failed={failed}")
+    assert ran > 0
