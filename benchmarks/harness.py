@@ -144,7 +144,9 @@ def write_results(results: list[CaseResult], out_dir: Path, info: dict[str, Any]
         "",
         f"Machine: {info['cpu']}, {info['cores']} cores, {info['memory_gib']} GiB, "
         f"Python {info['python']}, {info['time']}.",
-        "Reference: torchx-nightly (see benchmarks/requirements-reference.txt). "
+        "Reference: torchx-nightly (see benchmarks/requirements-reference.txt), installed in "
+        "its own venv; tether is installed from this tree the same way (`.venv-bench-tether`, "
+        "no extras) for the CLI and API cases, and the adapter cases use the development venv. "
         "Ratio = tether / other (below 1 is better for time; above 1 for throughput).",
         "",
         "| case | metric | tether | other | other is | ratio | tether peak RSS | other peak RSS |",

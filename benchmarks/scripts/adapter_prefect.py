@@ -4,9 +4,9 @@ vs a plain Prefect task running the same command with ``subprocess``.
 Prints ``{"tether": seconds per task, "native": seconds per task}`` (median over N tasks run
 one after the other in one flow per side; an ephemeral Prefect API in a temporary home).
 
-The note splits the overhead: local_cwd's submit (it starts a supervisor process per job),
-following the job (the job itself plus local_cwd's log tail, which looks for new lines every
-100 ms, and its exit wait), and the adapter's own part (everything else: materializing the
+The note splits the overhead: local_cwd's submit (the supervisor host forks a supervisor per
+job), following the job (the job itself plus local_cwd's log tail, which wakes when the job
+ends, and its exit wait), and the adapter's own part (everything else: materializing the
 AppDef, the job key, the last log batch, the log cursor and the summary artifact).
 """
 
@@ -106,9 +106,9 @@ def main() -> None:
                    "a real local_cwd job, ships its log and waits; overhead "
                    f"{overhead_ms:.0f} ms/task (ratio "
                    f"{medians['tether'] / max(medians['native'], 1e-9):.1f}x); per task: "
-                   f"{submit_ms:.0f} ms local_cwd's submit (its supervisor process start), "
-                   f"{follow_ms:.0f} ms following the job (the job, local_cwd's 100 ms log "
-                   f"tail poll and exit wait), {adapter_ms:.0f} ms the rest over a plain task "
+                   f"{submit_ms:.0f} ms local_cwd's submit (a supervisor forked by the "
+                   f"supervisor host), {follow_ms:.0f} ms following the job (the job, the "
+                   f"log tail and exit wait), {adapter_ms:.0f} ms the rest over a plain task "
                    "(the adapter: AppDef, job key, last log batch, log cursor, summary)")
     print(json.dumps(out))
     sys.stdout.flush()
