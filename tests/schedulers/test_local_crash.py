@@ -265,7 +265,11 @@ def test_sigkill_supervisor_at_random_instants_leaves_no_orphan_and_no_stuck_app
     )
     assert (orphans, stuck) == (0, 0), "\n".join(details)
     # the kills really hit the window the crash consistency is about
-    assert after_fork > 0 and before_pid > 0, (after_fork, before_pid)
+    assert after_fork > 0, after_fork
+    if host == "own-process":
+        # a supervisor forked by the host claims the app within milliseconds of the fork:
+        # test_local_host.py hits that window on purpose (it holds the app's lock)
+        assert before_pid > 0, before_pid
 
 
 LAUNCHER = textwrap.dedent(

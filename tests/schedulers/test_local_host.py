@@ -128,11 +128,11 @@ def test_the_host_serves_only_its_own_user(tmp_path: Path) -> None:
             os.setuid(65534)
             c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             c.connect(addr)
-            c.sendall(struct.pack("!I", len(msg)) + msg)
-            c.settimeout(5)
             try:
+                c.sendall(struct.pack("!I", len(msg)) + msg)
+                c.settimeout(5)
                 answer = c.recv(1) or b"-"
-            except ConnectionResetError:  # hung up with the request unread
+            except (BrokenPipeError, ConnectionResetError):  # hung up, the request unread
                 answer = b"-"
         finally:
             os.write(w, answer)
@@ -273,3 +273,72 @@ def test_sigkill_of_the_host_at_random_instants_leaves_one_run_of_each_app() -> 
             assert len(lines) <= 3
     print(f"\n[host-crash] runs=30 succeeded={ran} failed={failed}")
     assert ran > 0
+
+
+def forked_supervisor(app_dir: Path) -> int | None:
+    """The pid of a supervisor forked by the host for the app (it runs in the app's
+    directory), if one runs."""
+    want = os.path.realpath(app_dir)
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{entry}/comm", "rb") as f:
+                if f.read().strip() != host.SUPERVISOR_NAME:
+                    continue
+            if os.readlink(f"/proc/{entry}/cwd") == want:
+                return int(entry)
+    return None
+
+
+def test_a_forked_supervisor_killed_before_it_claims_the_app_is_replaced() -> None:
+    """The window between the host's fork and the supervisor's claim, hit on purpose: the
+    test holds the app's lock (the claim waits for it), kills the forked supervisor, then lets
+    go. The launcher starts a supervisor itself and the app runs once."""
+    s = create_scheduler("host")
+    warm = s.schedule(s.submit_dryrun(AppDef("w", roles=[Role("r", entrypoint="true")]), FAST))
+    finish(s, warm)
+    hits = 0
+    for _attempt in range(10):
+        marker = f"tether-claim-{uuid.uuid4().hex}"
+        app = AppDef("c", roles=[Role("r", entrypoint="sh",
+                                      args=["-c", f"echo ran >> {marker}.runs", marker],
+                                      num_replicas=2)])
+        info = s.submit_dryrun(app, {**FAST, "cwd": "/tmp"})
+        app_id = info.request.app_id
+        app_dir = s.store.app_dir(app_id)
+        errors: list[BaseException] = []
+
+        def launch(info: object = info, errors: list[BaseException] = errors) -> None:
+            try:
+                s.schedule(info)  # type: ignore[arg-type]
+            except BaseException as e:  # reported below
+                errors.append(e)
+
+        th = threading.Thread(target=launch)
+        th.start()
+        lock = app_dir / "lock"
+        deadline = time.monotonic() + 30
+        while not lock.exists():  # no sleep: the supervisor takes the lock milliseconds later
+            assert time.monotonic() < deadline
+        killed = None
+        with s.store.lock(app_id):
+            rec = s.store.load(app_id)
+            if rec is not None and rec.supervisor_pid is None:  # not claimed yet: it waits
+                deadline = time.monotonic() + 30
+                while killed is None and time.monotonic() < deadline:
+                    killed = forked_supervisor(app_dir)
+                assert killed is not None, "the forked supervisor waits for the lock"
+                os.kill(killed, signal.SIGKILL)
+                while pid_alive(killed):
+                    time.sleep(0.01)
+        th.join(60)
+        assert not th.is_alive() and not errors, errors
+        assert finish(s, app_id) == AppState.SUCCEEDED
+        runs = Path("/tmp", f"{marker}.runs")
+        assert runs.read_text().split() == ["ran", "ran"], "each replica ran exactly once"
+        runs.unlink()
+        rec = s.store.load(app_id)
+        assert rec is not None and rec.supervisor_pid != killed
+        hits += killed is not None
+    assert hits > 0, "no attempt reached the supervisor before its claim"

@@ -143,11 +143,20 @@ def _gated_job(gate: Path, first: int, then: int) -> str:
     return _launch(code)
 
 
-async def _until(pred: Any, timeout: float = 30.0) -> None:
+async def _until(pred: Any, timeout: float = 30.0, why: Any = None) -> None:
     end = time.monotonic() + timeout
     while not pred():
-        assert time.monotonic() < end, "timed out waiting"
+        assert time.monotonic() < end, f"timed out waiting{': ' + why() if why else ''}"
         await asyncio.sleep(0.05)
+
+
+def _job_report(handle: str) -> str:
+    """The job's state and log, for a failure message."""
+    with get_runner() as runner:
+        status = runner.status(handle)
+        lines = list(runner.log_lines(handle, "worker", 0, should_tail=False))
+    return f"job {status.state.name if status else None} ({status.msg if status else ''}); " \
+        f"its log: {lines}"
 
 
 def test_trigger_streams_lines_while_the_job_runs(tmp_path: Path) -> None:
@@ -183,7 +192,11 @@ def test_a_resumed_trigger_neither_repeats_nor_drops_lines(tmp_path: Path) -> No
 
     async def main() -> dict[str, Any]:
         running = asyncio.create_task(_first_event(first))
-        await _until(lambda: _SavedCursorTrigger.saved.get(handle) == {"worker/0": 4})
+        await _until(
+            lambda: _SavedCursorTrigger.saved.get(handle) == {"worker/0": 4},
+            why=lambda: f"saved cursor {_SavedCursorTrigger.saved.get(handle)}; trigger wrote "
+            f"{first_out.lines}; first event done: {running.done()}; {_job_report(handle)}",
+        )
         # the triggerer stops (restart, trigger moved): the trigger is cancelled
         running.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -47,6 +47,9 @@ def head_env() -> dict[str, str]:
     env.update(
         RAY_USAGE_STATS_ENABLED="0",
         RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
+        # a stopped job's driver gets 15 s (Ray's default 3) to stop its replicas with SIGTERM:
+        # on a loaded machine the cancel's round trip to the replica's task alone can take 3 s
+        RAY_JOB_STOP_WAIT_TIME_S="15",
         # the venv's bin first: Ray's workers and job entrypoints find this Python's ray
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
     )

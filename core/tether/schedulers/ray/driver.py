@@ -44,9 +44,25 @@ END_MARK = "tether: end of "
 """A replica's task prints ``END_MARK[role/k]`` after its last line (see :class:`_LogWatch`)."""
 FLUSH_WAIT_S = 30.0
 """The most the driver waits for a finished replica's last lines to reach the job log."""
-STOP_GRACE_S = 2.0
-"""Seconds a stopped replica has between SIGTERM and SIGKILL (Ray itself SIGKILLs the driver
-``RAY_JOB_STOP_WAIT_TIME_S``, default 3, seconds after its SIGTERM)."""
+STOP_WAIT_ENV = "RAY_JOB_STOP_WAIT_TIME_S"
+"""Ray's own setting (on the cluster): seconds between the driver's SIGTERM and its SIGKILL."""
+RAY_STOP_WAIT_S = 3.0
+"""Ray's default for :data:`STOP_WAIT_ENV`."""
+
+
+def stop_grace_s() -> float:
+    """Seconds a stopped replica has between SIGTERM and SIGKILL: a second less than Ray gives
+    the driver (``RAY_JOB_STOP_WAIT_TIME_S``, default 3), so the replicas are stopped before
+    Ray kills the driver. A cluster that gives programs longer to clean up raises that."""
+    try:
+        wait = float(os.environ.get(STOP_WAIT_ENV, RAY_STOP_WAIT_S))
+    except ValueError:
+        wait = RAY_STOP_WAIT_S
+    return max(wait - 1.0, 0.5)
+
+
+STOP_GRACE_S = stop_grace_s()
+""":func:`stop_grace_s` in this process."""
 
 _ANSI = r"(?:\x1b\[[0-9;]*m)*"
 _LINE = re.compile(rf"^{_ANSI}(?:\([^)]*\){_ANSI}\s)?\[([^\]/]+)/(\d+)\] ?(.*)$")
