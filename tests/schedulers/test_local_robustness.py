@@ -262,3 +262,25 @@ def test_supervisor_survives_a_full_disk_under_its_state_dir(
         print(f"\n[full-disk tmpfs] dropped={rep.dropped_log_bytes} state={state.name}")
     finally:
         s.cancel(app_id)
+
+
+def test_a_supervisor_whose_app_directory_was_deleted_still_ends() -> None:
+    """The state directory removed under a running app (``rm -rf``, a temp dir cleaned up):
+    the app's end cannot be recorded anywhere, and the supervisor must not wait for ever."""
+    import shutil
+    import signal as sig
+
+    from tether.schedulers.local.supervisor import pid_alive
+
+    s = create_scheduler("robust")
+    app_id = s.schedule(s.submit_dryrun(
+        AppDef("gone", roles=[Role("r", entrypoint="sleep", args=["60"])]), FAST))
+    rec = s.store.load(app_id)
+    assert rec is not None and rec.supervisor_pid is not None
+    sup, start = rec.supervisor_pid, rec.supervisor_start_time
+    shutil.rmtree(s.store.app_dir(app_id))
+    os.kill(sup, sig.SIGTERM)  # what cancel sends (cancel itself needs the record)
+    deadline = time.monotonic() + 30
+    while pid_alive(sup, start) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not pid_alive(sup, start), "the supervisor exited"

@@ -497,6 +497,11 @@ class Supervisor:
         self._stop_descendants()
         self._save()
         while self.save_error:  # the final record must land: wait for space
+            if not self.store.app_dir(self.app_id).is_dir():
+                # the app's directory was deleted (the state dir removed): nowhere to write
+                log.warning("app %s: its directory is gone; the final record is not written",
+                            self.app_id)
+                break
             time.sleep(SAVE_RETRY_S)
             self._save()
         log.info("app %s ended %s", self.app_id, self.rec.state)
