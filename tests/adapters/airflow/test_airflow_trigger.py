@@ -209,7 +209,10 @@ def test_a_resumed_trigger_neither_repeats_nor_drops_lines(tmp_path: Path) -> No
         return await _first_event(again)
 
     second_out: _Lines | None = None
-    event = asyncio.run(main())
+    try:
+        event = asyncio.run(main())
+    finally:
+        gate.touch()  # a failure above must not leave the job waiting for the gate
     assert second_out is not None
     before = [x for x in first_out.lines if x.startswith("worker/0 ")]
     after = [x for x in second_out.lines if x.startswith("worker/0 ")]
