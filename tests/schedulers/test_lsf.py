@@ -224,7 +224,14 @@ def test_submit_status_logs_and_identity(fake_lsf: Path, tmp_path: Path) -> None
 
 
 def test_failure_names_the_replica(fake_lsf: Path, tmp_path: Path) -> None:
-    script = "import os, sys; sys.exit(3 if os.environ['TETHER_REPLICA_ID'] == '1' else 0)"
+    # replica 1 fails only once replica 0's exit is recorded: the job ends at its first
+    # failure and stops the replicas still running (whose exit code is then unknown)
+    script = (
+        "import glob, os, sys, time\n"
+        "if os.environ['TETHER_REPLICA_ID'] == '1':\n"
+        "    while not glob.glob('logs/*/w/0.exit'): time.sleep(0.01)\n"
+        "    sys.exit(3)\n"
+    )
     app = AppDef("f", [Role("w", entrypoint=PY, args=["-c", script], num_replicas=2)])
     sched = LsfScheduler("s")
     app_id = sched.submit(app, {"log_dir": str(tmp_path / "logs"), "cwd": str(tmp_path)})
