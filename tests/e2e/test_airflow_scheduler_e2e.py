@@ -304,6 +304,11 @@ def test_mark_failed_cancels_the_job_in_both_modes(airflow: Deployment) -> None:
     handles = {task: airflow.wait_running_job(run, task) for task in ("sync", "deferred")}
     airflow.wait_state(run, "deferred", ("deferred",), try_number=1)
     airflow.wait_state(run, "sync", ("running",), try_number=1)
+    # the trigger runs (it streams the job's lines): a task marked failed before the
+    # triggerer has loaded its trigger has no trigger whose on_kill could run (a loaded
+    # machine did that once: the triggerer took 4 minutes to load the trigger)
+    airflow.wait("the trigger to stream the job's lines",
+                 lambda: "sh/0 tick" in airflow.log(run, "deferred", 1))
     for task in handles:
         airflow.stack.request(
             "PATCH", f"/api/v2/dags/{run.dag_id}/dagRuns/{run.run_id}/taskInstances/{task}",
