@@ -162,6 +162,13 @@ class Deployment:
                 self.stack.log_path("scheduler").read_text(errors="replace")) is not None,
         )
 
+    def wait_trigger_running(self, run: Run, task_id: str, try_number: int) -> None:
+        """Waits until the deferred try's trigger runs: it streams the job's lines into the
+        task log. Until the triggerer loads a trigger (on a loaded machine it once took
+        minutes) there is no trigger whose ``on_kill`` a clear or mark-failed could call."""
+        self.wait(f"the trigger of try {try_number} of {task_id} to stream the job's lines",
+                  lambda: "sh/0 tick" in self.log(run, task_id, try_number))
+
     def wait_running_job(self, run: Run, task_id: str, running: bool = True) -> str:
         """Waits until the task's job runs (``running``) or was submitted; returns its handle
         (the XCom ``app_handle``)."""
@@ -240,6 +247,7 @@ def test_clear_while_running_reattaches_in_both_modes(airflow: Deployment) -> No
     run = airflow.trigger("tether_e2e_gate")
     handles = {task: airflow.wait_running_job(run, task) for task in ("sync", "deferred")}
     airflow.wait_state(run, "deferred", ("deferred",), try_number=1)
+    airflow.wait_trigger_running(run, "deferred", 1)
 
     airflow.clear(run, "sync", "deferred")
     for task, handle in handles.items():
@@ -304,11 +312,7 @@ def test_mark_failed_cancels_the_job_in_both_modes(airflow: Deployment) -> None:
     handles = {task: airflow.wait_running_job(run, task) for task in ("sync", "deferred")}
     airflow.wait_state(run, "deferred", ("deferred",), try_number=1)
     airflow.wait_state(run, "sync", ("running",), try_number=1)
-    # the trigger runs (it streams the job's lines): a task marked failed before the
-    # triggerer has loaded its trigger has no trigger whose on_kill could run (a loaded
-    # machine did that once: the triggerer took 4 minutes to load the trigger)
-    airflow.wait("the trigger to stream the job's lines",
-                 lambda: "sh/0 tick" in airflow.log(run, "deferred", 1))
+    airflow.wait_trigger_running(run, "deferred", 1)
     for task in handles:
         airflow.stack.request(
             "PATCH", f"/api/v2/dags/{run.dag_id}/dagRuns/{run.run_id}/taskInstances/{task}",
