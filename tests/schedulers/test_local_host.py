@@ -228,6 +228,21 @@ def test_a_request_that_is_not_one_does_not_end_the_host() -> None:
     assert host_pids() == [pid]
 
 
+def counting_app(marker: str, replicas: int) -> AppDef:
+    """An app whose every replica run appends a line to ``/tmp/<marker>.runs``."""
+    return AppDef("c", roles=[Role("r", entrypoint="sh",
+                                   args=["-c", f"echo ran >> {marker}.runs", marker],
+                                   num_replicas=replicas)])
+
+
+def runs_of(marker: str) -> list[str]:
+    """The lines the replicas of :func:`counting_app` wrote (the file is removed)."""
+    runs = Path("/tmp", f"{marker}.runs")
+    lines = runs.read_text().split() if runs.exists() else []
+    runs.unlink(missing_ok=True)
+    return lines
+
+
 @pytest.mark.slow
 def test_sigkill_of_the_host_at_random_instants_leaves_one_run_of_each_app() -> None:
     """The host dies anywhere in a launch: the app runs once (by a supervisor the launcher
@@ -239,10 +254,7 @@ def test_sigkill_of_the_host_at_random_instants_leaves_one_run_of_each_app() -> 
     ran = failed = 0
     for run in range(30):
         marker = f"tether-host-crash-{uuid.uuid4().hex}"
-        app = AppDef("c", roles=[Role("r", entrypoint="sh",
-                                      args=["-c", f"echo start >> {marker}.runs", marker],
-                                      num_replicas=3)])
-        info = s.submit_dryrun(app, {**FAST, "cwd": "/tmp"})
+        info = s.submit_dryrun(counting_app(marker, 3), {**FAST, "cwd": "/tmp"})
         errors: list[BaseException] = []
 
         def launch(info: object = info, errors: list[BaseException] = errors) -> None:
@@ -261,9 +273,7 @@ def test_sigkill_of_the_host_at_random_instants_leaves_one_run_of_each_app() -> 
         th.join(60)
         assert not th.is_alive(), f"run {run}: schedule() hung after the host died"
         state = finish(s, info.request.app_id)
-        runs = Path("/tmp", f"{marker}.runs")
-        lines = runs.read_text().split() if runs.exists() else []
-        runs.unlink(missing_ok=True)
+        lines = runs_of(marker)
         if state == AppState.SUCCEEDED:
             ran += 1
             assert len(lines) == 3, f"run {run}: each replica ran exactly once: {lines}"
@@ -301,10 +311,7 @@ def test_a_forked_supervisor_killed_before_it_claims_the_app_is_replaced() -> No
     hits = 0
     for _attempt in range(10):
         marker = f"tether-claim-{uuid.uuid4().hex}"
-        app = AppDef("c", roles=[Role("r", entrypoint="sh",
-                                      args=["-c", f"echo ran >> {marker}.runs", marker],
-                                      num_replicas=2)])
-        info = s.submit_dryrun(app, {**FAST, "cwd": "/tmp"})
+        info = s.submit_dryrun(counting_app(marker, 2), {**FAST, "cwd": "/tmp"})
         app_id = info.request.app_id
         app_dir = s.store.app_dir(app_id)
         errors: list[BaseException] = []
@@ -335,9 +342,7 @@ def test_a_forked_supervisor_killed_before_it_claims_the_app_is_replaced() -> No
         th.join(60)
         assert not th.is_alive() and not errors, errors
         assert finish(s, app_id) == AppState.SUCCEEDED
-        runs = Path("/tmp", f"{marker}.runs")
-        assert runs.read_text().split() == ["ran", "ran"], "each replica ran exactly once"
-        runs.unlink()
+        assert runs_of(marker) == ["ran", "ran"], "each replica ran exactly once"
         rec = s.store.load(app_id)
         assert rec is not None and rec.supervisor_pid != killed
         hits += killed is not None
