@@ -83,7 +83,7 @@ class Ctx:
         return env
 
 
-def ensure_installed(smoke: bool) -> None:
+def ensure_installed() -> None:
     """(Re)installs this tree into :data:`INSTALLED_VENV` as a regular package.
 
     Falls back to the development venv when that cannot be done (offline without a wheel
@@ -294,7 +294,7 @@ def main() -> int:
                     help="directory for the results (default benchmarks/results)")
     args = ap.parse_args()
     compile_sources()
-    ensure_installed(args.smoke)
+    ensure_installed()
 
     have_ref = False if args.no_reference else ensure_reference(offline_ok=True)
     info = machine()

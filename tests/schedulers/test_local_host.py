@@ -347,3 +347,30 @@ def test_a_forked_supervisor_killed_before_it_claims_the_app_is_replaced() -> No
         assert rec is not None and rec.supervisor_pid != killed
         hits += killed is not None
     assert hits > 0, "no attempt reached the supervisor before its claim"
+
+
+@pytest.mark.parametrize("value", ["maybe", "2"])
+def test_an_unknown_switch_value_is_reported_and_keeps_the_host(
+    value: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv(host.ENABLE_ENV, value)
+    assert host.enabled()
+    assert f"{host.ENABLE_ENV}={value!r} is not one of" in caplog.text
+    assert "0/false/off/no (off)" in caplog.text
+
+
+@pytest.mark.parametrize("value", ["soon", "-5", "0", "nan", "inf"])
+def test_a_bad_idle_timeout_is_reported_and_means_the_default(
+    value: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv(host.IDLE_ENV, value)
+    assert host.idle_seconds() == host.DEFAULT_IDLE_S
+    assert f"{host.IDLE_ENV}={value!r} is not a positive number" in caplog.text
+
+
+def test_the_switch_turns_the_host_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    for value in ("0", "false", "OFF", " no "):
+        monkeypatch.setenv(host.ENABLE_ENV, value)
+        assert not host.enabled()
+    monkeypatch.setenv(host.IDLE_ENV, "2.5")
+    assert host.idle_seconds() == 2.5

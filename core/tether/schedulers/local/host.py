@@ -30,6 +30,7 @@ import argparse
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import resource
 import socket
@@ -59,22 +60,46 @@ FORKING = b"F"
 STALE = b"S"
 _LEN = struct.Struct("!I")
 _CRED = struct.Struct("3i")
+log = logging.getLogger(__name__)
+
+
+_ON = ("1", "true", "on", "yes", "")
+_OFF = ("0", "false", "off", "no")
 
 
 def enabled() -> bool:
-    """Whether launches go through the host (Linux only; see :data:`ENABLE_ENV`)."""
+    """Whether launches go through the host (Linux only; see :data:`ENABLE_ENV`).
+
+    An unknown value is reported (a warning naming the variable, the value and what is
+    allowed) and means the default, on: a typo must not stop the launch.
+    """
     if not sys.platform.startswith("linux"):
         return False
-    return os.environ.get(ENABLE_ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+    raw = os.environ.get(ENABLE_ENV, "1")
+    value = raw.strip().lower()
+    if value in _OFF:
+        return False
+    if value not in _ON:
+        log.warning("%s=%r is not one of %s (on) or %s (off); using the supervisor host",
+                    ENABLE_ENV, raw, "/".join(v for v in _ON if v), "/".join(_OFF))
+    return True
 
 
 def idle_seconds() -> float:
-    """The host's idle timeout (:data:`IDLE_ENV`; a bad value means the default)."""
-    try:
-        value = float(os.environ.get(IDLE_ENV, DEFAULT_IDLE_S))
-    except ValueError:
+    """The host's idle timeout (:data:`IDLE_ENV`). A value that is not a positive number is
+    reported (a warning naming the variable and the value) and means the default."""
+    raw = os.environ.get(IDLE_ENV)
+    if raw is None:
         return DEFAULT_IDLE_S
-    return value if value > 0 else DEFAULT_IDLE_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        log.warning("%s=%r is not a positive number of seconds; using %.0f",
+                    IDLE_ENV, raw, DEFAULT_IDLE_S)
+        return DEFAULT_IDLE_S
+    return value
 
 
 def address() -> bytes:
