@@ -106,9 +106,13 @@ def test_failure_exit_code(sched: LocalDockerScheduler) -> None:
 
 
 def test_replicas_reach_rank0_by_hostname(sched: LocalDockerScheduler, tmp_path: Any) -> None:
-    # replica 0 listens, replica 1 connects to $TETHER_RANK0_HOST: a real rendezvous
+    # replica 0 listens, replica 1 connects to $TETHER_RANK0_HOST: a real rendezvous. Replica
+    # 0 answers only once it has read the request: busybox nc exits at the peer's EOF without
+    # waiting for its own stdin, so a listener that sent `pong` at once could end the exchange
+    # before the client's `echo ping` had written anything (seen under load)
     script = (
-        'if [ "$TETHER_REPLICA_ID" = 0 ]; then echo pong | nc -l -p 2999 > /out/got0; '
+        'if [ "$TETHER_REPLICA_ID" = 0 ]; then nc -l -p 2999 -e sh -c '
+        '\'read x; echo "$x" > /out/got0; echo pong\'; '
         'else i=0; until echo ping | nc "$TETHER_RANK0_HOST" 2999 > /out/got1; '
         'do i=$((i+1)); [ $i -gt 900 ] && exit 7; sleep 0.1; done; fi; '
         'echo "$TETHER_REPLICA_ID/$TETHER_NUM_REPLICAS rank0=$TETHER_RANK0_HOST host=$(hostname)"'
