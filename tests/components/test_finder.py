@@ -158,3 +158,23 @@ def test_unimportable_and_namespace_registrations_are_reported() -> None:
     messages = " ".join(p.message for p in problems)
     assert "cannot import no_such_package_xyz" in messages
     assert "namespace package" in messages
+
+
+# ---- the targeted lookup of one name ---------------------------------------------------------
+@pytest.mark.usefixtures("test_plugin")
+def test_looking_up_one_name_finds_what_the_full_search_finds() -> None:
+    """A dryrun imports only the module its component's name points at; the answer must be
+    the full search's, for every registered name and for names that are not components."""
+    from tether.components.finder import _lookup
+
+    comps = get_components()
+    not_components = [
+        "foo.baz.helper",  # not annotated -> AppDef
+        "foo.nsdir.hidden.hidden",  # a namespace package: not searched
+        "foo.baz", "foo", "foo.nope.x", "nope", "dist.nope", "dist.ddp.x", "utils._private",
+        "foo..baz.trainer", "validate.x", "foo.nested.deep.nope",
+    ]
+    for name in [*comps, *not_components]:
+        found = _lookup(name)
+        expected = comps.get(name)
+        assert (found.fn if found else None) is (expected.fn if expected else None), name

@@ -68,3 +68,51 @@ def test_a_damaged_cache_file_is_ignored_and_rewritten(tmp_path: Path) -> None:
     res = _probe(cache, site, cwd)
     assert res["scanned"] is True and ["aaa", "pkg_a.components"] in res["eps"]
     assert json.loads(cache_file.read_text())["format"] == 1
+
+
+def test_a_script_and_python_c_in_one_environment_each_keep_their_cache(tmp_path: Path) -> None:
+    """A script puts its own directory first on ``sys.path``, ``python -c`` does not: the two
+    used in turn (the CLI, then an orchestrator's worker) must not rescan at every call."""
+    cache, site, cwd, bin_dir = (tmp_path / n for n in ("cache", "site", "cwd", "bin"))
+    for d in (site, cwd, bin_dir):
+        d.mkdir()
+    _dist(site, "plugin_a", "aaa", "pkg_a.components")
+    script = bin_dir / "probe.py"
+    script.write_text(PROBE.replace("; ", "\n"))
+    env = {
+        **os.environ,
+        "XDG_CACHE_HOME": str(cache),
+        "PYTHONPATH": os.pathsep.join([str(site), str(REPO / "core"), str(REPO / "adapters")]),
+    }
+    env.pop("TETHER_NO_ENTRY_POINT_CACHE", None)
+
+    def run_script() -> dict[str, object]:
+        out = subprocess.run([sys.executable, str(script)], env=env, cwd=cwd,
+                             capture_output=True, text=True, check=True, timeout=120).stdout
+        return dict(json.loads(out.strip().splitlines()[-1]))
+
+    assert _probe(cache, site, cwd)["scanned"] is True
+    assert run_script()["scanned"] is True
+    for _ in range(2):
+        assert _probe(cache, site, cwd)["scanned"] is False
+        assert run_script()["scanned"] is False
+    assert len(list((cache / "tether").iterdir())) == 2
+
+
+def test_cache_files_per_environment_are_bounded(tmp_path: Path) -> None:
+    cache, site, cwd = tmp_path / "cache", tmp_path / "site", tmp_path / "cwd"
+    site.mkdir()
+    cwd.mkdir()
+    _dist(site, "plugin_a", "aaa", "pkg_a.components")
+    _probe(cache, site, cwd)
+    (mine,) = (cache / "tether").iterdir()
+    env_prefix = mine.name.rsplit("-", 1)[0]
+    for i in range(40):  # left by other search paths of the same environment
+        stale = cache / "tether" / f"{env_prefix}-{i:08x}.json"
+        stale.write_text("{}")
+        os.utime(stale, (1_000_000 + i, 1_000_000 + i))
+    os.utime(mine, (1_000_000, 1_000_000))
+    (site / "plugin_b-1.0.dist-info").mkdir()  # an install: the next call writes again
+    _probe(cache, site, cwd)
+    left = sorted(p.name for p in (cache / "tether").iterdir())
+    assert len(left) == 16 and mine.name in left  # the one just written stays

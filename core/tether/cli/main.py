@@ -286,7 +286,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     Raises:
         SystemExit: With the command's exit code.
     """
-    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv is not None:
+        _main(list(argv))
+        return
+    try:
+        _main(sys.argv[1:])
+    finally:
+        # the console script's process ends now: take what it allocated out of the cyclic
+        # collector's sight, so the interpreter's teardown does not walk it all once more
+        # (a fifth of a dryrun's time); the process's exit returns the memory anyway
+        import gc
+
+        gc.freeze()
+
+
+def _main(argv: list[str]) -> None:
     first_cmd = next((i for i, t in enumerate(argv) if not t.startswith("-")), len(argv))
     debug = "--debug" in argv[:first_cmd]
     debug = debug or os.environ.get("TETHER_DEBUG", "") not in ("", "0", "false")

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from tether.components.params import inspect_component, returns_appdef_annotation
 from tether.util.entry_points import entry_points
@@ -325,6 +325,69 @@ def _function_of(module: ModuleType, fn_name: str, name: str, where: str) -> Cal
     return fn
 
 
+def _lookup(name: str) -> ComponentInfo | None:
+    """Finds a registered name by importing only the module it names.
+
+    Gives what :func:`discover` would (the first registration that has the name wins), without
+    importing every module of every registration. None when the name is not found this way
+    (the caller then searches everything, for the same answer or the error's close matches).
+    """
+    if ":" in name or "/" in name or os.sep in name:
+        return None
+    for prefix, module_name in registered_groups().items():
+        if _NO_PREFIX.match(prefix):
+            rest = name
+        elif name.startswith(prefix + "."):
+            rest = name[len(prefix) + 1:]
+        else:
+            continue
+        *rel, fn_name = rest.split(".")
+        module = _registered_module(module_name, rel)
+        if module is None:
+            return None  # not decided here (an import error...): the full search reports it
+        if module is False:
+            continue
+        for found_name, fn in _module_components(module):
+            if found_name == fn_name:
+                return make_info(name, fn)
+    return None
+
+
+def _registered_module(
+    module_name: str, rel: list[str]
+) -> ModuleType | Literal[False] | None:
+    """The module ``rel`` of a registration as :func:`_walk` would reach it.
+
+    Returns:
+        The module; False when the registration has no such searched module; None when
+        that cannot be told without the full search.
+    """
+    try:
+        mod = importlib.import_module(module_name)
+    except Exception:
+        return None
+    if getattr(mod, "__file__", None) is None:
+        return None
+    for part in rel:
+        path = getattr(mod, "__path__", None)
+        if path is None or not part or part.startswith("_"):
+            return False
+        if part in set(getattr(mod, "__tether_not_components__", ())):
+            return False
+        sub = next((m for m in pkgutil.iter_modules(path) if m.name == part), None)
+        if sub is None:
+            return False
+        if sub.ispkg:
+            pkg_dir = os.path.join(getattr(sub.module_finder, "path", ""), sub.name)
+            if not os.path.isfile(os.path.join(pkg_dir, "__init__.py")):
+                return False  # a namespace package: not searched
+        try:
+            mod = importlib.import_module(f"{mod.__name__}.{part}")
+        except Exception:
+            return None
+    return mod
+
+
 def get_component(name: str) -> ComponentInfo:
     """Finds a component by name.
 
@@ -342,6 +405,9 @@ def get_component(name: str) -> ComponentInfo:
     name = name.strip()
     if not name:
         raise ComponentNotFoundError("empty component name (try `tether builtins`)")
+    found = _lookup(name)
+    if found is not None:
+        return found
     comps = get_components()
     if name in comps:
         return comps[name]

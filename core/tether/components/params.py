@@ -182,20 +182,28 @@ def _is_appdef(t: Any) -> bool:
 
 
 def _docstring(fn: Callable[..., Any]) -> tuple[str, str, dict[str, str]]:
-    import docstring_parser
+    from tether.components._docstrings import parse_google
 
     raw = inspect.getdoc(fn) or ""
-    try:
-        doc = docstring_parser.parse(raw, docstring_parser.DocstringStyle.GOOGLE)
-    except docstring_parser.ParseError:
-        return raw.strip(), raw.strip().split("\n", 1)[0], {}
-    helps: dict[str, str] = {}
-    for p in doc.params:
-        key = p.arg_name.lstrip("*").split(" ")[0]
-        helps[key] = " ".join((p.description or "").split())
-    parts = [doc.short_description or "", doc.long_description or ""]
+    parsed = parse_google(raw)
+    if parsed is not None:
+        short_description, long_description, helps = parsed
+    else:  # a shape the plain reader does not decide: the full parser
+        import docstring_parser
+
+        try:
+            doc = docstring_parser.parse(raw, docstring_parser.DocstringStyle.GOOGLE)
+        except docstring_parser.ParseError:
+            return raw.strip(), raw.strip().split("\n", 1)[0], {}
+        helps = {}
+        for p in doc.params:
+            key = p.arg_name.lstrip("*").split(" ")[0]
+            helps[key] = " ".join((p.description or "").split())
+        short_description = doc.short_description or ""
+        long_description = doc.long_description or ""
+    parts = [short_description, long_description]
     description = "\n\n".join(p for p in parts if p).strip()
-    return _plain(description), _plain((doc.short_description or "").strip()), {
+    return _plain(description), _plain(short_description.strip()), {
         k: _plain(v) for k, v in helps.items()
     }
 

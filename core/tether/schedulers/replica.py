@@ -43,6 +43,34 @@ def replica_env(role: Role, replica_id: int, rank0_host: str) -> dict[str, str]:
     }
 
 
+def replica_argv_env(
+    role: Role, *, app_id: str, replica_id: int, rank0_host: str, img_root: str = ""
+) -> tuple[list[str], dict[str, str]]:
+    """What one replica runs: its command line and environment, macros substituted.
+
+    The cheap form of :func:`materialize` for a backend that needs only these two (no copy
+    of the role is made).
+
+    Args:
+        role: The role (not modified).
+        app_id: The app id the ``${app_id}`` macro stands for.
+        replica_id: The replica's index.
+        rank0_host: The address of replica 0 of the first role.
+        img_root: What ``${img_root}`` stands for (the image's or workspace's root).
+
+    Returns:
+        ``[entrypoint, *args]`` and the role's env with the replica environment set.
+    """
+    values = macros.Values(
+        img_root=img_root, app_id=app_id, replica_id=str(replica_id), rank0_env=ENV_RANK0_HOST
+    )
+    sub = values.substitute
+    argv = [role.entrypoint, *(sub(a) for a in role.args)]
+    env = {k: sub(v) for k, v in role.env.items() if k not in REPLICA_ENV}
+    env.update(replica_env(role, replica_id, rank0_host))
+    return argv, env
+
+
 def materialize(
     role: Role, *, app_id: str, replica_id: int, rank0_host: str, img_root: str = ""
 ) -> Role:
@@ -62,7 +90,7 @@ def materialize(
         img_root=img_root, app_id=app_id, replica_id=str(replica_id), rank0_env=ENV_RANK0_HOST
     )
     rep = values.apply(role)
-    env = {k: v for k, v in rep.env.items() if k not in REPLICA_ENV}
-    env.update(replica_env(role, replica_id, rank0_host))
-    rep.env = env
+    _, rep.env = replica_argv_env(
+        role, app_id=app_id, replica_id=replica_id, rank0_host=rank0_host, img_root=img_root
+    )
     return rep

@@ -371,6 +371,8 @@ def _field_docs(cls: type) -> dict[str, str]:
     for klass in reversed(cls.__mro__):
         if klass is object or not dataclasses.is_dataclass(klass):
             continue
+        if not klass.__dict__.get("__annotations__"):
+            continue  # declares no field (StructuredOpts itself): no source to parse
         body = _class_node(klass) or _class_node_by_inspect(klass)
         if body is None:
             continue

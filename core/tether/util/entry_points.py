@@ -3,8 +3,9 @@
 Scanning the installed distributions (``importlib.metadata``) costs tens of milliseconds per
 command; most commands need a few ``tether.*`` groups. :func:`entry_points` reads every
 ``tether.*`` group in one scan and writes them to
-``$XDG_CACHE_HOME/tether/entry-points-<env>.json`` (default ``~/.cache/tether``), keyed by the
-entries of ``sys.path`` (but the working directory) and their modification times: installing,
+``$XDG_CACHE_HOME/tether/entry-points-<env>-<path>.json`` (default ``~/.cache/tether``; one
+file per environment and ``sys.path``, at most 16 per environment), keyed by the entries of
+``sys.path`` (but the working directory) and their modification times: installing,
 removing or upgrading a distribution changes the directory holding its metadata, which
 changes the key, so the next call scans again. A cache hit imports neither
 ``importlib.metadata`` nor ``email``.
@@ -101,11 +102,48 @@ def _key() -> str:
     return "\n".join(parts)
 
 
-def cache_file() -> str:
-    """Where the cache of this Python environment lives."""
+def cache_file(key: str | None = None) -> str:
+    """Where the cache of this Python environment and search path lives.
+
+    One file per environment and list of ``sys.path`` entries (not their times): a script
+    (its directory first on the path) and ``python -c`` in the same environment each keep
+    their own, instead of replacing each other's at every command.
+
+    Args:
+        key: The cache key (default: this process's).
+
+    Returns:
+        The file's path.
+    """
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     env_id = f"{zlib.crc32(sys.prefix.encode()):08x}"
-    return os.path.join(base, "tether", f"entry-points-{env_id}.json")
+    entries = "\n".join(line.rpartition("=")[0] for line in (key or _key()).splitlines()[1:])
+    return os.path.join(
+        base, "tether", f"entry-points-{env_id}-{zlib.crc32(entries.encode()):08x}.json"
+    )
+
+
+MAX_FILES_PER_ENV = 16
+"""Cache files kept per environment (the least recently written beyond go)."""
+
+
+def _prune(path: str) -> None:
+    """Keeps the newest :data:`MAX_FILES_PER_ENV` files of ``path``'s environment."""
+    folder, name = os.path.split(path)
+    env_prefix = name.rsplit("-", 1)[0] + "-"
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(env_prefix) and n.endswith(".json")]
+        if len(names) <= MAX_FILES_PER_ENV:
+            return
+        stamped = []
+        for n in names:
+            with contextlib.suppress(OSError):
+                stamped.append((os.stat(os.path.join(folder, n)).st_mtime_ns, n))
+        for _, n in sorted(stamped)[: len(stamped) - MAX_FILES_PER_ENV]:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(folder, n))
+    except OSError:
+        return
 
 
 def _scan() -> dict[str, list[EntryPointInfo]]:
@@ -157,6 +195,7 @@ def _write(path: str, key: str, groups: dict[str, list[EntryPointInfo]]) -> None
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(data, f)
         os.replace(tmp, path)
+        _prune(path)
     except OSError:  # a read-only home: the cache is an optimisation only
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -168,7 +207,7 @@ def _groups() -> dict[str, list[EntryPointInfo]]:
     if groups is not None:
         return groups
     use_file = os.environ.get(NO_CACHE_ENV, "") in ("", "0", "false")
-    path = cache_file()
+    path = cache_file(key)
     groups = _read(path, key) if use_file else None
     if groups is None:
         groups = _scan()

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tether.schedulers.local.options import LocalOpts
-from tether.schedulers.replica import materialize
+from tether.schedulers.replica import replica_argv_env
 from tether.specs import (
     AppDef,
     CfgVal,
@@ -252,9 +252,9 @@ def render(
         cwd = role_cwd(role, default_cwd)
         reps: list[ReplicaRequest] = []
         for i in range(role.num_replicas):
-            r = materialize(role, app_id=app_id, replica_id=i, rank0_host="localhost",
-                            img_root=cwd)
-            env = dict(r.env)
+            argv, env = replica_argv_env(
+                role, app_id=app_id, replica_id=i, rank0_host="localhost", img_root=cwd
+            )
             if opts.prepend_cwd:
                 path = env.get("PATH") or os.environ.get("PATH", "")
                 env["PATH"] = os.pathsep.join(p for p in (cwd, path) if p)
@@ -263,7 +263,7 @@ def render(
                 ReplicaRequest(
                     role=role.name,
                     replica_id=i,
-                    argv=[r.entrypoint, *r.args],
+                    argv=argv,
                     env=env,
                     cwd=cwd,
                     stdout=str(rdir / "stdout.log"),

@@ -5,19 +5,15 @@ from __future__ import annotations
 import atexit
 import builtins
 import contextlib
-import difflib
 import logging
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tether.schedulers.api import (
     JOB_KEY,
@@ -65,6 +61,9 @@ from tether.specs import (
 )
 from tether.specs.secrets import redact
 from tether.workspace.api import WorkspaceMixin
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 log = logging.getLogger(__name__)
 
@@ -334,6 +333,8 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         self, record: AppRecord, app_dir: Path, state_path: Path, env: dict[str, str]
     ) -> bytes | bool:
         """Starts the supervisor as its own process; returns what it signalled when ready."""
+        import subprocess  # only here: a dryrun does without it
+
         from tether.schedulers.local.procs import wait_readable
 
         ready_r, ready_w = os.pipe()
@@ -538,6 +539,8 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
             )
         roles = rec.role_names()
         if role_name not in roles:
+            import difflib
+
             close = difflib.get_close_matches(role_name, roles, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ValueError(
@@ -634,6 +637,8 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
 
     @staticmethod
     def _stop_supervisor(rec: AppRecord) -> None:
+        import signal
+
         from tether.schedulers.local.procs import wait_pid_exit
         from tether.schedulers.local.supervisor import pid_alive
 

@@ -390,6 +390,8 @@ class Supervisor:
         self.restart_retry_at = 0.0
         self._wake_r, self._wake_w = os.pipe()
         self.buf = bytearray(READ_CHUNK)  # what a pipe read goes into
+        self.base_env = dict(os.environ)  # the launcher's: what every replica starts from
+        self.log_dirs: set[str] = set()  # log directories made by the first start
         rec = self.store.load(self.app_id)
         if rec is None:
             raise FileNotFoundError(f"no local_cwd app record at {state_path}")
@@ -541,11 +543,12 @@ class Supervisor:
         what = f"start {rep.argv[0]!r} in {rep.cwd!r}"
         files: list[LogFile] = []
         try:  # out of memory anywhere here: as out of file descriptors
-            for p in (rep.stdout, rep.stderr, rep.combined):
-                private_dirs(Path(p).parent)
+            for d in {os.path.dirname(p) for p in (rep.stdout, rep.stderr, rep.combined)}:
+                if rep.attempts or d not in self.log_dirs:  # a restart: made again if deleted
+                    private_dirs(d)
+                    self.log_dirs.add(d)
             files = [LogFile(rep.stdout), LogFile(rep.stderr), LogFile(rep.combined)]
-            env = dict(os.environ)
-            env.update(rep.env)
+            env = {**self.base_env, **rep.env}
             env[APP_TOKEN_ENV] = os.environ.get(APP_TOKEN_ENV) or self.app_id
             if role is not None and role.secrets:
                 # read now, passed to the process only: never in the record or a log
