@@ -19,7 +19,6 @@ Use :func:`materialize` to call a component with CLI-style or keyword arguments.
 from __future__ import annotations
 
 import argparse
-import difflib
 import inspect
 import shlex
 from collections.abc import Callable, Mapping, Sequence
@@ -286,6 +285,8 @@ def _config_defaults(spec: ComponentSpec, defaults: Mapping[str, Any], prog: str
     for key, value in defaults.items():
         p = by_key.get(key.lstrip("-"))
         if p is None:
+            import difflib  # for an error's hint only: not on the start-up path
+
             close = difflib.get_close_matches(key, list(by_key), n=3, cutoff=0.6)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             raise ComponentArgError(
@@ -305,6 +306,8 @@ def _config_defaults(spec: ComponentSpec, defaults: Mapping[str, Any], prog: str
 
 def _unknown(token: str, spec: ComponentSpec, usage: str) -> ComponentArgError:
     flags = [f for p in spec.params for f in p.flags]
+    import difflib  # for an error's hint only: not on the start-up path
+
     close = difflib.get_close_matches(token.partition("=")[0], flags, n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     return ComponentArgError(f"unrecognized argument {token!r}{hint}", usage)
@@ -386,6 +389,8 @@ def _parse_mapping(
     for key, value in args.items():
         p = by_key.get(key.lstrip("-"))
         if p is None:
+            import difflib  # for an error's hint only: not on the start-up path
+
             close = difflib.get_close_matches(key, [q.name for q in spec.params], n=3, cutoff=0.6)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             raise ComponentArgError(f"unknown argument {key!r}{hint}", usage)
@@ -544,6 +549,8 @@ def _stray_hint(spec: ComponentSpec, positional: Sequence[Any]) -> str:
     flags = [f for p in spec.params for f in p.flags]
     for tok in positional:
         if isinstance(tok, str) and tok.startswith("-"):
+            import difflib  # for an error's hint only: not on the start-up path
+
             close = difflib.get_close_matches(tok.partition("=")[0], flags, n=1, cutoff=0.75)
             if close:
                 return (f" (note: {tok!r} was passed to the positional arguments; did you mean "

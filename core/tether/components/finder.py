@@ -22,7 +22,6 @@ AppDefs without being components, like :func:`tether.components.args.materialize
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import importlib.util
 import inspect
@@ -316,6 +315,8 @@ def _function_of(module: ModuleType, fn_name: str, name: str, where: str) -> Cal
         candidates = [n for n, _ in _module_components(module)] or [
             n for n, f in inspect.getmembers(module, inspect.isfunction) if not n.startswith("_")
         ]
+        import difflib  # for an error's hint only: not on the start-up path
+
         close = difflib.get_close_matches(fn_name, candidates, n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         avail = f" (components there: {', '.join(candidates)})" if candidates and not close else ""
@@ -431,6 +432,8 @@ def get_component(name: str) -> ComponentInfo:
                 ) from e
             where = f"module {ref!r}"
         return make_info(name, _function_of(module, fn_name, name, where))
+    import difflib  # for an error's hint only: not on the start-up path
+
     close = difflib.get_close_matches(name, list(comps), n=4, cutoff=0.5)
     if not close:
         close = [c for c in comps if c.split(".")[-1] == name.split(".")[-1]][:4]

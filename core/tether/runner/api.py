@@ -8,14 +8,12 @@ everywhere.
 from __future__ import annotations
 
 import copy
-import difflib
 import logging
 import os
 import time
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -48,6 +46,8 @@ from tether.workspace import Workspace
 from tether.workspace.api import WorkspaceMixin
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from tether.schedulers import SchedulerFactory
 
 log: logging.Logger = logging.getLogger(__name__)
@@ -156,6 +156,8 @@ class Runner:
         if sched is None:
             if self._factories is not None:
                 if name not in self._factories:
+                    import difflib  # for an error's hint only: not on the start-up path
+
                     close = difflib.get_close_matches(name, list(self._factories), n=3, cutoff=0.5)
                     hint = f"; did you mean {', '.join(close)}?" if close else ""
                     raise KeyError(

@@ -11,12 +11,13 @@ import collections
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 from tether.specs.secrets import app_secret_values, mask_text
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from tether.runner.api import Runner
     from tether.schedulers.api import Stream
     from tether.specs import AppHandle

@@ -8,7 +8,6 @@ a plugin that reuses a built-in name is an error naming both, never a silent rep
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -102,6 +101,8 @@ def get_scheduler_factory(name: str) -> SchedulerFactory:
     """
     factories = get_scheduler_factories()
     if name not in factories:
+        import difflib  # for an error's hint only: not on the start-up path
+
         close = difflib.get_close_matches(name, list(factories), n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         raise KeyError(

@@ -12,7 +12,6 @@ type) or a :class:`~tether.specs.errors.SpecError`.
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 import re
@@ -185,6 +184,8 @@ def check_retry_policy(field: str, value: Any) -> list[Problem]:
     if isinstance(value, RetryPolicy):
         return []
     if isinstance(value, str):
+        import difflib  # for an error's hint only: not on the start-up path
+
         close = difflib.get_close_matches(value.upper(), allowed, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         if value not in allowed:

@@ -13,7 +13,6 @@ The registry is built on first use, not at import.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import os
 from collections.abc import Callable, Iterator, Mapping
@@ -133,6 +132,8 @@ def get_named_resource(name: str) -> Resource:
     """
     reg = _factories()
     if name not in reg:
+        import difflib  # for an error's hint only: not on the start-up path
+
         close = difflib.get_close_matches(name, list(reg), n=4, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise KeyError(

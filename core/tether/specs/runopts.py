@@ -8,7 +8,6 @@ runopts``), ``.tetherconfig`` and validation.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import re
 import types
@@ -183,6 +182,8 @@ class runopts:
                     f"run option names must be str, got {type(key).__name__} {key!r:.80}"
                 )
             if key not in self._opts:
+                import difflib  # for an error's hint only: not on the start-up path
+
                 close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
                 hint = f"; did you mean {', '.join(close)}?" if close else ""
                 raise InvalidRunConfigException(
@@ -371,7 +372,7 @@ def _field_docs(cls: type) -> dict[str, str]:
     for klass in reversed(cls.__mro__):
         if klass is object or not dataclasses.is_dataclass(klass):
             continue
-        if not klass.__dict__.get("__annotations__"):
+        if not vars(klass).get("__annotations__"):
             continue  # declares no field (StructuredOpts itself): no source to parse
         body = _class_node(klass) or _class_node_by_inspect(klass)
         if body is None:
