@@ -164,7 +164,8 @@ def create_parser(
     """Builds the ``tether`` parser.
 
     Only the chosen command (the first argument naming one) gets its full parser; the others
-    are listed with their summary, without importing their modules.
+    are listed with their summary, without importing their modules, and only where the
+    listing can be shown (no command chosen, or ``--help`` before it).
 
     Args:
         argv: The arguments (to find which command must be imported).
@@ -190,12 +191,19 @@ def create_parser(
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     commands: dict[str, SubCommand] = {}
     chosen = _chosen_command(argv, [*BUILTIN_COMMANDS, *plugins])
+    # the other commands are listed only where they can be shown (`tether --help`, an
+    # error): parsing dispatches on the chosen one alone, and each entry costs a parser
+    listed = all_commands or chosen is None or bool(
+        {"-h", "--help"} & set(argv[: list(argv).index(chosen)])
+    )
     for name, target in BUILTIN_COMMANDS.items():
         if all_commands or name == chosen:
             commands[name] = _add_command(sub, name, _load(target)())
-        else:
+        elif listed:
             sub.add_parser(name, help=BUILTIN_SUMMARIES.get(name, ""), add_help=False)
     for name, ep in plugins.items():
+        if name != chosen and not listed:
+            continue
         if name == chosen:
             try:
                 cls = _load(ep.value)

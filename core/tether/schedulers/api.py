@@ -22,8 +22,7 @@ import re
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from tether.schedulers.capabilities import Capabilities, Stream, check_app
 from tether.specs import (
@@ -39,6 +38,9 @@ from tether.specs import (
 )
 from tether.specs.status import is_terminal
 from tether.workspace.api import Workspace, WorkspaceMixin
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 JOB_KEY = "tether.job_key"
 """``AppDef.metadata`` key holding the caller's stable job identity (see module docs)."""
