@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import shlex
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -296,6 +295,8 @@ def _config_defaults(spec: ComponentSpec, defaults: Mapping[str, Any], prog: str
         what = f"default {key!r} from .tetherconfig"
         try:
             if p.kind == Kind.VARARGS:
+                import shlex  # only for a list given as one string in a config file
+
                 out[p.name] = shlex.split(value) if isinstance(value, str) else list(value)
             else:
                 out[p.name] = _convert_value(p, value, what)
