@@ -534,7 +534,18 @@ def test_stop_signal_reaches_the_program(harness: BackendHarness) -> None:
         app_id = _submit(sched, harness, AppDef("term", roles=[harness.role("m", code)]))
         wait_for("the program to start", lambda: (shared / "ready").exists())
         sched.cancel(app_id)
-        wait_for("SIGTERM handled", lambda: (shared / "termed").exists())
+        try:
+            wait_for("SIGTERM handled", lambda: (shared / "termed").exists())
+        except AssertionError as e:  # say what the backend did with the cancel
+            desc = sched.describe(app_id)
+            try:
+                lines = list(sched.log_iter(app_id, "m", 0))[-20:]
+            except Exception as le:  # diagnostics only
+                lines = [f"(no log: {le})"]
+            raise AssertionError(
+                f"{e}; app state {desc.state if desc else None}, msg "
+                f"{desc.msg if desc else None!r}; last log lines: {''.join(lines)!r}"
+            ) from None
         assert wait_state(sched, app_id).state == AppState.CANCELLED
 
 

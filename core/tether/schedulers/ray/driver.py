@@ -42,6 +42,8 @@ POLL_S = 0.1
 """How often a replica's task checks its process (and so can be cancelled)."""
 END_MARK = "tether: end of "
 """A replica's task prints ``END_MARK[role/k]`` after its last line (see :class:`_LogWatch`)."""
+STOP_POLL_S = 0.5
+"""How often the driver, while it waits for the replicas, looks whether it was stopped."""
 FLUSH_WAIT_S = 30.0
 """The most the driver waits for a finished replica's last lines to reach the job log."""
 STOP_WAIT_ENV = "RAY_JOB_STOP_WAIT_TIME_S"
@@ -169,22 +171,24 @@ def run_replica(
     prefix = replica_prefix(role, replica_id)
     full_env = dict(os.environ)
     full_env.update(env)
-    try:
-        proc = subprocess.Popen(  # the role's own argv, no shell
-            list(argv),
-            env=full_env,
-            cwd=cwd or None,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
-        )
-    except OSError as e:
-        print(f"{prefix}{FAILURE_PREFIX}cannot start {argv[0]!r}: {e}", flush=True)
-        return 127
-    reader = threading.Thread(target=_pump, args=(proc.stdout, prefix), daemon=True)
-    reader.start()
-    try:
+    proc: subprocess.Popen[bytes] | None = None
+    reader: threading.Thread | None = None
+    try:  # from the start: a cancel that lands before the wait loop still stops the program
+        try:
+            proc = subprocess.Popen(  # the role's own argv, no shell
+                list(argv),
+                env=full_env,
+                cwd=cwd or None,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            )
+        except OSError as e:
+            print(f"{prefix}{FAILURE_PREFIX}cannot start {argv[0]!r}: {e}", flush=True)
+            return 127
+        reader = threading.Thread(target=_pump, args=(proc.stdout, prefix), daemon=True)
+        reader.start()
         while True:
             try:
                 code = proc.wait(timeout=POLL_S)
@@ -192,8 +196,10 @@ def run_replica(
             except subprocess.TimeoutExpired:
                 continue
     except KeyboardInterrupt:  # the task was cancelled: stop the program gracefully
-        _stop_process(proc, STOP_GRACE_S)
-        reader.join(timeout=STOP_GRACE_S)
+        if proc is not None:
+            _stop_process(proc, STOP_GRACE_S)
+        if reader is not None:
+            reader.join(timeout=STOP_GRACE_S)
         raise
     reader.join()
     print(f"{END_MARK}[{role}/{replica_id}]", flush=True)
@@ -307,12 +313,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     task = ray.remote(run_replica)
     refs: dict[Any, dict[str, Any]] = {}
-    # from here a stop (SIGTERM) stops the replicas gracefully; before, Ray's handler exits
-    signal.signal(signal.SIGTERM, _raise_stopped)
+    # from here a stop (SIGTERM) stops the replicas gracefully; before, Ray's handler exits.
+    # The handler only notes the stop, and the loops below look at it between short waits:
+    # an exception raised by a handler that runs inside one of Ray's blocking calls does not
+    # reliably come out of that call as itself
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
     try:
         for rep, group, index in placed:
+            if stop.is_set():
+                raise _Stopped()
             _start_replica(ray, task, rep, group, index, rank0_host, counts, refs)
-        code = _wait_replicas(ray, refs, lambda rep: _await_end(rep, seen, cond))
+        code = _wait_replicas(ray, refs, lambda rep: _await_end(rep, seen, cond), stop)
     except _Stopped:
         _stop_replicas(ray, refs)
         code = 128 + signal.SIGTERM
@@ -361,14 +373,22 @@ def _wait_replicas(
     ray: Any,
     refs: dict[Any, dict[str, Any]],
     flushed: Callable[[dict[str, Any]], None] = lambda rep: None,
+    stop: threading.Event | None = None,
 ) -> int:
     """Waits for every replica; on the first failure cancels the others and returns 1.
 
     ``flushed(rep)`` is called once a replica's task returned, to wait for its last lines.
+
+    Raises:
+        _Stopped: When ``stop`` is set (the driver got SIGTERM) while replicas run.
     """
     pending = list(refs)
     while pending:
-        done, pending = ray.wait(pending, num_returns=1)
+        if stop is not None and stop.is_set():
+            raise _Stopped()
+        done, pending = ray.wait(pending, num_returns=1, timeout=STOP_POLL_S)
+        if not done:
+            continue
         rep = refs[done[0]]
         try:
             rc = int(ray.get(done[0]))
@@ -388,10 +408,6 @@ def _wait_replicas(
 
 class _Stopped(Exception):
     """The driver got SIGTERM (``stop_job``)."""
-
-
-def _raise_stopped(signum: int, frame: Any) -> None:
-    raise _Stopped()
 
 
 def _stop_replicas(ray: Any, refs: dict[Any, dict[str, Any]]) -> None:
