@@ -34,7 +34,7 @@ from tether.specs import (
     runopts,
 )
 from tether.specs.status import is_terminal
-from tether.tracker.api import (
+from tether.tracker.env import (
     ENV_APP_NAME,
     ENV_JOB_ID,
     ENV_PARENT_RUN_ID,

@@ -20,28 +20,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-ENV_JOB_ID = "TETHER_JOB_ID"
-ENV_PARENT_RUN_ID = "TETHER_PARENT_RUN_ID"
-ENV_TRACKERS = "TETHER_TRACKERS"
-ENV_APP_NAME = "TETHER_APP_NAME"
+# the environment contract lives in tether.tracker.env; re-exported here, where it always was
+from tether.tracker.env import ENV_APP_NAME as ENV_APP_NAME
+from tether.tracker.env import ENV_JOB_ID as ENV_JOB_ID
+from tether.tracker.env import ENV_PARENT_RUN_ID as ENV_PARENT_RUN_ID
+from tether.tracker.env import ENV_TRACKERS as ENV_TRACKERS
+from tether.tracker.env import tracker_config_env as tracker_config_env
 
 FILTER_PARENT_RUN_ID = "parent_run_id"
 RUN_ID_FILTERS = (FILTER_PARENT_RUN_ID,)
 """The filters :meth:`TrackerBase.run_ids` accepts."""
 
 _METADATA_KEY = re.compile(r"^[A-Za-z0-9_.\-]{1,200}$")
-
-
-def tracker_config_env(name: str) -> str:
-    """The env var holding a tracker's config: ``TETHER_TRACKER_<NAME>_CONFIG``.
-
-    Args:
-        name: The tracker's name (``-`` and ``.`` become ``_``).
-
-    Returns:
-        The variable name.
-    """
-    return f"TETHER_TRACKER_{name.upper().replace('-', '_').replace('.', '_')}_CONFIG"
 
 
 @dataclass(frozen=True)
