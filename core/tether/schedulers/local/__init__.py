@@ -26,7 +26,8 @@ Processes: when a replica's main process exits, what is left of its process grou
 the app ends (the supervisor is their subreaper). ``cancel`` stops every process group of the
 app: SIGTERM, then SIGKILL after ``grace_period``.
 
-Logs: ``stdout.log``, ``stderr.log`` and ``combined.log`` per replica. The supervisor keeps a
+Logs: ``stdout.log``, ``stderr.log`` and ``combined.log`` per replica (``combined.log`` is
+created when the replica starts, a stream's own log with its first byte). The supervisor keeps a
 small time index next to each (one entry per 10 ms of output at most), so ``since``/``until``
 select lines by the time they were received, though the lines themselves carry no timestamp.
 """

@@ -83,18 +83,27 @@ class LogFile:
     drained: logs are never a reason to kill a job. Every later write tries again (a failing
     write costs one syscall); once one works, a marker line first says how many bytes were
     lost.
+
+    Args:
+        path: The log file.
+        lazy: Create the file at the first write instead of now (a stream that prints nothing
+            costs no file).
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, lazy: bool = False) -> None:
         self.path = path
         self.dropped = 0  # bytes lost since the last successful write
         self.total_dropped = 0
         self.error = ""
         self.fd = -1
         self.index: LogIndexWriter | None = None
+        if not lazy:  # else created by the first write (readers take a missing log as empty)
+            self._open()
+
+    def _open(self) -> None:
         try:
-            self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-            self.index = LogIndexWriter(path + INDEX_SUFFIX, os.fstat(self.fd).st_size)
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            self.index = LogIndexWriter(self.path + INDEX_SUFFIX, os.fstat(self.fd).st_size)
         except (OSError, MemoryError) as e:
             if self.fd >= 0:
                 with contextlib.suppress(OSError):
@@ -137,6 +146,8 @@ class LogFile:
         nbytes = len(head) + len(data)
         if not nbytes:
             return
+        if self.fd < 0:
+            self._open()  # the first write of a lazy log, or again after a failed open
         if self.fd < 0:
             self.dropped += nbytes
             self.total_dropped += nbytes

@@ -9,7 +9,7 @@ Layout under ``$TETHER_STATE_DIR`` (default ``~/.local/state/tether``)::
       apps/<app_id>/lock               flock() taken for read-modify-write updates
       apps/<app_id>/supervisor.log     the supervisor's own output
       apps/<app_id>/logs/<role>/<k>/   default log directory of replica k of a role:
-          stdout.log stderr.log        raw bytes of each stream
+          stdout.log stderr.log        raw bytes of each stream (made by its first byte)
           combined.log                 both streams, whole lines
           *.log.idx                    time index of each log (see :class:`LogIndexWriter`)
       jobs/<sha256(job_key)>/<app_id>  empty marker files: the apps of a job key

@@ -547,7 +547,11 @@ class Supervisor:
                 if rep.attempts or d not in self.log_dirs:  # a restart: made again if deleted
                     private_dirs(d)
                     self.log_dirs.add(d)
-            files = [LogFile(rep.stdout), LogFile(rep.stderr), LogFile(rep.combined)]
+            # the streams' own logs appear with their first byte (most replicas write one
+            # stream only, and a create costs more than the rest of a start); the combined
+            # log, the one followers wait for, at once
+            files = [LogFile(rep.stdout, lazy=True), LogFile(rep.stderr, lazy=True),
+                     LogFile(rep.combined)]
             env = {**self.base_env, **rep.env}
             env[APP_TOKEN_ENV] = os.environ.get(APP_TOKEN_ENV) or self.app_id
             if role is not None and role.secrets:
