@@ -284,3 +284,46 @@ def test_a_supervisor_whose_app_directory_was_deleted_still_ends() -> None:
     while pid_alive(sup, start) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not pid_alive(sup, start), "the supervisor exited"
+
+
+# ---- stream logs created by their first byte -------------------------------------------------
+def test_a_stream_log_appears_with_its_first_byte_and_a_silent_stream_reads_empty(
+    tmp_path: Path,
+) -> None:
+    from tether.schedulers.api import Stream
+
+    s = create_scheduler("robust")
+    role = Role("r", image="", entrypoint=sys.executable, args=["-c", "print('only out')"])
+    app_id = s.schedule(s.submit_dryrun(AppDef("quiet", roles=[role]),
+                                        {**FAST, "log_dir": str(tmp_path)}))
+    for _ in range(300):
+        if s.describe(app_id).state.is_terminal():  # type: ignore[union-attr]
+            break
+        s.wait_for_change(app_id, 1.0)
+    assert s.describe(app_id).state == AppState.SUCCEEDED  # type: ignore[union-attr]
+    rdir = tmp_path / app_id / "r" / "0"
+    assert (rdir / "stdout.log").read_text() == "only out\n"
+    assert (rdir / "combined.log").read_text() == "only out\n"
+    assert not (rdir / "stderr.log").exists()  # never written to: never created
+    assert list(s.log_iter(app_id, "r", 0, streams=Stream.STDERR)) == []
+    assert list(s.log_iter(app_id, "r", 0, streams=Stream.STDOUT)) == ["only out\n"]
+
+
+def test_a_log_that_could_not_be_opened_is_opened_again_by_a_later_write(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tether.schedulers.local.logfiles import LogFile
+
+    path = tmp_path / "later" / "stdout.log"
+    log = LogFile(str(path), lazy=True)
+    with caplog.at_level(logging.WARNING):
+        log.write(b"lost\n", time.time())  # its directory is missing: dropped, reported once
+        log.write(b"lost too\n", time.time())
+    assert [r.message for r in caplog.records].count(
+        next(r.message for r in caplog.records if "cannot write" in r.message)) == 1
+    path.parent.mkdir()
+    log.write(b"kept\n", time.time())
+    log.close()
+    text = path.read_text()
+    assert "14 bytes of output were dropped" in text and text.endswith("kept\n")
+    assert path.stat().st_mode & 0o777 == 0o600
