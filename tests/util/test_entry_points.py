@@ -25,16 +25,20 @@ def _dist(site: Path, name: str, prefix: str, module: str) -> None:
     (dist / "entry_points.txt").write_text(f"[tether.components]\n{prefix} = {module}\n")
 
 
-def _probe(cache: Path, site: Path, cwd: Path) -> dict[str, object]:
+def _run(argv: list[str], cache: Path, site: Path, cwd: Path) -> dict[str, object]:
     env = {
         **os.environ,
         "XDG_CACHE_HOME": str(cache),
         "PYTHONPATH": os.pathsep.join([str(site), str(REPO / "core"), str(REPO / "adapters")]),
     }
     env.pop("TETHER_NO_ENTRY_POINT_CACHE", None)
-    out = subprocess.run([sys.executable, "-c", PROBE], env=env, cwd=cwd, capture_output=True,
+    out = subprocess.run([sys.executable, *argv], env=env, cwd=cwd, capture_output=True,
                          text=True, check=True, timeout=120).stdout
     return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+def _probe(cache: Path, site: Path, cwd: Path) -> dict[str, object]:
+    return _run(["-c", PROBE], cache, site, cwd)
 
 
 def test_scanned_once_then_served_from_the_cache_until_an_install(tmp_path: Path) -> None:
@@ -79,17 +83,9 @@ def test_a_script_and_python_c_in_one_environment_each_keep_their_cache(tmp_path
     _dist(site, "plugin_a", "aaa", "pkg_a.components")
     script = bin_dir / "probe.py"
     script.write_text(PROBE.replace("; ", "\n"))
-    env = {
-        **os.environ,
-        "XDG_CACHE_HOME": str(cache),
-        "PYTHONPATH": os.pathsep.join([str(site), str(REPO / "core"), str(REPO / "adapters")]),
-    }
-    env.pop("TETHER_NO_ENTRY_POINT_CACHE", None)
 
     def run_script() -> dict[str, object]:
-        out = subprocess.run([sys.executable, str(script)], env=env, cwd=cwd,
-                             capture_output=True, text=True, check=True, timeout=120).stdout
-        return dict(json.loads(out.strip().splitlines()[-1]))
+        return _run([str(script)], cache, site, cwd)
 
     assert _probe(cache, site, cwd)["scanned"] is True
     assert run_script()["scanned"] is True
