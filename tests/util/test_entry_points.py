@@ -37,15 +37,21 @@ def _run(argv: list[str], cache: Path, site: Path, cwd: Path) -> dict[str, objec
     return dict(json.loads(out.strip().splitlines()[-1]))
 
 
+def _layout(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A cache dir, a site dir with one plugin distribution installed, a working dir."""
+    cache, site, cwd = tmp_path / "cache", tmp_path / "site", tmp_path / "cwd"
+    site.mkdir()
+    cwd.mkdir()
+    _dist(site, "plugin_a", "aaa", "pkg_a.components")
+    return cache, site, cwd
+
+
 def _probe(cache: Path, site: Path, cwd: Path) -> dict[str, object]:
     return _run(["-c", PROBE], cache, site, cwd)
 
 
 def test_scanned_once_then_served_from_the_cache_until_an_install(tmp_path: Path) -> None:
-    cache, site, cwd = tmp_path / "cache", tmp_path / "site", tmp_path / "cwd"
-    site.mkdir()
-    cwd.mkdir()
-    _dist(site, "plugin_a", "aaa", "pkg_a.components")
+    cache, site, cwd = _layout(tmp_path)
 
     first = _probe(cache, site, cwd)
     assert first["scanned"] is True and ["aaa", "pkg_a.components"] in first["eps"]
@@ -62,10 +68,7 @@ def test_scanned_once_then_served_from_the_cache_until_an_install(tmp_path: Path
 
 
 def test_a_damaged_cache_file_is_ignored_and_rewritten(tmp_path: Path) -> None:
-    cache, site, cwd = tmp_path / "cache", tmp_path / "site", tmp_path / "cwd"
-    site.mkdir()
-    cwd.mkdir()
-    _dist(site, "plugin_a", "aaa", "pkg_a.components")
+    cache, site, cwd = _layout(tmp_path)
     _probe(cache, site, cwd)
     (cache_file,) = (cache / "tether").iterdir()
     cache_file.write_text("{not json")
@@ -77,11 +80,9 @@ def test_a_damaged_cache_file_is_ignored_and_rewritten(tmp_path: Path) -> None:
 def test_a_script_and_python_c_in_one_environment_each_keep_their_cache(tmp_path: Path) -> None:
     """A script puts its own directory first on ``sys.path``, ``python -c`` does not: the two
     used in turn (the CLI, then an orchestrator's worker) must not rescan at every call."""
-    cache, site, cwd, bin_dir = (tmp_path / n for n in ("cache", "site", "cwd", "bin"))
-    for d in (site, cwd, bin_dir):
-        d.mkdir()
-    _dist(site, "plugin_a", "aaa", "pkg_a.components")
-    script = bin_dir / "probe.py"
+    cache, site, cwd = _layout(tmp_path)
+    (tmp_path / "bin").mkdir()
+    script = tmp_path / "bin" / "probe.py"
     script.write_text(PROBE.replace("; ", "\n"))
 
     def run_script() -> dict[str, object]:
@@ -96,10 +97,7 @@ def test_a_script_and_python_c_in_one_environment_each_keep_their_cache(tmp_path
 
 
 def test_cache_files_per_environment_are_bounded(tmp_path: Path) -> None:
-    cache, site, cwd = tmp_path / "cache", tmp_path / "site", tmp_path / "cwd"
-    site.mkdir()
-    cwd.mkdir()
-    _dist(site, "plugin_a", "aaa", "pkg_a.components")
+    cache, site, cwd = _layout(tmp_path)
     _probe(cache, site, cwd)
     (mine,) = (cache / "tether").iterdir()
     env_prefix = mine.name.rsplit("-", 1)[0]
