@@ -74,14 +74,8 @@ def replica_argv_env(
 def materialize(
     role: Role, *, app_id: str, replica_id: int, rank0_host: str, img_root: str = ""
 ) -> Role:
-    """The role as one replica runs it: macros substituted, replica environment set.
-
-    Args:
-        role: The role (not modified).
-        app_id: The app id the ``${app_id}`` macro stands for.
-        replica_id: The replica's index.
-        rank0_host: The address of replica 0 of the first role.
-        img_root: What ``${img_root}`` stands for (the image's or workspace's root).
+    """The role as one replica runs it: a copy with macros substituted (args, env, metadata)
+    and the replica environment set; the arguments are those of :func:`replica_argv_env`.
 
     Returns:
         A copy of the role for this replica.
