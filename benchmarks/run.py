@@ -258,7 +258,7 @@ def case_logs(ctx: Ctx) -> list[CaseResult]:
 
 def case_replicas(ctx: Ctx) -> list[CaseResult]:
     count = 4 if ctx.smoke else 32
-    return [_script_case(
+    res = _script_case(
         ctx, "launch replicas", f"launching {count} replicas on local_cwd until all RUNNING",
         ["--case", "replicas", "--count", str(count)],
         {"time to all RUNNING": ("s", "", lambda d: d["seconds"])},
@@ -266,8 +266,20 @@ def case_replicas(ctx: Ctx) -> list[CaseResult]:
         "supervisor (forked by the supervisor host) that records every replica's intent, pid "
         "and log files, so the job outlives its launcher and can be inspected and cancelled "
         "from any process; torchx starts the replicas inside the launching process, and they "
-        "end with it",
-    )]
+        "end with it. The floor: a bare Popen loop starting as many processes (no log, no "
+        "record), in the same run",
+    )
+    # the floor: starting the processes alone, as a bare Popen loop in one process
+    floor = Measurement("Popen loop (floor)", "time to all RUNNING", "s")
+    for _ in range(max(ctx.repeats // 2, 1)):
+        _wall, _rss, rc, out = run_cmd(
+            [str(TETHER_BIN / "python"), str(SCRIPTS / "api_bench.py"), "--impl", "tether",
+             "--case", "spawn_floor", "--count", str(count)], env=ctx.env("tether"))
+        if rc != 0:
+            raise RuntimeError(f"spawn floor exited {rc}:\n{out}")
+        floor.values.append(json.loads(out.strip().splitlines()[-1])["seconds"])
+    res.measurements.append(floor)
+    return [res]
 
 
 def case_adapters(ctx: Ctx) -> list[CaseResult]:

@@ -104,10 +104,30 @@ def replicas(impl: str, work: Path, count: int) -> dict[str, float]:
     return {"seconds": secs}
 
 
+def spawn_floor(count: int) -> dict[str, float]:
+    """Seconds to start ``count`` processes with a bare ``Popen`` loop: no log file, no record,
+    nothing to supervise (the floor under any launcher that starts each replica as a
+    process of its own, as both implementations do)."""
+    import subprocess
+
+    start = time.perf_counter()
+    procs = [
+        subprocess.Popen(["sleep", "30"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, start_new_session=True)
+        for _ in range(count)
+    ]
+    secs = time.perf_counter() - start
+    for p in procs:
+        p.kill()
+        p.communicate()
+    return {"seconds": secs}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--impl", choices=["tether", "torchx"], required=True)
-    ap.add_argument("--case", choices=["latency", "logs", "replicas"], required=True)
+    ap.add_argument("--case", choices=["latency", "logs", "replicas", "spawn_floor"],
+                    required=True)
     ap.add_argument("--big", type=Path)
     ap.add_argument("--count", type=int, default=32)
     args = ap.parse_args()
@@ -118,6 +138,8 @@ def main() -> None:
             out = latency(args.impl, work)
         elif args.case == "logs":
             out = logs(args.impl, work, args.big)
+        elif args.case == "spawn_floor":
+            out = spawn_floor(args.count)
         else:
             out = replicas(args.impl, work, args.count)
     print(json.dumps(out))
