@@ -1,8 +1,8 @@
 """Reading Google-style docstrings: the summary, the description and each parameter's help.
 
 Components document their parameters the Google way (an ``Args:`` section). This reader
-covers that form in plain string operations; ``docstring_parser`` (and its import, a sixth of
-a dryrun's start-up) is used only for a docstring it does not recognise, so the result is the
+covers that form in plain string operations; ``docstring_parser`` (and its import, about 4%
+of a local dryrun) is used only for a docstring it does not recognise, so the result is the
 same either way.
 """
 
