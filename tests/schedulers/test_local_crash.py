@@ -28,8 +28,8 @@ from pathlib import Path
 
 import pytest
 
+from tether.schedulers.local.proctable import pid_alive
 from tether.schedulers.local.scheduler import LocalScheduler, create_scheduler
-from tether.schedulers.local.supervisor import pid_alive
 from tether.specs import AppDef, RetryPolicy, Role
 
 RUNS = int(os.environ.get("TETHER_CRASH_RUNS", "100"))

@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 
 from tether.schedulers.local import host
+from tether.schedulers.local.proctable import pid_alive, read_stat
 from tether.schedulers.local.scheduler import LocalScheduler, create_scheduler
-from tether.schedulers.local.supervisor import pid_alive, read_stat
 from tether.specs import AppDef, AppState, Role
 
 FAST = {"grace_period": 0.2}
@@ -186,13 +186,15 @@ def test_a_launcher_never_talks_to_a_socket_another_user_holds() -> None:
         proc.wait()
 
 
-def test_a_host_of_older_code_is_replaced(tmp_path: Path) -> None:
+@pytest.mark.parametrize("changed", ["status.py", "host.py"])
+def test_a_host_of_older_code_is_replaced(tmp_path: Path, changed: str) -> None:
     s = create_scheduler("host")
     app_id = s.schedule(s.submit_dryrun(AppDef("one", roles=[Role("r", entrypoint="true")]), FAST))
     finish(s, app_id)
     (old_host,) = host_pids()
-    # tether's code changes on disk (an upgrade, an edit): the host would run old code
-    module = Path(host.__file__).with_name("status.py")
+    # tether's code changes on disk (an upgrade, an edit): the host would run old code.
+    # host.py too, although the host runs it as __main__ (python -m)
+    module = Path(host.__file__).with_name(changed)
     st = module.stat()
     try:
         os.utime(module, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))

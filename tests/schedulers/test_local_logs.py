@@ -6,8 +6,8 @@ import threading
 import time
 from pathlib import Path
 
+from tether.schedulers.local.logindex import LogIndexWriter
 from tether.schedulers.local.logs import read_log_lines
-from tether.schedulers.local.state import LogIndexWriter
 
 
 def write_timed(path: Path, pieces: list[tuple[bytes, float]]) -> None:

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from tether.schedulers.api import DescribeAppResponse
+from tether.schedulers.local.proctable import pid_alive
 from tether.schedulers.local.scheduler import LocalScheduler, create_scheduler
-from tether.schedulers.local.supervisor import pid_alive
 from tether.specs import AppDef, AppState, RetryPolicy, Role
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="needs /proc")

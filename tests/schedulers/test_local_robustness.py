@@ -270,7 +270,7 @@ def test_a_supervisor_whose_app_directory_was_deleted_still_ends() -> None:
     import shutil
     import signal as sig
 
-    from tether.schedulers.local.supervisor import pid_alive
+    from tether.schedulers.local.proctable import pid_alive
 
     s = create_scheduler("robust")
     app_id = s.schedule(s.submit_dryrun(

@@ -218,6 +218,46 @@ def test_replica_retry_policy_restarts_only_the_failed_replica(
     assert "failing on purpose\n[tether] restarting w[1]" in combined
 
 
+def test_the_record_identifies_every_started_process_also_after_a_restart(
+    sched: LocalScheduler, tmp_path: Path
+) -> None:
+    """Other processes (cancel, recovery) tell a replica from a reuse of its pid by the start
+    time in the record: it is there for every replica once ``schedule`` returns, also for
+    one that exited at once, and for a restarted replica's new process."""
+    from tether.schedulers.local.proctable import pid_alive, read_stat
+
+    quick = Role("quick", entrypoint="true")
+    # w[1] fails at its first start; then both run until cancelled
+    code = _counting(tmp_path, "me == 'w-1' and starts == 1",
+                     then="time.sleep(0 if (me, starts) == ('w-1', 1) else 30)")
+    role = py("w", code, num_replicas=2, max_retries=1, retry_policy=RetryPolicy.REPLICA)
+    app_id = sched.submit(AppDef("identities", [quick, role]), FAST)
+    rec = sched.store.load(app_id)
+    assert rec is not None
+    for rep in rec.replicas:
+        assert rep.pid is not None and rep.start_time is not None, rep
+    first_w1 = (rec.replica("w", 1).pid, rec.replica("w", 1).start_time)  # type: ignore[union-attr]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        rec = sched.store.load(app_id)
+        assert rec is not None
+        w1 = rec.replica("w", 1)
+        if rec.num_restarts == 1 and w1 is not None and w1.app_state == AppState.RUNNING:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"w[1] was not restarted: {rec}")
+    assert (w1.pid, w1.start_time) != first_w1
+    for k in (0, 1):
+        wk = rec.replica("w", k)
+        assert wk is not None and wk.pid is not None and wk.start_time is not None
+        st = read_stat(wk.pid)
+        assert st is not None and st.start_time == wk.start_time
+        assert pid_alive(wk.pid, wk.start_time)
+        assert not pid_alive(wk.pid, wk.start_time + 1)  # another start time: not ours
+    sched.cancel(app_id)
+
+
 def test_application_retry_policy_restarts_every_replica(
     sched: LocalScheduler, tmp_path: Path
 ) -> None:

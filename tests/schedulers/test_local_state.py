@@ -8,18 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tether.schedulers.local.state import (
-    INDEX_RESOLUTION_S,
-    AppRecord,
-    LogIndexWriter,
-    ReplicaRecord,
-    StateStore,
-    app_from_json,
-    app_to_json,
-    atomic_write_json,
-    default_state_dir,
-    read_index,
-)
+from tether.schedulers.local.logindex import INDEX_RESOLUTION_S, LogIndexWriter, read_index
+from tether.schedulers.local.records import AppRecord, ReplicaRecord, app_from_json, app_to_json
+from tether.schedulers.local.state import StateStore, atomic_write_json, default_state_dir
 from tether.specs import (
     AppDef,
     AppState,
@@ -118,6 +109,25 @@ def test_readers_never_see_a_torn_record(tmp_path: Path) -> None:
     finally:
         stop.set()
         t.join()
+
+
+def test_atomic_writes_are_private_and_replace_a_leftover_of_a_killed_writer(
+    tmp_path: Path,
+) -> None:
+    import os
+    import stat
+
+    from tether.schedulers.local import state
+
+    path = tmp_path / "state.json"
+    # what a writer with this pid left when it was killed between create and rename
+    seq = next(state._TMP_SEQ)
+    leftover = tmp_path / f".state.json.{os.getpid()}-{seq + 1}.tmp"
+    leftover.write_bytes(b"half a rec")
+    atomic_write_json(path, {"n": 1})
+    assert json.loads(path.read_bytes()) == {"n": 1}
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]
 
 
 def test_bad_ids_and_unknown_versions(tmp_path: Path) -> None:

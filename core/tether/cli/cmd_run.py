@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import threading
 from typing import TYPE_CHECKING, Any
 
 from tether.cli.cmd_base import SubCommand
@@ -188,6 +187,8 @@ class CmdRun(SubCommand):
 
     @staticmethod
     def _wait(runner: Runner, handle: str, log: bool, cancel_on_interrupt: bool) -> int:
+        import threading  # here: a dryrun does without it
+
         from tether.cli.progress import Progress, wait_with_progress
 
         progress = Progress(handle)

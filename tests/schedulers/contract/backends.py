@@ -87,7 +87,7 @@ class LocalHarness(BackendHarness):
 
     def kill_controller(self, sched: Scheduler[Any], app_id: str) -> bool:
         from tests.schedulers.contract.harness import wait_for
-        from tether.schedulers.local.supervisor import pid_alive
+        from tether.schedulers.local.proctable import pid_alive
 
         rec = sched.store.load(app_id)  # type: ignore[attr-defined]
         assert rec is not None and rec.supervisor_pid is not None, rec

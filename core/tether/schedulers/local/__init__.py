@@ -30,6 +30,14 @@ Logs: ``stdout.log``, ``stderr.log`` and ``combined.log`` per replica (``combine
 created when the replica starts, a stream's own log with its first byte). The supervisor keeps a
 small time index next to each (one entry per 10 ms of output at most), so ``since``/``until``
 select lines by the time they were received, though the lines themselves carry no timestamp.
+
+Modules: the file roles every backend has (``options``, ``render``, ``scheduler``,
+``status``), then ``state`` (the directory layout, atomic writes, the app store),
+``records`` (what ``state.json`` holds), ``supervisor`` (runs an app's replicas),
+``host`` (forks supervisors), ``proctable`` (``/proc`` reads and process-group signals, with
+pid-reuse guards), ``procs`` (an app's processes found and stopped from any process, recovery
+after a dead supervisor), ``logfiles`` and ``logindex`` (writing logs and their time
+indexes), ``logs`` (reading them), ``secretfiles`` and ``limits``.
 """
 
 from __future__ import annotations

@@ -26,9 +26,7 @@ old code). ``TETHER_LOCAL_SUPERVISOR_HOST=0`` turns it off.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -37,6 +35,7 @@ import socket
 import struct
 import sys
 import time
+import zlib
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -109,7 +108,6 @@ def address() -> bytes:
     and groups, interpreter, tether installation, cgroup (so a service's jobs stay in the
     service's cgroup) and resource limits.
     """
-    h = hashlib.sha256()
     limits = [
         resource.getrlimit(getattr(resource, name))
         for name in sorted(dir(resource))
@@ -120,6 +118,7 @@ def address() -> bytes:
             cgroup = f.read()
     except OSError:
         cgroup = b""
+    data = bytearray()
     for part in (
         PROTOCOL,
         (os.getuid(), os.geteuid(), os.getgid(), os.getegid()),
@@ -129,8 +128,14 @@ def address() -> bytes:
         cgroup,
         limits,
     ):
-        h.update(repr(part).encode() + b"\0")
-    return b"\0tether-supervisor-host-" + h.hexdigest()[:32].encode()
+        data += repr(part).encode() + b"\0"
+    # a fingerprint of the settings, not a secret: who may use a host is decided by the peer
+    # credentials (checked both ways), never by the name. So zlib's checksums (zlib is loaded
+    # anyway), 64 bits, rather than hashlib, whose import loads OpenSSL: milliseconds of every
+    # launch from a fresh process
+    raw = bytes(data)
+    digest = f"{zlib.crc32(raw):08x}{zlib.adler32(raw):08x}"
+    return b"\0tether-supervisor-host-" + digest.encode()
 
 
 def _peer_uid(sock: socket.socket) -> int:
@@ -239,6 +244,9 @@ def _loaded_files() -> dict[str, int]:
     out: dict[str, int] = {}
     for name, mod in list(sys.modules.items()):
         path = getattr(mod, "__file__", None)
+        spec = getattr(mod, "__spec__", None)
+        if name == "__main__" and spec is not None:
+            name = spec.name  # the host itself, run with -m: its own file counts too
         if path and (name == "tether" or name.startswith("tether.")):
             with contextlib.suppress(OSError):
                 out[path] = os.stat(path).st_mtime_ns
@@ -391,6 +399,8 @@ def main(argv: list[str] | None = None) -> NoReturn:
     Args:
         argv: Arguments (default ``sys.argv[1:]``).
     """
+    import argparse  # here: launchers import this module too, and never parse its flags
+
     parser = argparse.ArgumentParser(prog="python -m tether.schedulers.local.host")
     parser.add_argument("name", help="the abstract socket name (without the leading NUL)")
     parser.add_argument("--ready-fd", type=int, default=-1)

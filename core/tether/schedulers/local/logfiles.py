@@ -14,7 +14,8 @@ import os
 import time
 
 from tether.schedulers.local.limits import FDS_PER_REPLICA
-from tether.schedulers.local.state import INDEX_SUFFIX, LogIndexWriter
+from tether.schedulers.local.logindex import LogIndexWriter
+from tether.schedulers.local.state import INDEX_SUFFIX
 
 log = logging.getLogger("tether.local_supervisor")
 

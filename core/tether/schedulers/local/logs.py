@@ -10,10 +10,8 @@ import os
 import time
 from collections.abc import Callable, Iterator
 
-from tether.schedulers.local.state import (
-    INDEX_SUFFIX,
-    read_index,
-)
+from tether.schedulers.local.logindex import read_index
+from tether.schedulers.local.state import INDEX_SUFFIX
 
 log = logging.getLogger(__name__)
 

@@ -25,15 +25,16 @@ import signal
 import time
 from collections.abc import Iterable
 
-from tether.schedulers.local.state import APP_TOKEN_ENV, AppRecord, StateStore
-from tether.schedulers.local.status import app_final_state, orphaned_state
-from tether.schedulers.local.supervisor import (
+from tether.schedulers.local.proctable import (
     ProcStat,
     all_stats,
     pid_alive,
     read_stat,
     stop_groups,
 )
+from tether.schedulers.local.records import AppRecord
+from tether.schedulers.local.state import APP_TOKEN_ENV, StateStore
+from tether.schedulers.local.status import app_final_state, orphaned_state
 from tether.specs import AppState
 
 log = logging.getLogger(__name__)

@@ -38,16 +38,7 @@ from tether.schedulers.local.render import (
     role_cwd,
 )
 from tether.schedulers.local.secretfiles import check_secrets, known_secret_values
-from tether.schedulers.local.state import (
-    HOST_LOG,
-    SUPERVISOR_LOG,
-    AppRecord,
-    ReplicaRecord,
-    StateStore,
-    app_from_json,
-    app_to_json,
-    private_dirs,
-)
+from tether.schedulers.local.state import HOST_LOG, SUPERVISOR_LOG, StateStore, private_dirs
 from tether.specs import (
     AppDef,
     AppDryRunInfo,
@@ -64,6 +55,8 @@ from tether.workspace.api import WorkspaceMixin
 
 if TYPE_CHECKING:
     from datetime import datetime
+
+    from tether.schedulers.local.records import AppRecord
 
 log = logging.getLogger(__name__)
 
@@ -215,7 +208,8 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
                 ``submit_dryrun``.
             RuntimeError: When the supervisor could not start (with its log).
         """
-        from tether.schedulers.local.supervisor import start_time_of
+        from tether.schedulers.local.proctable import start_time_of
+        from tether.schedulers.local.records import AppRecord, ReplicaRecord, app_to_json
 
         req = dryrun_info.request
         app = dryrun_info._app
@@ -286,7 +280,7 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
     def _start_supervisor(self, record: AppRecord, app_dir: Path) -> None:
         from tether.schedulers.local import host
         from tether.schedulers.local.procs import wait_readable, with_app_token
-        from tether.schedulers.local.supervisor import pid_alive, stderr_tail
+        from tether.schedulers.local.proctable import pid_alive
 
         env = with_app_token(dict(os.environ), record.app_id)
         state_path = self._store.state_path(record.app_id)
@@ -322,6 +316,8 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
                 self._cancel_existing(record.app_id)  # too slow: stop it and what it started
             else:
                 self.reconcile(record.app_id)  # it died: stop what it started, record why
+        from tether.schedulers.local.supervisor import stderr_tail  # a rare path
+
         tail = stderr_tail(record.supervisor_log, lines=20)
         self._mark_failed(record.app_id, f"the supervisor did not start:\n{tail}")
         raise RuntimeError(
@@ -396,6 +392,8 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         Returns:
             The description, or None when there is no such app.
         """
+        from tether.schedulers.local.records import app_from_json
+
         rec = self._view(app_id)
         if rec is None:
             return None
@@ -571,6 +569,8 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
             # between looks, wake as soon as the app ends (its supervisor exits)
             wait=(lambda t: self.wait_for_change(app_id, t)) if should_tail else None,
         )
+        from tether.schedulers.local.records import app_from_json
+
         role = next((r for r in app_from_json(rec.app).roles if r.name == role_name), None)
         if role is not None and role.secrets:
             # values of the role's SecretRefs (readable here: this user's secrets dir)
@@ -609,7 +609,7 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         or does not finish in time, stops the groups itself.
         """
         from tether.schedulers.local.procs import resolve_unsupervised
-        from tether.schedulers.local.supervisor import pid_alive
+        from tether.schedulers.local.proctable import pid_alive
 
         for _ in range(3):
             rec = self._store.load(app_id)
@@ -640,7 +640,7 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         import signal
 
         from tether.schedulers.local.procs import wait_pid_exit
-        from tether.schedulers.local.supervisor import pid_alive
+        from tether.schedulers.local.proctable import pid_alive
 
         pid, start = rec.supervisor_pid, rec.supervisor_start_time
         assert pid is not None
