@@ -130,6 +130,27 @@ def test_atomic_writes_are_private_and_replace_a_leftover_of_a_killed_writer(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]
 
 
+def test_private_dirs_makes_missing_parents_private_and_leaves_existing_ones(
+    tmp_path: Path,
+) -> None:
+    import stat
+
+    from tether.schedulers.local.state import private_dirs
+
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    shared.chmod(0o755)
+    private_dirs(shared / "app" / "r" / "0")
+    private_dirs(shared / "app" / "r" / "1")
+    private_dirs(str(shared / "app" / "r" / "1"))  # again, and as a str: nothing changes
+    for d in ("app", "app/r", "app/r/0", "app/r/1"):
+        assert stat.S_IMODE((shared / d).stat().st_mode) == 0o700, d
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o755  # not ours to change
+    (shared / "file").write_text("x")
+    with pytest.raises(NotADirectoryError):
+        private_dirs(shared / "file" / "r")
+
+
 def test_bad_ids_and_unknown_versions(tmp_path: Path) -> None:
     store = StateStore(tmp_path)
     assert store.load("../../etc") is None and store.load("UPPER") is None

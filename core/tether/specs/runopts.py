@@ -8,6 +8,7 @@ runopts``), ``.tetherconfig`` and validation.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 import types
@@ -430,7 +431,7 @@ class StructuredOpts(Mapping[str, Any]):
             The runopts.
         """
         docs = _field_docs(cls)
-        hints = typing.get_type_hints(cls)
+        hints = _type_hints(cls)
         opts = runopts()
         for f in _cfg_fields(cls):
             t = _unwrap_optional(hints[f.name])
@@ -471,7 +472,7 @@ class StructuredOpts(Mapping[str, Any]):
 
     @classmethod
     def _build(cls: type[S], resolved: Mapping[str, CfgVal]) -> S:
-        hints = typing.get_type_hints(cls)
+        hints = _type_hints(cls)
         kwargs: dict[str, Any] = {}
         for f in _cfg_fields(cls):
             t = _unwrap_optional(hints[f.name])
@@ -508,6 +509,13 @@ class StructuredOpts(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
+
+
+@functools.cache
+def _type_hints(cls: type) -> dict[str, Any]:
+    """The evaluated field types of an options class (evaluated once per class: each
+    evaluation runs ``eval`` on every annotation string)."""
+    return typing.get_type_hints(cls)
 
 
 def _cfg_fields(cls_or_obj: Any) -> list[dataclasses.Field[Any]]:

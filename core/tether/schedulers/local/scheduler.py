@@ -254,9 +254,8 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
                 f"app {req.app_id!r} was already submitted; render a new request with "
                 "submit_dryrun() to run the app again"
             ) from None
-        for r in req.replicas():
-            private_dirs(Path(r.combined).parent)
-        self._start_supervisor(record, app_dir)
+        log_dirs = list(dict.fromkeys(os.path.dirname(r.combined) for r in req.replicas()))
+        self._start_supervisor(record, app_dir, log_dirs)
         if local_opts(dryrun_info._cfg or {}).exit_with_launcher:
             if not self._tied:
                 atexit.register(self._cancel_tied)
@@ -277,7 +276,14 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         self._cancel_tied()
         super().close()
 
-    def _start_supervisor(self, record: AppRecord, app_dir: Path) -> None:
+    def _start_supervisor(self, record: AppRecord, app_dir: Path, log_dirs: list[str]) -> None:
+        """Starts the app's supervisor (forked by the host, else its own process) and waits
+        until it reports the replicas started.
+
+        The replicas' log directories are made here while the supervisor starts (on a host
+        with more than one core, at the same time): the supervisor makes any that are still
+        missing when it starts a replica, so either may come first.
+        """
         from tether.schedulers.local import host
         from tether.schedulers.local.procs import wait_readable, with_app_token
         from tether.schedulers.local.proctable import pid_alive
@@ -292,6 +298,7 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
                 self._store.root / HOST_LOG,
             )
         if conn is not None:
+            _make_log_dirs(log_dirs)  # while the host forks the supervisor
             try:
                 ready = wait_readable(conn.fileno(), SUPERVISOR_START_TIMEOUT_S) and conn.recv(1)
             except OSError:
@@ -305,6 +312,7 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
                     # the forked supervisor ended before it claimed the app: start one here
                     conn = None
         if conn is None:
+            _make_log_dirs(log_dirs)
             ready = self._exec_supervisor(record, app_dir, state_path, env)
         if ready:
             return
@@ -658,6 +666,17 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         rec = self._store.load(app_id)
         if rec is not None:
             self._store.delete(rec)
+
+
+def _make_log_dirs(log_dirs: Iterable[str]) -> None:
+    """Makes the replicas' log directories (private), as far as possible: the supervisor
+    makes any that are missing as it starts each replica, and reports a failure there, naming
+    the replica."""
+    for d in log_dirs:
+        try:
+            private_dirs(d)
+        except OSError:
+            return
 
 
 def create_scheduler(session_name: str, **kwargs: Any) -> LocalScheduler:

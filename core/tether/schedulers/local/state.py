@@ -147,13 +147,19 @@ def private_dirs(path: Path | str) -> None:
     Args:
         path: The directory.
     """
-    p = Path(path)
-    if p.is_dir():
+    p = os.fspath(path)
+    try:  # one system call in the common cases (it exists; only its last part is missing)
+        os.mkdir(p, 0o700)
         return
-    if p.parent != p:
-        private_dirs(p.parent)
+    except FileExistsError:
+        return
+    except FileNotFoundError:
+        parent = os.path.dirname(p.rstrip(os.sep))
+        if not parent or parent == p:
+            raise
+    private_dirs(parent)
     with contextlib.suppress(FileExistsError):
-        p.mkdir(mode=0o700)
+        os.mkdir(p, 0o700)
 
 
 def encode_json(doc: Any) -> bytes:
