@@ -638,6 +638,20 @@ def test_a_replica_that_cannot_start_fails_the_app(sched: LocalScheduler, tmp_pa
     assert d is not None and f"role 'r' replica 0 could not start {str(script)!r}" in d.msg
 
 
+def test_a_log_directory_that_cannot_be_made_fails_the_app_naming_it(
+    sched: LocalScheduler, tmp_path: Path
+) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    log_dir = tmp_path / "file" / "logs"
+    app = AppDef("nolog", [Role("r", entrypoint="true", num_replicas=2)])
+    app_id = sched.schedule(sched.submit_dryrun(app, {**FAST, "log_dir": str(log_dir)}))
+    assert wait_done(sched, app_id) == AppState.FAILED
+    d = sched.describe(app_id)
+    assert d is not None
+    assert "role 'r' replica 0 could not make its log directory" in d.msg, d.msg
+    assert str(log_dir) in d.msg and "Not a directory" in d.msg, d.msg
+
+
 def test_a_supervisor_that_cannot_start_is_an_error_with_its_log(
     sched: LocalScheduler, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

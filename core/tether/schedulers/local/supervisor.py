@@ -387,8 +387,10 @@ class Supervisor:
         try:  # out of memory anywhere here: as out of file descriptors
             for d in {os.path.dirname(p) for p in (rep.stdout, rep.stderr, rep.combined)}:
                 if rep.attempts or d not in self.log_dirs:  # a restart: made again if deleted
+                    what = f"make its log directory {d!r}"
                     private_dirs(d)
                     self.log_dirs.add(d)
+            what = f"start {rep.argv[0]!r} in {rep.cwd!r}"
             # the streams' own logs appear with their first byte (most replicas write one
             # stream only, and a create costs more than the rest of a start); the combined
             # log, the one followers wait for, at once
