@@ -129,8 +129,9 @@ class _SavedCursorTrigger(TetherJobTrigger):
     def _load_cursor(self) -> LogCursor:
         return LogCursor.from_json(self.saved.get(self.app_handle))
 
-    def _save_cursor(self, cursor: LogCursor) -> None:
+    def _save_cursor(self, cursor: LogCursor) -> bool:
         self.saved[self.app_handle] = cursor.to_json()
+        return True
 
 
 def _gated_job(gate: Path, first: int, then: int) -> str:
@@ -219,6 +220,55 @@ def test_a_resumed_trigger_neither_repeats_nor_drops_lines(tmp_path: Path) -> No
     assert before == [f"worker/0 early {i}" for i in range(4)]
     assert after == [f"worker/0 late {i}" for i in range(3)]
     assert event["state"] == "SUCCEEDED"
+
+
+def test_a_failed_save_of_the_log_cursor_is_tried_again_without_new_lines(
+    tmp_path: Path,
+) -> None:
+    """Saving the cursor (an XCom write) can fail for a moment (a busy metadata database):
+    the trigger tries again at its next poll, also when no new line comes to prompt it."""
+
+    class FlakySave(_SavedCursorTrigger):
+        fails = 0
+
+        def _save_cursor(self, cursor: LogCursor) -> bool:
+            if FlakySave.fails < 2:
+                FlakySave.fails += 1
+                return False
+            return super()._save_cursor(cursor)
+
+    gate = tmp_path / "gate"
+    handle = _gated_job(gate, 2, 1)
+    trigger = FlakySave(app_handle=handle, poll_interval=0.1, dag_id="d", run_id="r",
+                        task_id="t")
+    out = _with_log(trigger, "flaky")
+
+    async def main() -> dict[str, Any]:
+        running = asyncio.create_task(_first_event(trigger))
+        # the job prints its two lines, then waits: no further line comes until the gate
+        await _until(
+            lambda: _SavedCursorTrigger.saved.get(handle) == {"worker/0": 2},
+            why=lambda: f"saved {_SavedCursorTrigger.saved.get(handle)}, {FlakySave.fails} "
+            f"failed saves; trigger wrote {out.lines}; {_job_report(handle)}",
+        )
+        gate.touch()
+        return await running
+
+    try:
+        event = asyncio.run(main())
+    finally:
+        gate.touch()
+    assert FlakySave.fails == 2
+    assert event["state"] == "SUCCEEDED"
+
+
+def test_a_cursor_that_cannot_be_saved_is_reported_once() -> None:
+    # outside a task there is no channel to Airflow's API: XCom.set fails
+    trigger = TetherJobTrigger(app_handle="local_cwd://t/x", dag_id="d", run_id="r", task_id="t")
+    out = _with_log(trigger, "unsaved")
+    assert trigger._save_cursor(LogCursor({"worker/0": 1})) is False
+    assert trigger._save_cursor(LogCursor({"worker/0": 2})) is False
+    assert sum("cannot save the log cursor" in line for line in out.lines) == 1, out.lines
 
 
 def test_trigger_cancels_the_job_at_the_deadline() -> None:

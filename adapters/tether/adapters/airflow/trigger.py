@@ -184,6 +184,7 @@ class TetherJobTrigger(BaseTrigger):
         self.try_number = int(try_number)
         self.conn_id = conn_id
         self.secret = dict(secret) if secret else None
+        self._cursor_save_failed = False
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """The class path and arguments that rebuild this trigger in the triggerer."""
@@ -220,9 +221,10 @@ class TetherJobTrigger(BaseTrigger):
             return LogCursor()
         return LogCursor.from_json(value)
 
-    def _save_cursor(self, cursor: LogCursor) -> None:
+    def _save_cursor(self, cursor: LogCursor) -> bool:
+        """Saves the cursor in the task's XCom; False when that failed (tried again later)."""
         if not self._has_ti():
-            return
+            return True
         try:
             from airflow.sdk.execution_time.xcom import XCom
 
@@ -231,7 +233,11 @@ class TetherJobTrigger(BaseTrigger):
                 task_id=str(self.task_id), run_id=str(self.run_id), map_index=self.map_index,
             )
         except Exception as e:
-            self.log.debug("cannot save the log cursor: %s", e)
+            if not self._cursor_save_failed:  # once: it is tried again at every poll
+                self.log.warning("cannot save the log cursor (trying again): %r", e)
+            self._cursor_save_failed = True
+            return False
+        return True
 
     # ---- run -----------------------------------------------------------------------------
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -306,8 +312,8 @@ class TetherJobTrigger(BaseTrigger):
                 self.log.info("%s", text)
             if cursor.seen != saved:
                 snapshot = LogCursor(dict(cursor.seen))
-                await asyncio.to_thread(self._save_cursor, snapshot)
-                saved = snapshot.to_json()
+                if await asyncio.to_thread(self._save_cursor, snapshot):
+                    saved = snapshot.to_json()  # else the next drain tries again
 
         last: AppState | None = None
         timed_out = False
