@@ -111,23 +111,23 @@ def test_readers_never_see_a_torn_record(tmp_path: Path) -> None:
         t.join()
 
 
-def test_atomic_writes_are_private_and_replace_a_leftover_of_a_killed_writer(
+def test_atomic_writes_are_private_and_leave_other_writers_temp_files_alone(
     tmp_path: Path,
 ) -> None:
     import os
     import stat
 
-    from tether.schedulers.local import state
-
     path = tmp_path / "state.json"
-    # what a writer with this pid left when it was killed between create and rename
-    seq = next(state._TMP_SEQ)
-    leftover = tmp_path / f".state.json.{os.getpid()}-{seq + 1}.tmp"
-    leftover.write_bytes(b"half a rec")
-    atomic_write_json(path, {"n": 1})
-    assert json.loads(path.read_bytes()) == {"n": 1}
+    # another writer's temp file, mid-write (named the way the writers name theirs)
+    other = tmp_path / f".state.json.{os.getpid()}-0.tmp"
+    other.write_bytes(b"half a record")
+    other.chmod(0o600)
+    for n in range(3):
+        atomic_write_json(path, {"n": n})
+    assert json.loads(path.read_bytes()) == {"n": 2}
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]
+    assert other.read_bytes() == b"half a record"  # not taken over, not removed
+    assert sorted(p.name for p in tmp_path.iterdir()) == [other.name, "state.json"]
 
 
 def test_private_dirs_makes_missing_parents_private_and_leaves_existing_ones(

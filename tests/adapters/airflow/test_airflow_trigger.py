@@ -249,7 +249,9 @@ def test_a_failed_save_of_the_log_cursor_is_tried_again_without_new_lines(
         await _until(
             lambda: _SavedCursorTrigger.saved.get(handle) == {"worker/0": 2},
             why=lambda: f"saved {_SavedCursorTrigger.saved.get(handle)}, {FlakySave.fails} "
-            f"failed saves; trigger wrote {out.lines}; {_job_report(handle)}",
+            f"failed saves; trigger wrote {out.lines}; trigger ended: "
+            f"{running.done() and (running.exception() or running.result())!r}; "
+            f"{_job_report(handle)}",
         )
         gate.touch()
         return await running

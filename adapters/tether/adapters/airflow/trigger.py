@@ -83,14 +83,29 @@ class LogCursor:
         Yields:
             Each new line, after the cursor moved past it.
         """
+        for replica, count, text in self.unseen(runner, app_handle, follow):
+            self.seen[replica] = count
+            yield text
+
+    def unseen(
+        self, runner: Runner, app_handle: str, follow: bool
+    ) -> Iterator[tuple[str, int, str]]:
+        """The lines past this cursor, which it does not move (see :meth:`new_lines`).
+
+        Args:
+            runner: The runner.
+            app_handle: The job.
+            follow: Follow the logs until the job ends (False: what is there now).
+
+        Yields:
+            ``(role/replica, the line's number in that replica's log, the formatted line)``.
+        """
         counts: dict[str, int] = {}
         for line in fan_in(runner, app_handle, should_tail=follow):
             replica = f"{line.role}/{line.replica}"
             counts[replica] = counts.get(replica, 0) + 1
-            if counts[replica] <= self.seen.get(replica, 0):
-                continue
-            self.seen[replica] = counts[replica]
-            yield line.format()
+            if counts[replica] > self.seen.get(replica, 0):
+                yield replica, counts[replica], line.format()
 
 
 def _runner_for(conn_id: str | None) -> Runner:
@@ -257,28 +272,35 @@ class TetherJobTrigger(BaseTrigger):
             return r.status(self.app_handle)
 
         loop = asyncio.get_running_loop()
-        lines: asyncio.Queue[str | None] = asyncio.Queue()
+        # (role/replica, line number, line), or a note of the pump's (no number), or its end
+        lines: asyncio.Queue[tuple[str, int, str] | None] = asyncio.Queue()
         stop = threading.Event()
+        # the lines written to the task log: moved here, in the event loop, as each line is
+        # written (the pump reads ahead from a copy), so a saved cursor never counts a line
+        # that is not in the task log yet, nor misses one that is
         cursor = await asyncio.to_thread(self._load_cursor) if self.stream_logs else LogCursor()
+        saved: dict[str, int] = cursor.to_json()
         pump: threading.Thread | None = None
         if self.stream_logs:
-            def post(item: str | None) -> bool:
+            def post(item: tuple[str, int, str] | None) -> bool:
                 try:
                     loop.call_soon_threadsafe(lines.put_nowait, item)
                 except RuntimeError:  # the loop is gone: the trigger ended
                     return False
                 return True
 
+            reader = LogCursor(cursor.to_json())  # the pump's own copy, never moved
+
             def pump_lines() -> None:
                 # a trigger that stops while the job runs leaves this thread until the next
                 # line (or the job's end): the log readers block on the job's files or API
                 with _runner_for(self.conn_id) as r:
                     try:
-                        for text in cursor.new_lines(r, self.app_handle, follow=True):
-                            if stop.is_set() or not post(text):
+                        for item in reader.unseen(r, self.app_handle, follow=True):
+                            if stop.is_set() or not post(item):
                                 return
                     except Exception as e:
-                        post(f"[tether] cannot stream the job's logs: {e}")
+                        post(("", 0, f"[tether] cannot stream the job's logs: {e}"))
                     finally:
                         post(None)
 
@@ -286,7 +308,6 @@ class TetherJobTrigger(BaseTrigger):
                                     name=f"tether-trigger-logs-{self.app_handle}")
             pump.start()
 
-        saved: dict[str, int] = cursor.to_json()
         pump_done = pump is None
 
         async def drain(timeout: float) -> None:
@@ -305,11 +326,14 @@ class TetherJobTrigger(BaseTrigger):
                         getter.cancel()
                 if not done:
                     break
-                text = getter.result()
-                if text is None:
+                item = getter.result()
+                if item is None:
                     pump_done = True
                     break
+                replica, count, text = item
                 self.log.info("%s", text)
+                if count:
+                    cursor.seen[replica] = count
             if cursor.seen != saved:
                 snapshot = LogCursor(dict(cursor.seen))
                 if await asyncio.to_thread(self._save_cursor, snapshot):

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import itertools
 import json
 import os
 import re
@@ -88,28 +87,26 @@ def is_valid_app_id(app_id: str) -> bool:
 
 
 # ---- atomic files ------------------------------------------------------------------------
-_TMP_SEQ = itertools.count()
-
-
 def atomic_write_bytes(path: Path, data: bytes, fsync: bool = True) -> None:
     """Writes ``data`` to ``path`` atomically (temp file in the same directory + os.replace).
 
-    The temp file is private (0600) and named after this process and a counter, so writers
-    in other processes never collide. A leftover of a killed process that had this pid is
-    replaced.
+    The temp file is private (0600), made with ``O_EXCL`` under a random name (not
+    :mod:`tempfile`, whose import costs every forked supervisor), so concurrent writers, also
+    in other pid namespaces sharing the directory, never touch each other's.
 
     Args:
         path: The destination.
         data: The content.
         fsync: Flush the temp file to disk before the rename.
     """
-    tmp = path.parent / f".{path.name}.{os.getpid()}-{next(_TMP_SEQ)}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        fd = os.open(tmp, flags, 0o600)
-    except FileExistsError:  # left by a killed process with this pid: ours now
-        os.unlink(tmp)
-        fd = os.open(tmp, flags, 0o600)
+    while True:
+        tmp = path.parent / f".{path.name}.{os.urandom(6).hex()}.tmp"
+        try:
+            fd = os.open(tmp, flags, 0o600)
+            break
+        except FileExistsError:  # 48 random bits taken: another name
+            continue
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
