@@ -170,6 +170,29 @@ def test_reattach_by_job_key(sched: LocalDockerScheduler, podman: PodmanService)
         fresh.close()
 
 
+def test_app_without_its_network_is_described_from_its_containers(
+        sched: LocalDockerScheduler) -> None:
+    """While any container of an app exists, the app exists: podman's API can miss an
+    existing network for a moment, and a network removed outside tether leaves only the
+    containers. Neither may turn a running job into "no such app"."""
+    app = AppDef("nonet", roles=[sh("main", "sleep 600")], metadata={JOB_KEY: "dag/run/nonet"})
+    req = sched.submit_dryrun(app, {"stop_timeout": 1}).request
+    api = sched.api
+    for c in req.containers:  # the app's own containers, but on no network of the engine
+        body = {**c.body, "HostConfig": {**c.body["HostConfig"], "NetworkMode": "none"}}
+        body.pop("NetworkingConfig", None)
+        api.start(api.create_container_from_config(body, c.name)["Id"])
+    try:
+        desc = wait_state(sched, req.app_id, lambda s: s == AppState.RUNNING)
+        assert desc.job_key == "dag/run/nonet"
+        assert [r.state for r in desc.roles_statuses[0].replicas] == [AppState.RUNNING]
+        sched.cancel(req.app_id)
+        assert wait_state(sched, req.app_id).state == AppState.CANCELLED
+    finally:
+        sched.delete(req.app_id)
+    assert sched.describe(req.app_id) is None
+
+
 def test_missing_image_fails_without_containers(sched: LocalDockerScheduler) -> None:
     role = Role(name="main", image="localhost/not-there:1", entrypoint="true")
     app_id = sched.submit(AppDef("noimg", roles=[role]), {"pull": False})

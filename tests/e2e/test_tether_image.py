@@ -87,7 +87,11 @@ def test_torch_distributed_across_containers(tether_image: TetherImage) -> None:
     try:
         app_id = sched.submit(AppDef("ddp", roles=[role]), {})
         deadline = time.monotonic() + 240
-        while not is_terminal((desc := sched.describe(app_id)).state):  # type: ignore[union-attr]
+        while True:
+            desc = sched.describe(app_id)
+            assert desc is not None, tether_image.podman.service_log()[-3000:]
+            if is_terminal(desc.state):
+                break
             assert time.monotonic() < deadline, desc
             time.sleep(0.5)
         outs = ["".join(sched.log_iter(app_id, "trainer", k)) for k in range(2)]

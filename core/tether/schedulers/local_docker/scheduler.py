@@ -70,6 +70,7 @@ LABEL_MSG = LABEL_PREFIX + "msg"
 EVENT_CANCELLED = "cancelled"
 EVENT_FAILED = "failed"
 ORPHAN_AFTER_S = 60.0
+NETWORK_LOOKUPS = 4  # tries to read a network just created (about 1.5 s in all)
 """An app network older than this without a container is reported FAILED."""
 _TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d) ?")
 
@@ -195,7 +196,17 @@ class LocalDockerScheduler(Scheduler[DockerRequest], ImageWorkspaceMixin):
 
     def _start_containers(self, req: DockerRequest) -> str | None:
         errs = dc.errors()
-        net = self.api.inspect_network(req.app_id)
+        net: dict[str, Any] | None = None
+        for attempt in range(NETWORK_LOOKUPS):
+            try:
+                net = self.api.inspect_network(req.app_id)
+                break
+            except errs.NotFound as e:  # podman's network cache can miss it for a moment
+                if attempt + 1 == NETWORK_LOOKUPS:
+                    return (f"network {req.app_id} was created but the engine cannot find "
+                            f"it: {dc.engine_message(e)}")
+                time.sleep(0.5)
+        assert net is not None
         configs = (net.get("IPAM") or {}).get("Config") or []
         subnet = next((c["Subnet"] for c in configs if "." in c.get("Subnet", "")), None)
         if subnet is not None:
@@ -272,15 +283,24 @@ class LocalDockerScheduler(Scheduler[DockerRequest], ImageWorkspaceMixin):
             The description, or None when there is no such app.
         """
         net = self._network(app_id)
-        if net is None:
-            return None
         containers = self._containers(app_id)
+        if net is not None:
+            app_labels = net.get("Labels") or {}
+        else:
+            # The app exists while any of its containers does. podman's compatible API can
+            # answer 404 for an existing network for a moment (its network cache is reloaded
+            # from the shared CNI directory that other podman processes write); a network
+            # removed outside tether leaves the containers as the only record.
+            mine = [c for c in containers
+                    if (c["Config"].get("Labels") or {}).get(LABEL_MANAGED_BY) == MANAGED_BY]
+            if not mine:
+                return None
+            app_labels = mine[0]["Config"].get("Labels") or {}
         events = self._events(app_id)
         reps = sorted((self._replica(c) for c in containers),
                       key=lambda r: (r.role, r.replica_id))
         failure = events.get(EVENT_FAILED)
-        labels = net.get("Labels") or {}
-        created = float(labels.get(LABEL_CREATED, "0") or 0.0)
+        created = float(app_labels.get(LABEL_CREATED, "0") or 0.0)
         if not reps and failure is None and time.time() - created > ORPHAN_AFTER_S:
             # a network left without containers (removed outside tether, another engine
             # sharing the network configuration): nothing of the app can run any more
@@ -309,7 +329,7 @@ class LocalDockerScheduler(Scheduler[DockerRequest], ImageWorkspaceMixin):
         return DescribeAppResponse(
             app_id=app_id, state=state, num_restarts=sum(r.restarts for r in reps), msg=msg,
             roles_statuses=list(roles.values()), roles=list(specs.values()),
-            job_key=labels.get(LABEL_JOB_KEY),
+            job_key=app_labels.get(LABEL_JOB_KEY),
         )
 
     def list(self, cfg: Mapping[str, CfgVal] | None = None) -> builtins.list[ListAppResponse]:
