@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from tether.schedulers.kubernetes.render import ANN_SUBMITTED, make_app_name, render
+from tether.schedulers.kubernetes.naming import ANN_SUBMITTED, make_app_name
+from tether.schedulers.kubernetes.render import render
 from tether.schedulers.kubernetes.scheduler import KubernetesOpts
 from tether.schedulers.kubernetes.status import (
     AppView,

@@ -22,6 +22,7 @@ from tether.schedulers.api import (
     filter_regex,
 )
 from tether.schedulers.capabilities import Capabilities, MountKind
+from tether.schedulers.kubernetes.checks import check_app, check_opts
 from tether.schedulers.kubernetes.client import (
     KubeApi,
     KubernetesApiError,
@@ -30,8 +31,7 @@ from tether.schedulers.kubernetes.client import (
     load_api_client,
     path_for,
 )
-from tether.schedulers.kubernetes.options import DEFAULT_NAMESPACE, KubernetesOpts
-from tether.schedulers.kubernetes.render import (
+from tether.schedulers.kubernetes.naming import (
     ANN_GANG,
     ANN_STOP_REASON,
     ANN_STOPPED,
@@ -39,8 +39,6 @@ from tether.schedulers.kubernetes.render import (
     APPWRAPPER_GROUP,
     APPWRAPPER_PLURAL,
     APPWRAPPER_VERSION,
-    GANG_APPWRAPPER,
-    GANG_VOLCANO,
     LABEL_APP_ID,
     LABEL_JOB_KEY,
     LABEL_MANAGED_BY,
@@ -50,14 +48,16 @@ from tether.schedulers.kubernetes.render import (
     VOLCANO_GROUP,
     VOLCANO_PLURAL,
     VOLCANO_VERSION,
-    KubernetesRequest,
-    check_app,
-    check_opts,
-    format_request,
     label_value,
     make_app_name,
-    render,
 )
+from tether.schedulers.kubernetes.options import (
+    DEFAULT_NAMESPACE,
+    GANG_APPWRAPPER,
+    GANG_VOLCANO,
+    KubernetesOpts,
+)
+from tether.schedulers.kubernetes.render import KubernetesRequest, format_request, render
 from tether.schedulers.kubernetes.status import (
     APPWRAPPER_STATE,
     IMAGE_ERRORS_FATAL,

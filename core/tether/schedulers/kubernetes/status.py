@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from tether.schedulers.kubernetes.render import (
+from tether.schedulers.kubernetes.naming import (
     ANN_APP_NAME,
     ANN_GANG,
     ANN_IMAGE_PULL_TIMEOUT,
@@ -35,16 +35,18 @@ from tether.schedulers.kubernetes.render import (
     ANN_SUBMITTED,
     ANN_UI_URL,
     DEVICE_VOLUME_PREFIX,
-    GANG_APPWRAPPER,
-    GANG_KUEUE,
-    GANG_NONE,
-    GANG_VOLCANO,
     KUEUE_QUEUE_LABEL,
     LABEL_APP_ID,
     LABEL_ATTEMPT,
     LABEL_REPLICA_ID,
     SHM_VOLUME,
     job_name,
+)
+from tether.schedulers.kubernetes.options import (
+    GANG_APPWRAPPER,
+    GANG_KUEUE,
+    GANG_NONE,
+    GANG_VOLCANO,
 )
 from tether.schedulers.replica import REPLICA_ENV
 from tether.specs import (
