@@ -30,8 +30,8 @@ from tether.schedulers.kubernetes.naming import (
 )
 from tether.schedulers.kubernetes.podspec import container_resources, resolve_image
 from tether.schedulers.kubernetes.render import format_request, render
+from tether.schedulers.kubernetes.roles import rebuild_role, role_meta
 from tether.schedulers.kubernetes.scheduler import KubernetesOpts, create_scheduler
-from tether.schedulers.kubernetes.status import rebuild_role, role_meta
 from tether.specs import (
     AppDef,
     BindMount,

@@ -38,7 +38,7 @@ reconcile at once create each attempt once. When a failure is final, the app is 
 **Status** comes from the Job conditions and the pods (the state tables
 :data:`POD_PHASE_STATE`, :data:`JOB_CONDITION_STATE`, :data:`VOLCANO_PHASE_STATE`,
 :data:`APPWRAPPER_STATE`, defined with the pure analysis in
-:mod:`tether.schedulers.kubernetes.status` and and the rules of
+:mod:`tether.schedulers.kubernetes.status`, and the rules of
 :meth:`~.scheduler.KubernetesScheduler.describe`): an unschedulable pod is PENDING with the
 scheduler's reason in ``msg``; ``ErrImagePull``/``ImagePullBackOff`` are PENDING with the reason
 until they persisted ``image_pull_timeout`` seconds, then FAILED (``InvalidImageName`` and

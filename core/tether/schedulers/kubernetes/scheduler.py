@@ -31,6 +31,7 @@ from tether.schedulers.kubernetes.client import (
     load_api_client,
     path_for,
 )
+from tether.schedulers.kubernetes.fields import parse_time
 from tether.schedulers.kubernetes.naming import (
     ANN_GANG,
     ANN_STOP_REASON,
@@ -57,6 +58,7 @@ from tether.schedulers.kubernetes.options import (
     GANG_VOLCANO,
     KubernetesOpts,
 )
+from tether.schedulers.kubernetes.reconcile import job_active
 from tether.schedulers.kubernetes.render import KubernetesRequest, format_request, render
 from tether.schedulers.kubernetes.status import (
     APPWRAPPER_STATE,
@@ -66,12 +68,9 @@ from tether.schedulers.kubernetes.status import (
     POD_PHASE_STATE,
     STOPPED_STATE,
     VOLCANO_PHASE_STATE,
-    AppView,
-    Replica,
     analyze,
-    job_active,
-    parse_time,
 )
+from tether.schedulers.kubernetes.views import AppView, Replica
 from tether.specs import (
     AppDef,
     AppDryRunInfo,
