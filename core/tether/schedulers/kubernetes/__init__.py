@@ -66,6 +66,16 @@ restarts the whole app there (a warning says so).
 ``tether.dev/job-key`` (and an annotation with the exact value); :meth:`find_jobs` is a label
 selector, and :meth:`schedule` returns the existing app instead of creating a second one when
 a job with that key is already running or succeeded in the namespace.
+
+**Modules**, one job each: :mod:`.options` (the run options); :mod:`.render`, the pure entry
+point of rendering (AppDef + options -> manifests), with :mod:`.checks` (option and app
+checks), :mod:`.naming` (names, labels, annotations) and :mod:`.podspec` (a replica's pod
+template); :mod:`.client` (the apiserver's REST API); :mod:`.fetch` (reading an app's
+objects); :mod:`.status`, the native -> AppState tables applied to those objects, with
+:mod:`.fields` (object fields), :mod:`.pods` (a replica's current pod), :mod:`.roles` (roles
+read back) and :mod:`.views` (the results); :mod:`.reconcile` (planning restarts and stops);
+:mod:`.actions` (creating, stopping and deleting objects); :mod:`.logs` (reading logs); and
+:mod:`.scheduler`, the scheduler class that combines them.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ tether restarts replicas itself for the ``ROLE`` and ``APPLICATION`` retry polic
 Jobs and Kueue): :func:`plan_actions` fills an :class:`~.views.AppView`'s ``creates`` (the
 next attempt of each replica due a restart, see :func:`next_attempt_job`) and ``stops`` (the
 old attempts, or every replica after a final failure);
-:meth:`~tether.schedulers.kubernetes.scheduler.KubernetesScheduler.reconcile` performs them.
+:meth:`~tether.schedulers.kubernetes.scheduler.KubernetesScheduler.reconcile` performs them
+(:func:`~tether.schedulers.kubernetes.actions.apply_actions`).
 """
 
 from __future__ import annotations
@@ -42,7 +43,12 @@ def can_restart(rep: Replica, metas: Mapping[str, RoleMeta]) -> bool:
 
 
 def plan_actions(view: AppView, metas: Mapping[str, RoleMeta]) -> None:
-    """Fills ``view.stops``/``view.creates`` for an app of plain Jobs."""
+    """Fills ``view.stops``/``view.creates`` for an app of plain Jobs.
+
+    Args:
+        view: The app, its state and replicas already analyzed.
+        metas: Role metadata by role name.
+    """
     if view.state == AppState.CANCELLED:
         return
     failed = [r for r in view.replicas if r.state == AppState.FAILED and r.stopped is None]
