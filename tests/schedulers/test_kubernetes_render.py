@@ -18,22 +18,20 @@ import pytest
 import yaml
 
 from tether.schedulers.api import JOB_KEY
-from tether.schedulers.kubernetes.render import (
+from tether.schedulers.kubernetes.checks import parse_toleration
+from tether.schedulers.kubernetes.naming import (
     KUEUE_QUEUE_LABEL,
     LABEL_JOB_KEY,
-    container_resources,
     dns_label,
-    format_request,
     is_label_value,
     job_name,
     label_value,
     make_app_name,
-    parse_toleration,
-    render,
-    resolve_image,
 )
+from tether.schedulers.kubernetes.podspec import container_resources, resolve_image
+from tether.schedulers.kubernetes.render import format_request, render
+from tether.schedulers.kubernetes.roles import rebuild_role, role_meta
 from tether.schedulers.kubernetes.scheduler import KubernetesOpts, create_scheduler
-from tether.schedulers.kubernetes.status import rebuild_role, role_meta
 from tether.specs import (
     AppDef,
     BindMount,

@@ -8,16 +8,14 @@ from typing import Any
 
 import pytest
 
-from tether.schedulers.kubernetes.render import ANN_SUBMITTED, make_app_name, render
+from tether.schedulers.kubernetes.fields import parse_time
+from tether.schedulers.kubernetes.naming import ANN_SUBMITTED, make_app_name
+from tether.schedulers.kubernetes.reconcile import next_attempt_job
+from tether.schedulers.kubernetes.render import render
+from tether.schedulers.kubernetes.roles import parse_quantity
 from tether.schedulers.kubernetes.scheduler import KubernetesOpts
-from tether.schedulers.kubernetes.status import (
-    AppView,
-    analyze,
-    next_attempt_job,
-    parse_quantity,
-    parse_time,
-    pod_view,
-)
+from tether.schedulers.kubernetes.status import analyze, pod_view
+from tether.schedulers.kubernetes.views import AppView
 from tether.specs import AppDef, AppState, RetryPolicy, Role
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)

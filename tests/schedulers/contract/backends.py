@@ -140,7 +140,7 @@ class KubernetesHarness(BackendHarness):
     def fingerprint(self, sched: Scheduler[Any], app_id: str) -> object:
         from kubernetes import client
 
-        from tether.schedulers.kubernetes.render import LABEL_APP_ID
+        from tether.schedulers.kubernetes.naming import LABEL_APP_ID
 
         ns, _, name = app_id.partition(":")
         sel = f"{LABEL_APP_ID}={name}"
@@ -156,7 +156,7 @@ class KubernetesHarness(BackendHarness):
 
     def expected_rank0_host(self, app_id: str, app: AppDef) -> str:
         # documented: replica 0 of the first role under the app's headless Service
-        from tether.schedulers.kubernetes.render import replica_hostname
+        from tether.schedulers.kubernetes.naming import replica_hostname
 
         ns, _, name = app_id.partition(":")
         if sum(r.num_replicas for r in app.roles) == 1:

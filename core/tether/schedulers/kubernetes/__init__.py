@@ -38,7 +38,7 @@ reconcile at once create each attempt once. When a failure is final, the app is 
 **Status** comes from the Job conditions and the pods (the state tables
 :data:`POD_PHASE_STATE`, :data:`JOB_CONDITION_STATE`, :data:`VOLCANO_PHASE_STATE`,
 :data:`APPWRAPPER_STATE`, defined with the pure analysis in
-:mod:`tether.schedulers.kubernetes.status` and and the rules of
+:mod:`tether.schedulers.kubernetes.status`, and the rules of
 :meth:`~.scheduler.KubernetesScheduler.describe`): an unschedulable pod is PENDING with the
 scheduler's reason in ``msg``; ``ErrImagePull``/``ImagePullBackOff`` are PENDING with the reason
 until they persisted ``image_pull_timeout`` seconds, then FAILED (``InvalidImageName`` and
@@ -66,6 +66,16 @@ restarts the whole app there (a warning says so).
 ``tether.dev/job-key`` (and an annotation with the exact value); :meth:`find_jobs` is a label
 selector, and :meth:`schedule` returns the existing app instead of creating a second one when
 a job with that key is already running or succeeded in the namespace.
+
+**Modules**, one job each: :mod:`.options` (the run options); :mod:`.render`, the pure entry
+point of rendering (AppDef + options -> manifests), with :mod:`.checks` (option and app
+checks), :mod:`.naming` (names, labels, annotations) and :mod:`.podspec` (a replica's pod
+template); :mod:`.client` (the apiserver's REST API); :mod:`.fetch` (reading an app's
+objects); :mod:`.status`, the native -> AppState tables applied to those objects, with
+:mod:`.fields` (object fields), :mod:`.pods` (a replica's current pod), :mod:`.roles` (roles
+read back) and :mod:`.views` (the results); :mod:`.reconcile` (planning restarts and stops);
+:mod:`.actions` (creating, stopping and deleting objects); :mod:`.logs` (reading logs); and
+:mod:`.scheduler`, the scheduler class that combines them.
 """
 
 from __future__ import annotations

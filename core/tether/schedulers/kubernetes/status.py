@@ -1,63 +1,60 @@
-"""Status of a kubernetes app from its objects: the state tables and pure analysis.
+"""Status of a kubernetes app from its objects: the one native -> AppState table.
 
-:func:`analyze` takes what the apiserver returned for one app (its Jobs, pods, and the Volcano
-Job or AppWrapper when there is one) and returns an :class:`AppView`: the app's state and
-message, each replica's state, the rebuilt roles, and what the scheduler should do about it
-(stop replicas, create the next attempt of a restarted role or app). No I/O happens here, so
-every rule is unit-tested on plain dicts; :mod:`tether.schedulers.kubernetes.scheduler`
-fetches the objects and performs the actions.
+The state tables (:data:`POD_PHASE_STATE`, :data:`JOB_CONDITION_STATE`,
+:data:`STOPPED_STATE`, :data:`VOLCANO_PHASE_STATE`, :data:`APPWRAPPER_STATE`) and the
+functions that apply them. :func:`analyze` takes what the apiserver returned for one app (its
+Jobs, pods, and the Volcano Job or AppWrapper when there is one) and returns an
+:class:`~tether.schedulers.kubernetes.views.AppView`: the app's state and message, each
+replica's state, the rebuilt roles (:mod:`~tether.schedulers.kubernetes.roles`), and what
+the scheduler should do about it (stop replicas, create the next attempt of a restarted
+role or app, planned by :mod:`~tether.schedulers.kubernetes.reconcile`). No I/O happens
+here, so every rule is unit-tested on plain dicts;
+:mod:`tether.schedulers.kubernetes.scheduler` fetches the objects and performs the actions.
 """
 
 from __future__ import annotations
 
-import copy
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from tether.schedulers.kubernetes.render import (
+from tether.schedulers.kubernetes.fields import (
+    annotations_of,
+    created_at,
+    join_reason,
+    labels_of,
+    meta_of,
+    parse_time,
+    submitted_at,
+    to_int,
+    true_conditions,
+)
+from tether.schedulers.kubernetes.naming import (
     ANN_APP_NAME,
     ANN_GANG,
     ANN_IMAGE_PULL_TIMEOUT,
     ANN_JOB_KEY,
-    ANN_MAX_RETRIES,
-    ANN_MIN_REPLICAS,
-    ANN_NUM_REPLICAS,
     ANN_NUM_RESTARTS,
-    ANN_PORT_NAMES,
-    ANN_RETRY_POLICY,
-    ANN_ROLE_INDEX,
     ANN_ROLE_NAME,
     ANN_STOP_REASON,
     ANN_STOPPED,
-    ANN_SUBMITTED,
     ANN_UI_URL,
-    DEVICE_VOLUME_PREFIX,
+    KUEUE_QUEUE_LABEL,
+    LABEL_ATTEMPT,
+    LABEL_REPLICA_ID,
+)
+from tether.schedulers.kubernetes.options import (
     GANG_APPWRAPPER,
     GANG_KUEUE,
     GANG_NONE,
     GANG_VOLCANO,
-    KUEUE_QUEUE_LABEL,
-    LABEL_APP_ID,
-    LABEL_ATTEMPT,
-    LABEL_REPLICA_ID,
-    SHM_VOLUME,
-    job_name,
 )
-from tether.schedulers.replica import REPLICA_ENV
-from tether.specs import (
-    NULL_RESOURCE,
-    AppState,
-    BindMount,
-    DeviceMount,
-    Mount,
-    Resource,
-    RetryPolicy,
-    Role,
-    VolumeMount,
-)
+from tether.schedulers.kubernetes.pods import newest_pod, owned_by, termination
+from tether.schedulers.kubernetes.reconcile import can_restart, job_active, plan_actions
+from tether.schedulers.kubernetes.roles import RoleMeta, rebuild_role, role_meta
+from tether.schedulers.kubernetes.views import AppView, Replica, summary
+from tether.specs import AppState
 
 # ---- state tables --------------------------------------------------------------------------
 POD_PHASE_STATE: dict[str, AppState] = {
@@ -122,77 +119,6 @@ DEFAULT_IMAGE_PULL_TIMEOUT_S = 120
 _NOT_TERMINATING = "ContainerCreating", "PodInitializing"
 
 
-# ---- small helpers -------------------------------------------------------------------------
-def _meta(obj: Mapping[str, Any] | None) -> dict[str, Any]:
-    return dict((obj or {}).get("metadata") or {})
-
-
-def _labels(obj: Mapping[str, Any] | None) -> dict[str, str]:
-    return dict(_meta(obj).get("labels") or {})
-
-
-def _ann(obj: Mapping[str, Any] | None) -> dict[str, str]:
-    return dict(_meta(obj).get("annotations") or {})
-
-
-def _int(text: Any, default: int = 0) -> int:
-    try:
-        return int(str(text))
-    except (TypeError, ValueError):
-        return default
-
-
-def parse_time(text: str | None) -> datetime | None:
-    """Parses an RFC 3339 timestamp (any number of fractional digits) as an aware datetime.
-
-    Args:
-        text: E.g. ``2024-05-01T10:00:00Z`` or ``2024-05-01T10:00:00.123456789Z``.
-
-    Returns:
-        The time, or None for an empty or malformed text.
-    """
-    if not text:
-        return None
-    text = text.strip().replace("z", "Z")
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    m = re.match(r"^(.*?T\d\d:\d\d:\d\d)(\.\d+)?(.*)$", text)
-    if not m:
-        return None
-    frac = (m.group(2) or "")[:7]
-    try:
-        ts = datetime.fromisoformat(m.group(1) + frac + m.group(3))
-    except ValueError:
-        return None
-    return ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
-
-
-def _created(obj: Mapping[str, Any]) -> datetime:
-    return parse_time(_meta(obj).get("creationTimestamp")) or datetime.min.replace(
-        tzinfo=timezone.utc
-    )
-
-
-def _submitted(obj: Mapping[str, Any]) -> float:
-    """When tether submitted the object (its annotation), else its creationTimestamp."""
-    try:
-        return float(_ann(obj)[ANN_SUBMITTED])
-    except (KeyError, ValueError):
-        return _created(obj).timestamp()
-
-
-def _true_conditions(obj: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    conds = (obj.get("status") or {}).get("conditions") or []
-    return {str(c.get("type")): c for c in conds if c.get("status") == "True"}
-
-
-def _join(reason: str | None, message: str | None) -> str:
-    reason, message = (reason or "").strip(), (message or "").strip()
-    if reason and message:
-        return f"{reason}: {message}"
-    return reason or message
-
-
 # ---- pods ----------------------------------------------------------------------------------
 @dataclass
 class PodView:
@@ -209,21 +135,6 @@ class PodView:
     msg: str = ""
     exit_code: int | None = None
     retryable: bool = True
-
-
-def _termination(pod: Mapping[str, Any]) -> tuple[int | None, str]:
-    status = pod.get("status") or {}
-    for cs in status.get("containerStatuses") or []:
-        term = (cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get(
-            "terminated"
-        )
-        if term:
-            code = term.get("exitCode")
-            detail = _join(term.get("reason"), term.get("message"))
-            text = f"exit code {code}" + (f" ({detail})" if detail else "")
-            return (int(code) if code is not None else None), text
-    detail = _join(status.get("reason"), status.get("message"))
-    return None, detail or "the pod failed"
 
 
 def pod_view(pod: Mapping[str, Any], now: datetime, image_pull_timeout: float) -> PodView:
@@ -243,10 +154,10 @@ def pod_view(pod: Mapping[str, Any], now: datetime, image_pull_timeout: float) -
     if state == AppState.SUCCEEDED:
         return PodView(state, "", 0)
     if state == AppState.FAILED:
-        code, text = _termination(pod)
+        code, text = termination(pod)
         return PodView(state, text, code)
     if state == AppState.UNKNOWN:
-        detail = _join(status.get("reason"), status.get("message"))
+        detail = join_reason(status.get("reason"), status.get("message"))
         return PodView(state, f"pod phase {phase}: " + (detail or "its node stopped reporting"))
     statuses = list(status.get("initContainerStatuses") or []) + list(
         status.get("containerStatuses") or []
@@ -255,7 +166,7 @@ def pod_view(pod: Mapping[str, Any], now: datetime, image_pull_timeout: float) -
         for cs in statuses:
             waiting = (cs.get("state") or {}).get("waiting") or {}
             if waiting.get("reason") == "CrashLoopBackOff":
-                code, text = _termination({"status": {"containerStatuses": [cs]}})
+                code, text = termination({"status": {"containerStatuses": [cs]}})
                 return PodView(
                     state,
                     f"CrashLoopBackOff: container {cs.get('name')} restarted "
@@ -266,17 +177,19 @@ def pod_view(pod: Mapping[str, Any], now: datetime, image_pull_timeout: float) -
     # Pending
     for cond in status.get("conditions") or []:
         if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
-            return PodView(state, _join(cond.get("reason") or "Unschedulable", cond.get("message")))
+            return PodView(
+                state, join_reason(cond.get("reason") or "Unschedulable", cond.get("message"))
+            )
     for cs in statuses:
         waiting = (cs.get("state") or {}).get("waiting") or {}
         reason = str(waiting.get("reason") or "")
         if not reason or reason in _NOT_TERMINATING:
             continue
-        text = _join(reason, waiting.get("message"))
+        text = join_reason(reason, waiting.get("message"))
         if reason in IMAGE_ERRORS_FATAL:
             return PodView(AppState.FAILED, text, None, retryable=False)
         if reason in IMAGE_ERRORS_RETRYING:
-            since = parse_time(status.get("startTime")) or _created(pod)
+            since = parse_time(status.get("startTime")) or created_at(pod)
             waited = (now - since).total_seconds()
             if waited >= image_pull_timeout:
                 return PodView(
@@ -291,97 +204,6 @@ def pod_view(pod: Mapping[str, Any], now: datetime, image_pull_timeout: float) -
 
 
 # ---- replicas ------------------------------------------------------------------------------
-@dataclass
-class RoleMeta:
-    """A role as tether rendered it (from the pod template's annotations)."""
-
-    name: str
-    index: int
-    num_replicas: int
-    max_retries: int
-    retry_policy: RetryPolicy
-    min_replicas: int | None
-    template: dict[str, Any]
-
-
-def role_meta(template: Mapping[str, Any]) -> RoleMeta:
-    """Reads a role's metadata from a pod template rendered by tether."""
-    ann = _ann(template)
-    try:
-        policy = RetryPolicy(ann.get(ANN_RETRY_POLICY, "APPLICATION"))
-    except ValueError:
-        policy = RetryPolicy.APPLICATION
-    min_rep = ann.get(ANN_MIN_REPLICAS)
-    return RoleMeta(
-        name=ann.get(ANN_ROLE_NAME) or str(_labels(template).get("tether.dev/role", "?")),
-        index=_int(ann.get(ANN_ROLE_INDEX)),
-        num_replicas=_int(ann.get(ANN_NUM_REPLICAS), 1),
-        max_retries=_int(ann.get(ANN_MAX_RETRIES)),
-        retry_policy=policy,
-        min_replicas=_int(min_rep) if min_rep is not None else None,
-        template=dict(template),
-    )
-
-
-@dataclass
-class Replica:
-    """One replica as the objects show it.
-
-    Attributes:
-        role: The role's name.
-        role_index: The role's index in the app.
-        replica_id: The replica index.
-        state: Its state.
-        msg: Why, when worth saying.
-        exit_code: Exit code of its last terminated container.
-        hostname: The node it runs on.
-        attempt: How many times tether restarted it (Jobs mode).
-        job: Its latest Job (Jobs mode).
-        pod: Its newest pod.
-        retryable: False when a restart cannot help.
-        stopped: The ``tether.dev/stopped`` value of its Job, if tether stopped it.
-        pod_retries: Pods its latest Job recreated (``REPLICA`` retries).
-    """
-
-    role: str
-    role_index: int
-    replica_id: int
-    state: AppState
-    msg: str = ""
-    exit_code: int | None = None
-    hostname: str = ""
-    attempt: int = 0
-    job: dict[str, Any] | None = None
-    pod: dict[str, Any] | None = None
-    retryable: bool = True
-    stopped: str | None = None
-    pod_retries: int = 0
-
-    @property
-    def label(self) -> str:
-        """``role[k]``."""
-        return f"{self.role}[{self.replica_id}]"
-
-
-_PHASE_RANK = {"Failed": 0, "Succeeded": 1}
-
-
-def _pod_order(pod: Mapping[str, Any]) -> tuple[datetime, int]:
-    """Newest first by creation; creation times have 1 s resolution, so on a tie the pod
-    still running (a retry replacing a failed one) beats a succeeded one beats a failed one."""
-    phase = str((pod.get("status") or {}).get("phase") or "Pending")
-    return _created(pod), _PHASE_RANK.get(phase, 2)
-
-
-def _newest(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
-    live = [p for p in pods if not _meta(p).get("deletionTimestamp")] or pods
-    return max(live, key=_pod_order) if live else None
-
-
-def _owned_by(pod: Mapping[str, Any], uid: str) -> bool:
-    return any(ref.get("uid") == uid for ref in _meta(pod).get("ownerReferences") or [])
-
-
 def job_replica(
     job: dict[str, Any], pods: list[dict[str, Any]], now: datetime, pull_timeout: float
 ) -> Replica:
@@ -397,17 +219,17 @@ def job_replica(
         The replica.
     """
     meta = role_meta(job["spec"]["template"])
-    ann = _ann(job)
-    mine = sorted((p for p in pods if _owned_by(p, str(_meta(job).get("uid")))), key=_created)
-    pod = _newest(mine)
+    ann = annotations_of(job)
+    mine = sorted((p for p in pods if owned_by(p, str(meta_of(job).get("uid")))), key=created_at)
+    pod = newest_pod(mine)
     status = job.get("status") or {}
-    created = sum(_int(status.get(k)) for k in ("succeeded", "failed", "active"))
+    created = sum(to_int(status.get(k)) for k in ("succeeded", "failed", "active"))
     rep = Replica(
         role=meta.name,
         role_index=meta.index,
-        replica_id=_int(_labels(job).get(LABEL_REPLICA_ID)),
+        replica_id=to_int(labels_of(job).get(LABEL_REPLICA_ID)),
         state=AppState.PENDING,
-        attempt=_int(_labels(job).get(LABEL_ATTEMPT)),
+        attempt=to_int(labels_of(job).get(LABEL_ATTEMPT)),
         job=job,
         pod=pod,
         hostname=str(((pod or {}).get("spec") or {}).get("nodeName") or ""),
@@ -417,7 +239,7 @@ def job_replica(
     if pv is not None and pv.exit_code is not None:
         rep.exit_code = pv.exit_code
     stopped = ann.get(ANN_STOPPED)
-    conds = _true_conditions(job)
+    conds = true_conditions(job)
     if stopped in STOPPED_STATE:
         rep.stopped = stopped
         rep.state = STOPPED_STATE[stopped]
@@ -428,23 +250,23 @@ def job_replica(
         if ctype in conds:
             rep.state = JOB_CONDITION_STATE[ctype]
             if ctype == "Failed":
-                cond = _join(conds[ctype].get("reason"), conds[ctype].get("message"))
+                cond = join_reason(conds[ctype].get("reason"), conds[ctype].get("message"))
                 rep.msg = "; ".join(x for x in ((pv.msg if pv else ""), cond) if x)
             return rep
     if job["spec"].get("suspend"):
-        queue = _labels(job).get(KUEUE_QUEUE_LABEL)
+        queue = labels_of(job).get(KUEUE_QUEUE_LABEL)
         rep.msg = "suspended" + (f": waiting for Kueue admission (queue {queue})" if queue else "")
         return rep
     if pv is None:
         rep.msg = (
-            "retrying after a failed pod" if _int(status.get("failed"))
+            "retrying after a failed pod" if to_int(status.get("failed"))
             else "waiting for the Job controller to create the pod"
         )  # fmt: skip
         return rep
     rep.state, rep.msg, rep.retryable = pv.state, pv.msg, pv.retryable
     if pv.state == AppState.FAILED and pv.retryable:
         failed = sum(1 for p in mine if (p.get("status") or {}).get("phase") == "Failed")
-        limit = _int(job["spec"].get("backoffLimit"), 6)
+        limit = to_int(job["spec"].get("backoffLimit"), 6)
         if failed <= limit:
             rep.state = AppState.PENDING
             rep.msg = f"retrying (pod retry {failed} of {limit}) after {pv.msg}"
@@ -454,7 +276,7 @@ def job_replica(
 def _pod_replica(
     meta: RoleMeta, k: int, pods: list[dict[str, Any]], now: datetime, pull_timeout: float
 ) -> Replica:
-    pod = _newest(pods)
+    pod = newest_pod(pods)
     rep = Replica(meta.name, meta.index, k, AppState.PENDING, pod=pod)
     if pod is None:
         rep.msg = "no pod yet"
@@ -467,71 +289,6 @@ def _pod_replica(
 
 
 # ---- the app -------------------------------------------------------------------------------
-@dataclass
-class AppView:
-    """One app as its objects show it, and what to do about it.
-
-    Attributes:
-        namespace: Its namespace.
-        name: Its Kubernetes name.
-        gang: The gang option it was rendered with.
-        state: The app's state.
-        msg: Why (failed replicas, pending reasons...).
-        num_restarts: Restarts by tether plus pod retries.
-        replicas: Every replica.
-        roles: The roles, rebuilt from the pod templates.
-        jobs: Every ``batch/v1`` Job of the app (all attempts).
-        vcjob: The Volcano Job, when there is one.
-        appwrapper: The AppWrapper, when there is one.
-        app_name: ``AppDef.name``.
-        job_key: The job identity.
-        created: Creation time (seconds since the epoch).
-        ui_url: The job's page in a dashboard (the ``dashboard_url`` option), if any.
-        stops: ``(object, stopped-kind, reason)`` to stop.
-        creates: Jobs to create (next attempts).
-    """
-
-    namespace: str
-    name: str
-    gang: str
-    state: AppState
-    msg: str
-    num_restarts: int
-    replicas: list[Replica]
-    roles: list[Role]
-    jobs: list[dict[str, Any]] = field(default_factory=list)
-    vcjob: dict[str, Any] | None = None
-    appwrapper: dict[str, Any] | None = None
-    app_name: str = ""
-    job_key: str | None = None
-    created: float | None = None
-    ui_url: str | None = None
-    stops: list[tuple[dict[str, Any], str, str]] = field(default_factory=list)
-    creates: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def app_id(self) -> str:
-        """``{namespace}:{name}``."""
-        return f"{self.namespace}:{self.name}"
-
-
-def _summary(reps: list[Replica], limit: int = 4) -> str:
-    items = [f"{r.label}: {r.msg}" if r.msg else r.label for r in reps]
-    more = f" (and {len(items) - limit} more)" if len(items) > limit else ""
-    return "; ".join(items[:limit]) + more
-
-
-def _can_restart(rep: Replica, metas: Mapping[str, RoleMeta]) -> bool:
-    meta = metas.get(rep.role)
-    return (
-        meta is not None
-        and rep.retryable
-        and rep.stopped is None
-        and meta.retry_policy != RetryPolicy.REPLICA
-        and rep.attempt < meta.max_retries
-    )
-
-
 def aggregate(
     replicas: list[Replica], metas: Mapping[str, RoleMeta], tether_restarts: bool
 ) -> tuple[AppState, str]:
@@ -552,120 +309,20 @@ def aggregate(
     if any(r.stopped == "cancelled" for r in replicas):
         return AppState.CANCELLED, "cancelled by the user"
     failed = [r for r in replicas if r.state == AppState.FAILED]
-    final = [r for r in failed if not (tether_restarts and _can_restart(r, metas))]
+    final = [r for r in failed if not (tether_restarts and can_restart(r, metas))]
     if final:
-        return AppState.FAILED, _summary(final)
+        return AppState.FAILED, summary(final)
     if failed:
-        return AppState.PENDING, "restarting after " + _summary(failed)
+        return AppState.PENDING, "restarting after " + summary(failed)
     if replicas and all(r.state == AppState.SUCCEEDED for r in replicas):
         return AppState.SUCCEEDED, ""
     noted = [r for r in replicas if r.msg and r.state in (AppState.PENDING, AppState.RUNNING)]
     if any(r.state == AppState.RUNNING for r in replicas):
-        return AppState.RUNNING, _summary(noted)
+        return AppState.RUNNING, summary(noted)
     unknown = [r for r in replicas if r.state == AppState.UNKNOWN]
     if unknown:
-        return AppState.UNKNOWN, _summary(unknown)
-    return AppState.PENDING, _summary(noted)
-
-
-def _plan(view: AppView, metas: Mapping[str, RoleMeta]) -> None:
-    """Fills ``view.stops``/``view.creates`` for an app of plain Jobs."""
-    if view.state == AppState.CANCELLED:
-        return
-    failed = [r for r in view.replicas if r.state == AppState.FAILED and r.stopped is None]
-    if not failed:
-        return
-    final = [r for r in failed if not _can_restart(r, metas)]
-    if final:
-        reason = _summary(final)
-        for rep in view.replicas:
-            if rep.job is None or not job_active(rep.job):
-                continue
-            if rep in final:
-                view.stops.append((rep.job, "failed", rep.msg))
-            else:
-                view.stops.append((rep.job, "superseded", f"stopped because {reason} failed"))
-        return
-    scope: set[tuple[str, int]] = set()
-    for rep in failed:
-        meta = metas[rep.role]
-        if meta.retry_policy == RetryPolicy.ROLE:
-            scope |= {(r.role, r.replica_id) for r in view.replicas if r.role == rep.role}
-        else:
-            scope |= {(r.role, r.replica_id) for r in view.replicas}
-    tether_restarts = max([_int(_ann(j).get(ANN_NUM_RESTARTS)) for j in view.jobs] + [0])
-    why = "restarting after " + _summary(failed)
-    for rep in view.replicas:
-        if (rep.role, rep.replica_id) not in scope or rep.job is None:
-            continue
-        if job_active(rep.job):
-            view.stops.append((rep.job, "superseded", why))
-        view.creates.append(next_attempt_job(rep.job, rep.attempt + 1, tether_restarts + 1))
-
-
-def job_active(job: Mapping[str, Any]) -> bool:
-    """Whether a ``batch/v1`` Job may still run pods (not finished, not stopped by tether)."""
-    if _ann(job).get(ANN_STOPPED):
-        return False
-    return not ({"Complete", "Failed"} & set(_true_conditions(job)))
-
-
-_CONTROLLER_LABELS = (
-    "controller-uid",
-    "job-name",
-    "batch.kubernetes.io/controller-uid",
-    "batch.kubernetes.io/job-name",
-)
-
-
-def next_attempt_job(job: Mapping[str, Any], attempt: int, num_restarts: int) -> dict[str, Any]:
-    """A copy of a replica's Job for its next attempt (tether-side restart).
-
-    Args:
-        job: The replica's current Job, as the apiserver returned it.
-        attempt: The new attempt number.
-        num_restarts: The app's restart count after this restart.
-
-    Returns:
-        The Job manifest to create.
-    """
-    meta = _meta(job)
-    spec = copy.deepcopy(dict(job["spec"]))
-    spec.pop("selector", None)
-    spec.pop("manualSelector", None)
-    spec.pop("activeDeadlineSeconds", None)
-    spec["parallelism"] = 1
-    tmeta = dict(spec["template"].get("metadata") or {})
-    tmeta["labels"] = {
-        k: v for k, v in (tmeta.get("labels") or {}).items() if k not in _CONTROLLER_LABELS
-    }
-    tmeta.pop("creationTimestamp", None)
-    spec["template"]["metadata"] = tmeta
-    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k not in _CONTROLLER_LABELS}
-    labels[LABEL_ATTEMPT] = str(attempt)
-    if labels.get(KUEUE_QUEUE_LABEL):
-        spec["suspend"] = True
-    annotations = {
-        k: v
-        for k, v in (meta.get("annotations") or {}).items()
-        if k not in (ANN_STOPPED, ANN_STOP_REASON) and not k.startswith("batch.kubernetes.io/")
-    }
-    annotations[ANN_NUM_RESTARTS] = str(num_restarts)
-    rmeta = role_meta(spec["template"])
-    name = job_name(
-        str(labels.get(LABEL_APP_ID, "")), rmeta.name, _int(labels.get(LABEL_REPLICA_ID)), attempt
-    )
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "namespace": meta.get("namespace"),
-            "labels": labels,
-            "annotations": annotations,
-        },
-        "spec": spec,
-    }
+        return AppState.UNKNOWN, summary(unknown)
+    return AppState.PENDING, summary(noted)
 
 
 def analyze(
@@ -691,13 +348,13 @@ def analyze(
     Returns:
         The view (with ``stops``/``creates`` filled for plain Jobs).
     """
-    top = vcjob or appwrapper or (min(jobs, key=_created) if jobs else {})
-    ann = _ann(top)
+    top = vcjob or appwrapper or (min(jobs, key=created_at) if jobs else {})
+    ann = annotations_of(top)
     gang = ann.get(ANN_GANG) or (
         GANG_VOLCANO if vcjob else GANG_APPWRAPPER if appwrapper else GANG_NONE
     )
-    pull_timeout = float(_int(ann.get(ANN_IMAGE_PULL_TIMEOUT), DEFAULT_IMAGE_PULL_TIMEOUT_S))
-    created = [_submitted(o) for o in [*jobs, *(x for x in (vcjob, appwrapper) if x)]]
+    pull_timeout = float(to_int(ann.get(ANN_IMAGE_PULL_TIMEOUT), DEFAULT_IMAGE_PULL_TIMEOUT_S))
+    created = [submitted_at(o) for o in [*jobs, *(x for x in (vcjob, appwrapper) if x)]]
     view = AppView(
         namespace=namespace,
         name=name,
@@ -738,10 +395,10 @@ def _jobs(
     latest: dict[tuple[str, int], dict[str, Any]] = {}
     for job in view.jobs:
         meta = role_meta(job["spec"]["template"])
-        key = (meta.name, _int(_labels(job).get(LABEL_REPLICA_ID)))
+        key = (meta.name, to_int(labels_of(job).get(LABEL_REPLICA_ID)))
         cur = latest.get(key)
-        if cur is None or _int(_labels(job).get(LABEL_ATTEMPT)) > _int(
-            _labels(cur).get(LABEL_ATTEMPT)
+        if cur is None or to_int(labels_of(job).get(LABEL_ATTEMPT)) > to_int(
+            labels_of(cur).get(LABEL_ATTEMPT)
         ):
             latest[key] = job
         if meta.name not in metas or key[1] == 0:
@@ -750,14 +407,14 @@ def _jobs(
     tether_owned = view.gang in (GANG_NONE, GANG_KUEUE)
     view.state, view.msg = aggregate(view.replicas, metas, tether_owned)
     view.num_restarts = max(
-        [_int(_ann(j).get(ANN_NUM_RESTARTS)) for j in view.jobs] + [0]
+        [to_int(annotations_of(j).get(ANN_NUM_RESTARTS)) for j in view.jobs] + [0]
     ) + sum(r.pod_retries for r in view.replicas)
     if tether_owned:
         current = {id(j) for j in latest.values()}
         for job in view.jobs:  # an earlier attempt still running next to a newer one
             if id(job) not in current and job_active(job):
                 view.stops.append((job, "superseded", "replaced by a newer attempt"))
-        _plan(view, metas)
+        plan_actions(view, metas)
     elif view.state == AppState.FAILED:  # AppWrapper: stop what still runs, MCAD retries
         for rep in view.replicas:
             if rep.job is not None and job_active(rep.job) and rep.state == AppState.FAILED:
@@ -765,10 +422,12 @@ def _jobs(
 
 
 def _wrapper_overrides(view: AppView, aw: dict[str, Any]) -> None:
-    stopped = _ann(aw).get(ANN_STOPPED)
+    stopped = annotations_of(aw).get(ANN_STOPPED)
     aw_state = APPWRAPPER_STATE.get(str((aw.get("status") or {}).get("state") or ""))
     if stopped in STOPPED_STATE:
-        view.state, view.msg = STOPPED_STATE[stopped], _ann(aw).get(ANN_STOP_REASON, stopped)
+        view.state, view.msg = STOPPED_STATE[stopped], annotations_of(aw).get(
+            ANN_STOP_REASON, stopped
+        )
     elif aw_state == AppState.FAILED and not view.state.is_terminal():
         view.state, view.msg = AppState.FAILED, "AppWrapper failed: " + _aw_reason(aw)
 
@@ -777,7 +436,7 @@ def _aw_reason(aw: Mapping[str, Any]) -> str:
     status = aw.get("status") or {}
     conds = status.get("conditions") or []
     last = conds[-1] if conds else {}
-    return _join(last.get("reason"), last.get("message")) or str(status.get("state") or "")
+    return join_reason(last.get("reason"), last.get("message")) or str(status.get("state") or "")
 
 
 def _wrapper_only(view: AppView, aw: dict[str, Any], metas: dict[str, RoleMeta]) -> None:
@@ -789,14 +448,16 @@ def _wrapper_only(view: AppView, aw: dict[str, Any], metas: dict[str, RoleMeta])
             if meta.name not in metas:
                 metas[meta.name] = meta
             view.replicas.append(
-                Replica(meta.name, meta.index, _int(_labels(obj).get(LABEL_REPLICA_ID)),
+                Replica(meta.name, meta.index, to_int(labels_of(obj).get(LABEL_REPLICA_ID)),
                         AppState.PENDING, msg="waiting for MCAD to dispatch the AppWrapper")
             )  # fmt: skip
     raw = str((aw.get("status") or {}).get("state") or "")
     state = APPWRAPPER_STATE.get(raw, AppState.UNKNOWN)
-    stopped = _ann(aw).get(ANN_STOPPED)
+    stopped = annotations_of(aw).get(ANN_STOPPED)
     if stopped in STOPPED_STATE:
-        view.state, view.msg = STOPPED_STATE[stopped], _ann(aw).get(ANN_STOP_REASON, stopped)
+        view.state, view.msg = STOPPED_STATE[stopped], annotations_of(aw).get(
+            ANN_STOP_REASON, stopped
+        )
     elif state == AppState.UNKNOWN:
         view.state, view.msg = state, f"unknown AppWrapper state {raw!r}"
     else:
@@ -818,12 +479,15 @@ def _volcano(
 ) -> None:
     by_replica: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for pod in pods:
-        key = (_ann(pod).get(ANN_ROLE_NAME, ""), _int(_labels(pod).get(LABEL_REPLICA_ID)))
+        key = (
+            annotations_of(pod).get(ANN_ROLE_NAME, ""),
+            to_int(labels_of(pod).get(LABEL_REPLICA_ID)),
+        )
         by_replica.setdefault(key, []).append(pod)
     for task in (vcjob.get("spec") or {}).get("tasks") or []:
         template = task.get("template") or {}
         meta = role_meta(template)
-        k = _int(_labels(template).get(LABEL_REPLICA_ID))
+        k = to_int(labels_of(template).get(LABEL_REPLICA_ID))
         if meta.name not in metas or k == 0:
             metas[meta.name] = meta
         view.replicas.append(
@@ -832,136 +496,29 @@ def _volcano(
     status = vcjob.get("status") or {}
     phase_info = status.get("state") or {}
     phase = str(phase_info.get("phase") or "Pending")
-    view.num_restarts = _int(status.get("retryCount"))
-    stopped = _ann(vcjob).get(ANN_STOPPED)
+    view.num_restarts = to_int(status.get("retryCount"))
+    stopped = annotations_of(vcjob).get(ANN_STOPPED)
     if stopped in STOPPED_STATE:
-        view.state, view.msg = STOPPED_STATE[stopped], _ann(vcjob).get(ANN_STOP_REASON, stopped)
+        view.state, view.msg = STOPPED_STATE[stopped], annotations_of(vcjob).get(
+            ANN_STOP_REASON, stopped
+        )
         return
     state = VOLCANO_PHASE_STATE.get(phase)
     if state is None:
         view.state, view.msg = AppState.UNKNOWN, f"unknown Volcano phase {phase!r}"
         return
-    detail = _join(phase_info.get("reason"), phase_info.get("message"))
+    detail = join_reason(phase_info.get("reason"), phase_info.get("message"))
     fatal = [r for r in view.replicas if r.state == AppState.FAILED and not r.retryable]
     if fatal and not state.is_terminal():
-        view.state, view.msg = AppState.FAILED, _summary(fatal)
+        view.state, view.msg = AppState.FAILED, summary(fatal)
         view.stops.append((vcjob, "failed", view.msg))
         return
     noted = [r for r in view.replicas if r.msg and r.pod is not None]
     if state == AppState.FAILED:
         failed = [r for r in view.replicas if r.state == AppState.FAILED]
-        view.msg = "; ".join(x for x in (f"Volcano {phase}", detail, _summary(failed)) if x)
+        view.msg = "; ".join(x for x in (f"Volcano {phase}", detail, summary(failed)) if x)
     elif state.is_terminal():
         view.msg = "; ".join(x for x in (f"Volcano {phase}", detail) if x)
     else:
-        view.msg = "; ".join(x for x in (detail, _summary(noted)) if x)
+        view.msg = "; ".join(x for x in (detail, summary(noted)) if x)
     view.state = state
-
-
-# ---- roles ---------------------------------------------------------------------------------
-_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)([A-Za-z]*)$")
-_SUFFIX = {
-    "": 1.0, "n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
-    "P": 1e15, "E": 1e18, "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40,
-    "Pi": 2.0**50, "Ei": 2.0**60,
-}  # fmt: skip
-
-
-def parse_quantity(text: str) -> float:
-    """Parses a Kubernetes quantity (``500m``, ``2``, ``1536Mi``, ``1G``).
-
-    Args:
-        text: The quantity.
-
-    Returns:
-        Its value in base units.
-
-    Raises:
-        ValueError: For text that is not a quantity.
-    """
-    m = _QUANTITY.match(str(text).strip())
-    if not m or m.group(2) not in _SUFFIX:
-        raise ValueError(f"not a Kubernetes quantity: {text!r}")
-    return float(m.group(1)) * _SUFFIX[m.group(2)]
-
-
-def _resource(container: Mapping[str, Any], selector: Mapping[str, str]) -> Resource:
-    res = container.get("resources") or {}
-    limits = {**(res.get("requests") or {}), **(res.get("limits") or {})}
-    if not limits:
-        base = copy.deepcopy(NULL_RESOURCE)
-        base.capabilities = dict(selector)
-        return base
-    cpu = parse_quantity(limits["cpu"]) if "cpu" in limits else 0.0
-    mem = int(parse_quantity(limits["memory"]) / 2**20) if "memory" in limits else 0
-    gpu = 0
-    devices: dict[str, int] = {}
-    for key, val in limits.items():
-        if key in ("cpu", "memory", "ephemeral-storage") or "/" not in key:
-            continue
-        if key.endswith("/gpu"):
-            gpu += int(parse_quantity(val))
-        else:
-            devices[key] = int(parse_quantity(val))
-    return Resource(
-        cpu=round(cpu, 3), gpu=gpu, memMB=mem, capabilities=dict(selector), devices=devices
-    )
-
-
-def _mounts(spec: Mapping[str, Any], container: Mapping[str, Any]) -> list[Mount]:
-    volumes = {v.get("name"): v for v in spec.get("volumes") or []}
-    out: list[Mount] = []
-    for vm in container.get("volumeMounts") or []:
-        vol = volumes.get(vm.get("name")) or {}
-        ro = bool(vm.get("readOnly", False))
-        if vm.get("name") == SHM_VOLUME:
-            continue
-        if "persistentVolumeClaim" in vol:
-            out.append(VolumeMount(vol["persistentVolumeClaim"]["claimName"], vm["mountPath"], ro))
-        elif "hostPath" in vol and str(vm.get("name", "")).startswith(DEVICE_VOLUME_PREFIX):
-            out.append(DeviceMount(vol["hostPath"]["path"], vm["mountPath"], "r" if ro else "rwm"))
-        elif "hostPath" in vol:
-            out.append(BindMount(vol["hostPath"]["path"], vm["mountPath"], ro))
-    return out
-
-
-def rebuild_role(meta: RoleMeta) -> Role:
-    """Rebuilds a :class:`Role` from the pod template tether rendered (replica 0's values).
-
-    Args:
-        meta: The role's metadata and template.
-
-    Returns:
-        The role (macros appear substituted for replica 0; tether's own env vars dropped).
-    """
-    spec = meta.template.get("spec") or {}
-    container = (spec.get("containers") or [{}])[0]
-    command = list(container.get("command") or []) + list(container.get("args") or [])
-    env = {
-        str(e.get("name")): str(e.get("value", ""))
-        for e in container.get("env") or []
-        if e.get("name") not in REPLICA_ENV and "valueFrom" not in e
-    }
-    renamed = dict(
-        pair.split("=", 1)
-        for pair in _ann(meta.template).get(ANN_PORT_NAMES, "").split(",")
-        if "=" in pair
-    )
-    ports = {
-        renamed.get(str(p.get("name")), str(p.get("name"))): int(p["containerPort"])
-        for p in container.get("ports") or []
-    }
-    return Role(
-        name=meta.name,
-        image=str(container.get("image", "")),
-        entrypoint=command[0] if command else "",
-        args=command[1:],
-        env=env,
-        num_replicas=meta.num_replicas,
-        min_replicas=meta.min_replicas,
-        max_retries=meta.max_retries,
-        retry_policy=meta.retry_policy,
-        resource=_resource(container, spec.get("nodeSelector") or {}),
-        port_map=ports,
-        mounts=_mounts(spec, container),
-    )
