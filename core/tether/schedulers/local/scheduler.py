@@ -324,7 +324,7 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
                 self._cancel_existing(record.app_id)  # too slow: stop it and what it started
             else:
                 self.reconcile(record.app_id)  # it died: stop what it started, record why
-        from tether.schedulers.local.supervisor import stderr_tail  # a rare path
+        from tether.schedulers.local.failures import stderr_tail  # a rare path
 
         tail = stderr_tail(record.supervisor_log, lines=20)
         self._mark_failed(record.app_id, f"the supervisor did not start:\n{tail}")
