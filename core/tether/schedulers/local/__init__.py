@@ -33,11 +33,14 @@ select lines by the time they were received, though the lines themselves carry n
 
 Modules: the file roles every backend has (``options``, ``render``, ``scheduler``,
 ``status``), then ``state`` (the directory layout, atomic writes, the app store),
-``records`` (what ``state.json`` holds), ``supervisor`` (runs an app's replicas),
-``host`` (forks supervisors), ``proctable`` (``/proc`` reads and process-group signals, with
-pid-reuse guards), ``procs`` (an app's processes found and stopped from any process, recovery
-after a dead supervisor), ``logfiles`` and ``logindex`` (writing logs and their time
-indexes), ``logs`` (reading them), ``secretfiles`` and ``limits``.
+``records`` (what ``state.json`` holds), ``launch`` (an app's record made, its supervisor
+started and waited for), ``host`` (forks supervisors), ``supervisor`` (runs an app's
+replicas: the app's policy), ``attempts`` (one run of a replica's process: started, its pipes
+pumped, its end recorded), ``failures`` (a failed replica's message), ``proctable``
+(``/proc`` reads and process signals, with pid-reuse guards), ``procs`` (an app's processes
+found, cancelled and stopped from any process, recovery after a dead supervisor),
+``logfiles`` and ``logindex`` (writing logs and their time indexes), ``logs`` (reading them),
+``secretfiles`` and ``limits``.
 """
 
 from __future__ import annotations

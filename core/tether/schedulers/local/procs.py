@@ -1,4 +1,4 @@
-"""Local processes of apps: waiting on them (pidfd) and finding them after a crash.
+"""Local processes of apps: waiting on them (pidfd), cancelling them, finding them after a crash.
 
 Crash consistency of ``local_cwd`` rests on two facts:
 
@@ -12,7 +12,8 @@ Crash consistency of ``local_cwd`` rests on two facts:
 :func:`recover` is what ``status``/``cancel`` (and ``Scheduler.reconcile``) call for an
 unfinished app: when its supervisor is gone it stops every process of the app (recorded
 process groups, start times guarding against pid reuse, plus the scan) and records the
-app's final state.
+app's final state. :func:`cancel_app` (``cancel``) has the supervisor stop the app, or does so
+itself when the supervisor is gone.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ LAUNCH_TIMEOUT_S = 120.0
 its supervisor before it counts as dead."""
 DEAD_SUPERVISOR_GRACE_S = 1.0
 """Grace period for the processes a dead supervisor left behind."""
+CANCEL_EXTRA_WAIT_S = 10.0
+"""Beyond the grace period, how long ``cancel`` waits for the supervisor to stop the app."""
 _TOKEN = APP_TOKEN_ENV.encode() + b"="
 
 
@@ -297,4 +300,53 @@ def wait_pid_exit(pid: int, start_time: int | None, timeout: float) -> bool:
     return True
 
 
-# ---- helpers: reading logs ---------------------------------------------------------------
+# ---- cancel -------------------------------------------------------------------------------
+def cancel_app(store: StateStore, app_id: str) -> None:
+    """Stops every process of the app (children included) and records CANCELLED.
+
+    Signals the supervisor, which stops the replicas' process groups (SIGTERM, SIGKILL
+    after the grace period) and records the app CANCELLED. When the supervisor is dead
+    or does not finish in time, stops the groups itself.
+
+    Args:
+        store: The state store.
+        app_id: The app (a finished or unknown app is left alone).
+    """
+    for _ in range(3):
+        rec = store.load(app_id)
+        if rec is None or rec.app_state.is_terminal():
+            return
+        if rec.supervisor_pid is not None and pid_alive(
+            rec.supervisor_pid, rec.supervisor_start_time
+        ):
+            _stop_supervisor(rec)
+            continue
+        with store.lock(app_id):
+            rec = store.load(app_id)
+            if rec is None or rec.app_state.is_terminal():
+                return
+            if rec.supervisor_pid is not None and pid_alive(
+                rec.supervisor_pid, rec.supervisor_start_time
+            ):
+                continue  # it just started: signal it
+            rec = store.load(app_id)  # the supervisor's last write is its last word
+            if rec is None or rec.app_state.is_terminal():
+                return
+            resolve_unsupervised(rec, cancelled=True)
+            store.save(rec, fsync=True)
+            return
+
+
+def _stop_supervisor(rec: AppRecord) -> None:
+    """SIGTERM to the app's supervisor (it cancels the app), SIGKILL when it does not stop."""
+    pid, start = rec.supervisor_pid, rec.supervisor_start_time
+    assert pid is not None
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    if wait_pid_exit(pid, start, rec.grace_period + CANCEL_EXTRA_WAIT_S):
+        return
+    log.warning("supervisor pid %d of app %s did not stop; killing it", pid, rec.app_id)
+    if pid_alive(pid, start):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        wait_pid_exit(pid, start, 2.0)

@@ -7,10 +7,11 @@ its start time, so a reused pid never counts as the process recorded.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 DRAIN_AFTER_KILL_S = 1.0
@@ -112,6 +113,27 @@ def all_stats() -> list[ProcStat]:
     return out
 
 
+def descendants(pid: int) -> list[int]:
+    """The pids of every descendant of ``pid`` (children, their children...), from one scan.
+
+    Args:
+        pid: The process.
+
+    Returns:
+        The pids (empty without /proc).
+    """
+    children: dict[int, list[int]] = {}
+    for s in all_stats():
+        children.setdefault(s.ppid, []).append(s.pid)
+    found: list[int] = []
+    todo = list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo.extend(children.get(p, []))
+    return found
+
+
 def signal_group(pgid: int, sig: int) -> bool:
     """Sends ``sig`` to the process group ``pgid``.
 
@@ -186,3 +208,31 @@ def stop_groups(groups: Iterable[tuple[int, int | None]], grace: float) -> None:
         live = [pg for pg in live if group_alive(pg)]
         if live:
             time.sleep(0.01)
+
+
+def stop_pids(pids: Iterable[int], grace: float, reap: Callable[[], None]) -> None:
+    """Stops processes: SIGTERM, then SIGKILL for those still alive after ``grace``.
+
+    Meant for a parent's own children (the supervisor's reparented orphans): ``reap`` collects
+    those that exited, so they stop counting as alive. Blocks until every process is gone or
+    was sent SIGKILL (and had a moment to die, and was reaped).
+
+    Args:
+        pids: The processes.
+        grace: Seconds between SIGTERM and SIGKILL.
+        reap: Reaps exited children.
+    """
+    live = list(pids)
+    for p in live:
+        with contextlib.suppress(OSError):
+            os.kill(p, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while live and time.monotonic() < deadline:
+        time.sleep(0.02)
+        reap()
+        live = [p for p in live if pid_alive(p)]
+    for p in live:
+        with contextlib.suppress(OSError):
+            os.kill(p, signal.SIGKILL)
+    time.sleep(0.01)
+    reap()

@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import atexit
 import builtins
-import contextlib
 import logging
 import os
 import re
 import shutil
-import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tether.schedulers.api import (
-    JOB_KEY,
     DescribeAppResponse,
     ListAppResponse,
     Scheduler,
@@ -26,8 +23,8 @@ from tether.schedulers.capabilities import Capabilities
 from tether.schedulers.gpus import host_gpu_count
 from tether.schedulers.local.options import LocalOpts
 
-# procs, supervisor and logs are imported by the methods that use them: a dryrun (and the
-# CLI's start) needs none of them
+# launch, procs and logs are imported by the methods that use them: a dryrun (and the CLI's
+# start) needs none of them
 from tether.schedulers.local.render import (
     BACKEND,
     LocalRequest,
@@ -38,7 +35,7 @@ from tether.schedulers.local.render import (
     role_cwd,
 )
 from tether.schedulers.local.secretfiles import check_secrets, known_secret_values
-from tether.schedulers.local.state import HOST_LOG, SUPERVISOR_LOG, StateStore, private_dirs
+from tether.schedulers.local.state import StateStore
 from tether.specs import (
     AppDef,
     AppDryRunInfo,
@@ -59,12 +56,6 @@ if TYPE_CHECKING:
     from tether.schedulers.local.records import AppRecord
 
 log = logging.getLogger(__name__)
-
-SUPERVISOR_START_TIMEOUT_S = 120.0
-"""How long ``schedule`` waits for the supervisor to report the replicas started."""
-CANCEL_EXTRA_WAIT_S = 10.0
-"""Beyond the grace period, how long ``cancel`` waits for the supervisor to stop the app."""
-
 
 
 class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
@@ -208,9 +199,6 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
                 ``submit_dryrun``.
             RuntimeError: When the supervisor could not start (with its log).
         """
-        from tether.schedulers.local.proctable import start_time_of
-        from tether.schedulers.local.records import AppRecord, ReplicaRecord, app_to_json
-
         req = dryrun_info.request
         app = dryrun_info._app
         if not isinstance(req, LocalRequest) or app is None:
@@ -218,35 +206,10 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
                 "LocalScheduler.schedule() takes the AppDryRunInfo returned by "
                 "submit_dryrun() of a local_cwd scheduler"
             )
+        from tether.schedulers.local.launch import new_record
+
         app_dir = self._store.apps_dir / req.app_id
-        job_key = app.metadata.get(JOB_KEY)
-        record = AppRecord(
-            app_id=req.app_id,
-            name=app.name,
-            session=self.session_name,
-            created=time.time(),
-            job_key=str(job_key) if job_key is not None else None,
-            app=app_to_json(app),
-            cfg=dict(dryrun_info._cfg or {}),
-            log_dir=req.log_dir,
-            grace_period=req.grace_period,
-            supervisor_log=str(app_dir / SUPERVISOR_LOG),
-            launcher_pid=os.getpid(),
-            launcher_start_time=start_time_of(os.getpid()),
-            replicas=[
-                ReplicaRecord(
-                    role=r.role,
-                    replica_id=r.replica_id,
-                    argv=list(r.argv),
-                    env=dict(r.env),
-                    cwd=r.cwd,
-                    stdout=r.stdout,
-                    stderr=r.stderr,
-                    combined=r.combined,
-                )
-                for r in req.replicas()
-            ],
-        )
+        record = new_record(self._store, req, app, dryrun_info._cfg or {}, self.session_name)
         try:
             self._store.create(record)
         except FileExistsError:
@@ -277,44 +240,13 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         super().close()
 
     def _start_supervisor(self, record: AppRecord, app_dir: Path, log_dirs: list[str]) -> None:
-        """Starts the app's supervisor (forked by the host, else its own process) and waits
-        until it reports the replicas started.
-
-        The replicas' log directories are made here while the supervisor starts (on a host
-        with more than one core, at the same time): the supervisor makes any that are still
-        missing when it starts a replica, so either may come first.
-        """
-        from tether.schedulers.local import host
-        from tether.schedulers.local.procs import wait_readable, with_app_token
+        """Starts the app's supervisor and waits until it reports the replicas started (see
+        :func:`~tether.schedulers.local.launch.start_supervisor`); when it does not, stops
+        what it started, records the app FAILED and raises."""
+        from tether.schedulers.local.launch import mark_failed, start_supervisor
         from tether.schedulers.local.proctable import pid_alive
 
-        env = with_app_token(dict(os.environ), record.app_id)
-        state_path = self._store.state_path(record.app_id)
-        conn = None
-        ready: bytes | bool = b""
-        if host.enabled():  # a fork of the supervisor host (see its module docs)
-            conn = host.request_supervisor(
-                state_path, app_dir, record.supervisor_log, env,
-                self._store.root / HOST_LOG,
-            )
-        if conn is not None:
-            _make_log_dirs(log_dirs)  # while the host forks the supervisor
-            try:
-                ready = wait_readable(conn.fileno(), SUPERVISOR_START_TIMEOUT_S) and conn.recv(1)
-            except OSError:
-                ready = b""
-            finally:
-                conn.close()
-            if not ready:
-                rec = self._store.load(record.app_id)
-                unclaimed = rec is not None and rec.supervisor_pid is None
-                if unclaimed and rec is not None and not rec.app_state.is_terminal():
-                    # the forked supervisor ended before it claimed the app: start one here
-                    conn = None
-        if conn is None:
-            _make_log_dirs(log_dirs)
-            ready = self._exec_supervisor(record, app_dir, state_path, env)
-        if ready:
+        if start_supervisor(self._store, record, app_dir, log_dirs):
             return
         rec = self._store.load(record.app_id)
         if rec is None or rec.app_state.is_terminal():
@@ -324,71 +256,14 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
                 self._cancel_existing(record.app_id)  # too slow: stop it and what it started
             else:
                 self.reconcile(record.app_id)  # it died: stop what it started, record why
-        from tether.schedulers.local.supervisor import stderr_tail  # a rare path
+        from tether.schedulers.local.failures import stderr_tail  # a rare path
 
         tail = stderr_tail(record.supervisor_log, lines=20)
-        self._mark_failed(record.app_id, f"the supervisor did not start:\n{tail}")
+        mark_failed(self._store, record.app_id, f"the supervisor did not start:\n{tail}")
         raise RuntimeError(
             f"the local_cwd supervisor of app {record.app_id!r} did not start the replicas "
             f"(see {record.supervisor_log}):\n{tail}"
         )
-
-    def _exec_supervisor(
-        self, record: AppRecord, app_dir: Path, state_path: Path, env: dict[str, str]
-    ) -> bytes | bool:
-        """Starts the supervisor as its own process; returns what it signalled when ready."""
-        import subprocess  # only here: a dryrun does without it
-
-        from tether.schedulers.local.procs import wait_readable
-
-        ready_r, ready_w = os.pipe()
-        try:
-            slog_fd = os.open(record.supervisor_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-            with os.fdopen(slog_fd, "ab") as slog:
-                proc = subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "tether.schedulers.local.supervisor",
-                        str(state_path),
-                        "--ready-fd",
-                        str(ready_w),
-                    ],
-                    stdin=subprocess.DEVNULL,
-                    env=env,
-                    stdout=slog,
-                    stderr=subprocess.STDOUT,
-                    cwd=app_dir,
-                    start_new_session=True,
-                    pass_fds=(ready_w,),
-                )
-        except BaseException:
-            os.close(ready_r)
-            os.close(ready_w)
-            self._mark_failed(record.app_id, "could not start the supervisor process")
-            raise
-        os.close(ready_w)
-        try:
-            ready = wait_readable(ready_r, SUPERVISOR_START_TIMEOUT_S) and os.read(ready_r, 1)
-        finally:
-            os.close(ready_r)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5.0)  # the supervisor forked away at once; reap its first half
-        return ready
-
-    def _mark_failed(self, app_id: str, msg: str) -> None:
-        with self._store.lock(app_id):
-            rec = self._store.load(app_id)
-            if rec is None or rec.app_state.is_terminal():
-                return
-            rec.state = AppState.FAILED.name
-            rec.msg = msg
-            rec.finished_at = time.time()
-            for rep in rec.replicas:
-                if not rep.app_state.is_terminal():
-                    rep.state = AppState.FAILED.name
-                    rep.msg = msg
-            self._store.save(rec)
 
     # ---- describe ----------------------------------------------------------------------
     def describe(self, app_id: str) -> DescribeAppResponse | None:
@@ -610,73 +485,16 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         self._cancel_existing(app_id)
 
     def _cancel_existing(self, app_id: str) -> None:
-        """Stops every process of the app (children included) and records CANCELLED.
+        """Stops every process of the app (children included) and records CANCELLED (see
+        :func:`~tether.schedulers.local.procs.cancel_app`)."""
+        from tether.schedulers.local.procs import cancel_app
 
-        Signals the supervisor, which stops the replicas' process groups (SIGTERM, SIGKILL
-        after the grace period) and records the app CANCELLED. When the supervisor is dead
-        or does not finish in time, stops the groups itself.
-        """
-        from tether.schedulers.local.procs import resolve_unsupervised
-        from tether.schedulers.local.proctable import pid_alive
-
-        for _ in range(3):
-            rec = self._store.load(app_id)
-            if rec is None or rec.app_state.is_terminal():
-                return
-            if rec.supervisor_pid is not None and pid_alive(
-                rec.supervisor_pid, rec.supervisor_start_time
-            ):
-                self._stop_supervisor(rec)
-                continue
-            with self._store.lock(app_id):
-                rec = self._store.load(app_id)
-                if rec is None or rec.app_state.is_terminal():
-                    return
-                if rec.supervisor_pid is not None and pid_alive(
-                    rec.supervisor_pid, rec.supervisor_start_time
-                ):
-                    continue  # it just started: signal it
-                rec = self._store.load(app_id)  # the supervisor's last write is its last word
-                if rec is None or rec.app_state.is_terminal():
-                    return
-                resolve_unsupervised(rec, cancelled=True)
-                self._store.save(rec, fsync=True)
-                return
-
-    @staticmethod
-    def _stop_supervisor(rec: AppRecord) -> None:
-        import signal
-
-        from tether.schedulers.local.procs import wait_pid_exit
-        from tether.schedulers.local.proctable import pid_alive
-
-        pid, start = rec.supervisor_pid, rec.supervisor_start_time
-        assert pid is not None
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-        if wait_pid_exit(pid, start, rec.grace_period + CANCEL_EXTRA_WAIT_S):
-            return
-        log.warning("supervisor pid %d of app %s did not stop; killing it", pid, rec.app_id)
-        if pid_alive(pid, start):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            wait_pid_exit(pid, start, 2.0)
+        cancel_app(self._store, app_id)
 
     def _delete_existing(self, app_id: str) -> None:
         rec = self._store.load(app_id)
         if rec is not None:
             self._store.delete(rec)
-
-
-def _make_log_dirs(log_dirs: Iterable[str]) -> None:
-    """Makes the replicas' log directories (private), as far as possible: the supervisor
-    makes any that are missing as it starts each replica, and reports a failure there, naming
-    the replica."""
-    for d in log_dirs:
-        try:
-            private_dirs(d)
-        except OSError:
-            return
 
 
 def create_scheduler(session_name: str, **kwargs: Any) -> LocalScheduler:

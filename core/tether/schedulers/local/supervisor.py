@@ -25,8 +25,9 @@ launcher), runs in its own session (a terminal's Ctrl-C never reaches it) and:
 When a replica's main process exits, what is left of its process group is stopped, as a
 container runtime stops a container whose main process exited.
 
-This module also holds the process helpers the scheduler uses from other processes
-(liveness with pid-reuse guards, stopping process groups).
+This module holds the app's policy (starts, retries, cancel, failing, the record); one run of
+a replica's process is an :class:`~tether.schedulers.local.attempts.Attempt`, and a failed
+replica's message comes from :mod:`tether.schedulers.local.failures`.
 """
 
 from __future__ import annotations
@@ -34,125 +35,44 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
-import fcntl
 import logging
 import os
 import selectors
 import signal
-import subprocess
 import sys
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
+from tether.schedulers.local.attempts import Attempt, StartError, spawn, track
 from tether.schedulers.local.limits import ensure_fd_limit
-from tether.schedulers.local.logfiles import (
-    EXHAUSTED,
-    OUT_OF_MEMORY,
-    RESTART_MARKER,
-    LogFile,
-    Pump,
-    exhausted_reason,
-)
+from tether.schedulers.local.logfiles import exhausted_reason
 from tether.schedulers.local.proctable import (
     DRAIN_AFTER_KILL_S,
-    all_stats,
-    group_is_ours,
+    descendants,
     pid_alive,
-    signal_group,
     start_time_of,
     stop_groups,
+    stop_pids,
 )
 from tether.schedulers.local.records import AppRecord, ReplicaRecord, app_from_json
-from tether.schedulers.local.secretfiles import resolve_secrets
-from tether.schedulers.local.state import APP_TOKEN_ENV, StateStore, private_dirs
+from tether.schedulers.local.state import StateStore
 from tether.schedulers.local.status import (
     CANCEL,
     FAIL,
     RESTART,
     STOP_RANK,
     app_final_state,
-    exited_state,
 )
 from tether.specs import AppState, RetryPolicy, Role
-from tether.specs.secrets import arg_secrets, mask_text, secret_values
 
 log = logging.getLogger("tether.local_supervisor")
 
 READ_CHUNK = 1024 * 1024
 """Bytes read from a replica's pipe at a time."""
-PIPE_SIZE = 1024 * 1024
-"""Capacity asked for the replicas' pipes (fewer wake-ups for chatty replicas; Linux only)."""
-STDERR_TAIL_LINES = 10
-"""Lines of stderr quoted in a failure message."""
 SAVE_RETRY_S = 1.0
 """After a failed write of the app's record, how long until the next try."""
-# ---- failure messages --------------------------------------------------------------------
-def exit_description(code: int) -> str:
-    """``exited with code 3`` or ``was killed by signal SIGKILL (exit code -9)``.
-
-    Args:
-        code: A return code (negative: the signal that killed the process).
-
-    Returns:
-        The description.
-    """
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        return f"was killed by signal {name} (exit code {code})"
-    return f"exited with code {code}"
-
-
-def stderr_tail(path: str, lines: int = STDERR_TAIL_LINES, max_bytes: int = 16384) -> str:
-    """The last ``lines`` lines of a log file (decoded with replacement).
-
-    Args:
-        path: The log.
-        lines: How many lines.
-        max_bytes: How much of the file's end to read.
-
-    Returns:
-        The lines joined with ``\\n`` (empty when there are none).
-    """
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - max_bytes))
-            data = f.read()
-    except OSError:
-        return ""
-    text = data.decode("utf-8", errors="replace")
-    kept = [ln[:500] for ln in text.splitlines() if ln.strip()]
-    return "\n".join(kept[-lines:])
-
-
-def failure_message(rep: ReplicaRecord, code: int, secrets: Iterable[str] = ()) -> str:
-    """The message of a failed replica: role, replica, exit code and its last stderr lines.
-
-    The stderr excerpt is masked (:func:`tether.specs.mask_text`): values of secret-looking
-    variables of the replica's env, ``secrets`` (resolved ``Role.secrets``) and URL passwords.
-
-    Args:
-        rep: The replica.
-        code: Its return code.
-        secrets: Values known to be secret.
-
-    Returns:
-        The message.
-    """
-    msg = f"role {rep.role!r} replica {rep.replica_id} {exit_description(code)}"
-    tail = stderr_tail(rep.stderr)
-    if tail:
-        known = [*secrets, *secret_values([rep.env]), *arg_secrets(rep.argv)]
-        msg += "; last lines of stderr:\n" + mask_text(tail, known)
-    return msg
 
 
 def _set_child_subreaper() -> None:
@@ -166,29 +86,6 @@ def _set_child_subreaper() -> None:
 
 
 # ---- the supervisor ----------------------------------------------------------------------
-
-
-@dataclass
-class _Attempt:
-    """One run of a replica's process."""
-
-    rep: ReplicaRecord
-    proc: subprocess.Popen[bytes]
-    combined: LogFile
-    files: list[LogFile] = field(default_factory=list)
-    pumps: dict[int, Pump] = field(default_factory=dict)
-    returncode: int | None = None
-    stop_reason: str | None = None
-    kill_at: float | None = None
-    killed: bool = False
-    close_at: float | None = None
-    split_lines: int = 0  # lines of combined.log split for want of memory
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return (self.rep.role, self.rep.replica_id)
-
-
 
 
 class Supervisor:
@@ -205,8 +102,8 @@ class Supervisor:
         self.app_id = app_dir.name
         self.ready_fd = ready_fd
         self.sel = selectors.DefaultSelector()
-        self.attempts: dict[tuple[str, int], _Attempt] = {}
-        self.by_pid: dict[int, _Attempt] = {}
+        self.attempts: dict[tuple[str, int], Attempt] = {}
+        self.by_pid: dict[int, Attempt] = {}
         self.restart_pending: set[tuple[str, int]] = set()
         self.cancelling = False
         self.failing: str | None = None
@@ -363,7 +260,8 @@ class Supervisor:
             if key.data is None:
                 woken = True  # a signal (SIGCHLD, SIGTERM) arrived
             else:
-                self._read(key.data)
+                att, pump = key.data
+                att.read(pump, self.buf, self.sel)
         if woken or any(not a.pumps for a in self.attempts.values()):
             self._handle_signals()
             self._reap()
@@ -381,47 +279,13 @@ class Supervisor:
             is out of a resource and tries again later (``restart_retry_at``).
         """
         now = time.time()
-        role = self.roles.get(rep.role)
-        what = f"start {rep.argv[0]!r} in {rep.cwd!r}"
-        files: list[LogFile] = []
-        try:  # out of memory anywhere here: as out of file descriptors
-            for d in {os.path.dirname(p) for p in (rep.stdout, rep.stderr, rep.combined)}:
-                if rep.attempts or d not in self.log_dirs:  # a restart: made again if deleted
-                    what = f"make its log directory {d!r}"
-                    private_dirs(d)
-                    self.log_dirs.add(d)
-            what = f"start {rep.argv[0]!r} in {rep.cwd!r}"
-            # the streams' own logs appear with their first byte (most replicas write one
-            # stream only, and a create costs more than the rest of a start); the combined
-            # log, the one followers wait for, at once
-            files = [LogFile(rep.stdout, lazy=True), LogFile(rep.stderr, lazy=True),
-                     LogFile(rep.combined)]
-            env = {**self.base_env, **rep.env}
-            env[APP_TOKEN_ENV] = os.environ.get(APP_TOKEN_ENV) or self.app_id
-            if role is not None and role.secrets:
-                # read now, passed to the process only: never in the record or a log
-                what = "read its secrets"
-                resolved = resolve_secrets(role.secrets)
-                env.update(resolved)
-                self.secret_values.update(v for v in resolved.values() if v)
-                what = f"start {rep.argv[0]!r} in {rep.cwd!r}"
-            proc = subprocess.Popen(
-                rep.argv,
-                cwd=rep.cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                close_fds=True,
-            )
-        except (OSError, ValueError, MemoryError) as e:
-            for f in files:
-                f.close()
-            short = isinstance(e, MemoryError) or (isinstance(e, OSError) and e.errno in EXHAUSTED)
-            if short and rep.attempts > 0:
+        try:
+            proc, files = spawn(rep, self.roles.get(rep.role), self.base_env, self.app_id,
+                                self.log_dirs, self.secret_values)
+        except StartError as e:
+            if e.exhausted and rep.attempts > 0:
                 # the replicas that run keep running; this restart waits for the resource
-                reason = exhausted_reason(e)
+                reason = exhausted_reason(e.error)
                 if rep.msg != f"waiting to restart: {reason}":
                     log.warning("app %s: cannot restart %s[%d] yet: %s; retrying every %.0fs",
                                 self.app_id, rep.role, rep.replica_id, reason, SAVE_RETRY_S)
@@ -432,68 +296,20 @@ class Supervisor:
             rep.state = AppState.FAILED.name
             rep.exit_code = None
             rep.finished_at = now
-            detail: str = str(e)
-            if isinstance(e, OSError):
-                detail = e.strerror or detail
-                if what == "read its secrets" and e.filename:
-                    detail += f" ({e.filename})"
-            if short:
-                detail = exhausted_reason(e)
-            rep.msg = mask_text(
-                f"role {rep.role!r} replica {rep.replica_id} could not {what}: {detail}"
-            )
+            rep.msg = e.message(rep)
             self._fail(rep.msg)
             return False
-        out, err, comb = files
-        assert proc.stdout is not None and proc.stderr is not None
-        if rep.attempts > 0:  # before any of its output: the pipes are read from below on
+        marker = None
+        if rep.attempts > 0:
             delayed = f"; delayed: {self.restart_delayed}" if self.restart_delayed else ""
             marker = (
-                f"{RESTART_MARKER}restarting {rep.role}[{rep.replica_id}] "
-                f"(start {rep.attempts + 1}; restart {self.rec.num_restarts} of the app"
-                f"{delayed})\n"
-            ).encode()
-            err.write(marker, now)
-            comb.write(marker, now)
-        att = _Attempt(rep, proc, comb, [out, err, comb])
-        for pipe, logf in ((proc.stdout, out), (proc.stderr, err)):
-            rfd = os.dup(pipe.fileno())
-            pipe.close()
-            if hasattr(fcntl, "F_SETPIPE_SZ"):
-                with contextlib.suppress(OSError):  # above the user's limit: keep the default
-                    fcntl.fcntl(rfd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
-            pump = Pump(rfd, logf, comb)
-            att.pumps[rfd] = pump
-            self.sel.register(rfd, selectors.EVENT_READ, (att, pump))
-        rep.pid = proc.pid
-        rep.start_time = None  # read with the next save (see _note_start_times)
-        rep.attempts += 1
-        rep.state = AppState.RUNNING.name
-        rep.exit_code = None
-        rep.started_at = now
-        rep.finished_at = None
-        rep.msg = ""
+                f"restarting {rep.role}[{rep.replica_id}] (start {rep.attempts + 1}; "
+                f"restart {self.rec.num_restarts} of the app{delayed})"
+            )
+        att = track(rep, proc, files, self.sel, now, marker)
         self.attempts[att.key] = att
         self.by_pid[proc.pid] = att
         return True
-
-    def _read(self, data: tuple[_Attempt, Pump]) -> None:
-        att, pump = data
-        try:  # into the one buffer: reading allocates nothing (even out of memory)
-            n = os.readv(pump.rfd, [self.buf])
-        except OSError:
-            n = 0
-        if n:
-            pump.feed(self.buf, n, time.time())
-        else:
-            self._close_pump(att, pump)
-
-    def _close_pump(self, att: _Attempt, pump: Pump) -> None:
-        with contextlib.suppress(KeyError, ValueError):
-            self.sel.unregister(pump.rfd)
-        pump.finish(time.time())
-        att.split_lines += pump.split_lines
-        att.pumps.pop(pump.rfd, None)
 
     def _reap(self) -> None:
         self._note_start_times()  # before a child's /proc entry goes with it
@@ -511,7 +327,7 @@ class Supervisor:
             att.returncode = code
             att.proc.returncode = code
             now = time.monotonic()
-            if att.kill_at is None and self._signal(att, signal.SIGTERM):
+            if att.kill_at is None and att.signal(signal.SIGTERM):
                 # the main process exited: stop what is left of its group
                 att.kill_at = now + self.rec.grace_period
             if att.pumps and att.close_at is None:
@@ -521,56 +337,27 @@ class Supervisor:
         now = time.monotonic()
         for att in list(self.attempts.values()):
             if att.kill_at is not None and now >= att.kill_at and not att.killed:
-                self._signal(att, signal.SIGKILL)
+                att.signal(signal.SIGKILL)
                 att.killed = True
                 att.close_at = min(att.close_at or float("inf"), now + DRAIN_AFTER_KILL_S)
             if att.close_at is not None and now >= att.close_at and att.returncode is not None:
                 for pump in list(att.pumps.values()):
-                    self._close_pump(att, pump)
+                    att.close_pump(pump, self.sel, time.time())
             if att.returncode is not None and not att.pumps:
                 self._attempt_done(att)
 
-    @staticmethod
-    def _signal(att: _Attempt, sig: int) -> bool:
-        pid = att.rep.pid
-        if pid is None or not group_is_ours(pid, att.rep.start_time):
-            return False
-        return signal_group(pid, sig)
-
-    def _stop(self, att: _Attempt, reason: str) -> None:
+    def _stop(self, att: Attempt, reason: str) -> None:
         if att.stop_reason is None or STOP_RANK[reason] > STOP_RANK[att.stop_reason]:
             att.stop_reason = reason
         if att.kill_at is None:
-            self._signal(att, signal.SIGTERM)
+            att.signal(signal.SIGTERM)
             att.kill_at = time.monotonic() + self.rec.grace_period
 
-    def _attempt_done(self, att: _Attempt) -> None:
+    def _attempt_done(self, att: Attempt) -> None:
         del self.attempts[att.key]
-        att.combined.close()
-        rep = att.rep
-        lost = {f.path: f.total_dropped for f in att.files if f.total_dropped}
-        errors = sorted({f.error for f in att.files if f.total_dropped})
-        code = att.returncode if att.returncode is not None else -signal.SIGKILL
-        rep.exit_code = code
-        rep.finished_at = time.time()
-        state, msg = exited_state(code, att.stop_reason)
-        rep.state = state.name
-        if state == AppState.FAILED:
-            rep.msg = failure_message(rep, code, self.secret_values)
-        elif msg:
-            rep.msg = msg
-        if lost:
-            rep.dropped_log_bytes += sum(lost.values())
-            note = (
-                f"{sum(lost.values())} bytes of log output were dropped ({'; '.join(errors)}): "
-                + ", ".join(f"{os.path.basename(p)} {n}" for p, n in sorted(lost.items()))
-            )
-            rep.msg = f"{rep.msg}\n{note}" if rep.msg else note
-        if att.split_lines:
-            note = f"{att.split_lines} line(s) of combined.log were split: {OUT_OF_MEMORY}"
-            rep.msg = f"{rep.msg}\n{note}" if rep.msg else note
-        if rep.state == AppState.FAILED.name:
-            self._on_failure(rep)
+        att.record_end(time.time(), self.secret_values)
+        if att.rep.state == AppState.FAILED.name:
+            self._on_failure(att.rep)
         self._save()
 
     def _on_failure(self, rep: ReplicaRecord) -> None:
@@ -692,35 +479,12 @@ class Supervisor:
             os.waitpid(-1, os.WNOHANG)  # reaps an exited orphan, if there is one
         except ChildProcessError:
             return  # no child at all, hence no descendant (the common case: no /proc scan)
-        me = os.getpid()
-        stats = all_stats()
-        children: dict[int, list[int]] = {}
-        for s in stats:
-            children.setdefault(s.ppid, []).append(s.pid)
-        found: list[int] = []
-        todo = list(children.get(me, []))
-        while todo:
-            pid = todo.pop()
-            found.append(pid)
-            todo.extend(children.get(pid, []))
-        live = [p for p in found if pid_alive(p)]
+        live = [p for p in descendants(os.getpid()) if pid_alive(p)]
         if not live:
             self._reap()
             return
         log.info("app %s: stopping leftover processes %s", self.app_id, live)
-        for p in live:
-            with contextlib.suppress(OSError):
-                os.kill(p, signal.SIGTERM)
-        deadline = time.monotonic() + self.rec.grace_period
-        while live and time.monotonic() < deadline:
-            time.sleep(0.02)
-            self._reap()
-            live = [p for p in live if pid_alive(p)]
-        for p in live:
-            with contextlib.suppress(OSError):
-                os.kill(p, signal.SIGKILL)
-        time.sleep(0.01)
-        self._reap()
+        stop_pids(live, self.rec.grace_period, self._reap)
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
