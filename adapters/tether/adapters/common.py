@@ -8,8 +8,14 @@
   ``role/replica``, to the orchestrator's logger while the job runs.
 * **Outputs**: :class:`JobResult` carries the job's published outputs and final status.
 * **Cancellation**: :meth:`ComponentJob.cancel` is what each orchestrator's stop signal calls.
-* **Dry-run**: :func:`render_dryrun` shows the AppDef and the scheduler's native request, to
-  which each adapter adds its own layer.
+
+This module holds those. What else the adapters share lives in two sibling modules and is
+importable from here too: finding and materializing components (:func:`resolve_component`,
+:func:`component_ref`, :func:`component_params`, :func:`materialize`) in
+:mod:`tether.adapters.components`, and what is shown of an app with its secrets masked
+(:func:`app_secrets`, :func:`mask_app_text`, :func:`describe_app`, and :func:`render_dryrun`,
+the scheduler layer of a dry-run, to which each adapter adds its own) in
+:mod:`tether.adapters.describe`.
 
 Only the public API of ``tether.runner``, ``tether.specs`` and ``tether.components`` is used.
 """
@@ -26,11 +32,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tether.adapters.components import component_params as component_params
+from tether.adapters.components import component_ref as component_ref
+from tether.adapters.components import materialize as materialize
+from tether.adapters.components import resolve_component as resolve_component
+from tether.adapters.describe import app_secrets as app_secrets
+from tether.adapters.describe import describe_app as describe_app
+from tether.adapters.describe import mask_app_text as mask_app_text
+from tether.adapters.describe import render_dryrun as render_dryrun
 from tether.runner import Runner, fan_in, get_runner
-from tether.specs import AppDef, AppDryRunInfo, AppState, AppStatus, CfgVal, mask_args, mask_env
-from tether.specs.secrets import app_secret_values, mask_text
+from tether.specs import AppDef, AppState, AppStatus, CfgVal
 
 log = logging.getLogger(__name__)
+
 
 class JobFailedError(RuntimeError):
     """The job finished without succeeding; the message is the job's own error."""
@@ -107,189 +121,6 @@ def job_key(orchestrator: str, *parts: object) -> str:
     text = "\x1f".join(str(p) for p in parts)
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
     return f"{_KEY_SAFE.sub('-', orchestrator)[:20]}-{digest}"
-
-
-def resolve_component(component: str | Callable[..., AppDef]) -> tuple[str, Callable[..., AppDef]]:
-    """Finds a component given by name (as the CLI takes it) or as a function.
-
-    Args:
-        component: ``dist.ddp``, ``file.py:fn``, ``pkg.module:fn`` or the function itself.
-
-    Returns:
-        Its display name and function.
-    """
-    from tether.components.finder import get_component
-
-    if callable(component):
-        name = f"{component.__module__}:{component.__qualname__}"
-        return name, component
-    info = get_component(component)
-    return info.name, info.fn
-
-
-def component_ref(component: str | Callable[..., AppDef]) -> str:
-    """A name another process can find the component by (for steps that run elsewhere).
-
-    Args:
-        component: A component name, or a function defined at the top level of an importable
-            module.
-
-    Returns:
-        The name itself, or ``pkg.module:fn`` for a function.
-
-    Raises:
-        ValueError: For a function another process cannot import (defined in ``__main__``,
-            inside another function, or a lambda).
-    """
-    if not callable(component):
-        return component
-    module = getattr(component, "__module__", None) or ""
-    qualname = getattr(component, "__qualname__", "") or ""
-    if module == "__main__" or not module or "<" in qualname or "." in qualname:
-        raise ValueError(
-            f"component {qualname or component!r} (module {module or '?'!r}) cannot be imported "
-            "by another process: define it at the top level of an importable module, or pass "
-            "its name ('pkg.module:fn' or 'path/to/file.py:fn')"
-        )
-    return f"{module}:{qualname}"
-
-
-def component_params(component: str | Callable[..., AppDef]) -> list[Any]:
-    """The typed parameters of a component (what an orchestrator exposes as task inputs).
-
-    Args:
-        component: The component (name or function).
-
-    Returns:
-        One :class:`tether.components.params.Param` per parameter, in signature order.
-
-    Raises:
-        ValueError: When the function is not a valid component (the message lists why).
-    """
-    from tether.components.params import inspect_component
-
-    name, fn = resolve_component(component)
-    spec = inspect_component(fn)
-    if spec.errors:
-        raise ValueError(f"{name} is not a valid component: " + "; ".join(spec.errors))
-    return list(spec.params)
-
-
-def materialize(
-    component: str | Callable[..., AppDef],
-    component_args: list[str] | Mapping[str, Any] | None = None,
-    image: str | None = None,
-    env: Mapping[str, str] | None = None,
-    defaults: Mapping[str, str] | None = None,
-) -> AppDef:
-    """Builds the AppDef of a component, with optional image and env overrides.
-
-    Args:
-        component: The component (name or function).
-        component_args: CLI-style arguments or keyword arguments.
-        image: Replaces every role's image.
-        env: Added to (and overriding) every role's env.
-        defaults: Default arguments (e.g. ``[component:<name>]`` from ``.tetherconfig``).
-
-    Returns:
-        The AppDef.
-    """
-    from tether.components.args import materialize as _materialize
-
-    _, fn = resolve_component(component)
-    app = _materialize(fn, component_args if component_args is not None else {}, defaults or {})
-    for role in app.roles:
-        if image:
-            role.image = image
-        if env:
-            role.env.update(env)
-    return app
-
-
-def app_secrets(app: AppDef | None) -> list[str]:
-    """Every value the app's roles mark as secret (env and args), to mask text about the app.
-
-    Args:
-        app: The app (None: no values).
-
-    Returns:
-        The values, longest first (see :func:`tether.specs.secrets.app_secret_values`).
-    """
-    return app_secret_values(app.roles) if app is not None else []
-
-
-def mask_app_text(app: AppDef | None, text: str, extra: list[str] | None = None) -> str:
-    """Masks text about an app (a message, a rendered request) by the one secret policy.
-
-    Args:
-        app: The app whose env and args values are secret where they look so.
-        text: The text.
-        extra: More values known to be secret.
-
-    Returns:
-        The masked text.
-    """
-    return mask_text(text, [*app_secrets(app), *(extra or [])])
-
-
-def describe_app(app: AppDef) -> dict[str, Any]:
-    """A printable summary of an AppDef with secrets masked (for dry-runs and artifacts).
-
-    Args:
-        app: The app.
-
-    Returns:
-        Name, and per role: image, command and env (both masked), replicas, resources,
-        retries.
-    """
-    secrets = app_secrets(app)
-    return {
-        "name": app.name,
-        "roles": [
-            {
-                "name": r.name,
-                "image": r.image,
-                "command": mask_args([r.entrypoint, *r.args], secrets),
-                "num_replicas": r.num_replicas,
-                "min_replicas": r.min_replicas,
-                "resource": {"cpu": r.resource.cpu, "gpu": r.resource.gpu,
-                             "memMB": r.resource.memMB, "devices": dict(r.resource.devices)},
-                "env": {k: mask_text(v, secrets) for k, v in mask_env(r.env).items()},
-                "secrets": {k: str(ref) for k, ref in r.secrets.items()},
-                "max_retries": r.max_retries,
-                "retry_policy": r.retry_policy.value,
-                "mounts": [mask_text(repr(m), secrets) for m in r.mounts],
-            }
-            for r in app.roles
-        ],
-    }
-
-
-def render_dryrun(
-    app: AppDef,
-    scheduler: str,
-    cfg: Mapping[str, CfgVal] | None = None,
-    runner: Runner | None = None,
-) -> tuple[dict[str, Any], AppDryRunInfo[Any]]:
-    """Renders the backend layer of a dry-run: the AppDef summary and the native request.
-
-    Args:
-        app: The app.
-        scheduler: The scheduler.
-        cfg: Run options.
-        runner: A runner to use (one is created and closed otherwise).
-
-    Returns:
-        The AppDef summary and the scheduler's dry-run info (``str()`` is redacted).
-    """
-    own = runner is None
-    r = runner or get_runner()
-    try:
-        info = r.dryrun(app, scheduler, cfg)
-    finally:
-        if own:
-            r.close()
-    return describe_app(app), info
 
 
 LineSink = Callable[[str], None]

@@ -3,23 +3,31 @@
 Every caller (the CLI, the Airflow operator, the Prefect task, the KFP launcher step) goes
 through it, so job identity, tracking wiring, outputs and cancellation behave the same
 everywhere.
+
+This module holds what the Runner does to launch a job: materialize a component, render the
+native request (:meth:`Runner.dryrun`), submit it, and find or re-attach to a job by its job
+key (:meth:`Runner.run_or_attach`). The Runner inherits the rest: handling an app already
+launched from :mod:`tether.runner.launched` (status, wait, logs, outputs, cancel), and its
+schedulers from :mod:`tether.runner.pool`; the tracking environment of each role comes from
+:mod:`tether.runner.wiring`.
 """
 
 from __future__ import annotations
 
 import copy
 import logging
-import os
-import time
-import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from tether.config import TetherConfig, load_config
-from tether.schedulers import get_scheduler_factories, get_scheduler_factory
-from tether.schedulers.api import JOB_KEY, ListAppResponse, Scheduler, Stream
+from tether.config import TetherConfig
+from tether.runner.launched import LaunchedApps
+from tether.runner.launched import UnknownAppError as UnknownAppError
+from tether.runner.pool import DEFAULT_SESSION
+from tether.runner.wiring import ENV_JOB_KEY as ENV_JOB_KEY
+from tether.runner.wiring import wire_env
+from tether.schedulers import get_scheduler_factories
+from tether.schedulers.api import JOB_KEY, ListAppResponse
 from tether.schedulers.capabilities import Capabilities
 from tether.specs import (
     AppDef,
@@ -28,43 +36,19 @@ from tether.specs import (
     AppState,
     AppStatus,
     CfgVal,
-    macros,
     make_app_handle,
-    parse_app_handle,
-    runopts,
 )
-from tether.specs.status import is_terminal
-from tether.tracker.env import (
-    ENV_APP_NAME,
-    ENV_JOB_ID,
-    ENV_PARENT_RUN_ID,
-    ENV_TRACKERS,
-    tracker_config_env,
-)
-from tether.tracker.outputs import ENV_OUTPUTS_URL, outputs_root, outputs_url, read_outputs
+from tether.tracker.env import ENV_JOB_ID as ENV_JOB_ID
+from tether.tracker.env import ENV_PARENT_RUN_ID as ENV_PARENT_RUN_ID
+from tether.tracker.env import ENV_TRACKERS as ENV_TRACKERS
+from tether.tracker.env import tracker_config_env as tracker_config_env
 from tether.workspace import Workspace
 from tether.workspace.api import WorkspaceMixin
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from tether.schedulers import SchedulerFactory
 
 log: logging.Logger = logging.getLogger(__name__)
-
-DEFAULT_SESSION = "tether"
-
-ENV_JOB_KEY = "TETHER_JOB_KEY"
-
-
-class UnknownAppError(LookupError):
-    """The handle names an app the scheduler does not know."""
-
-    def __init__(self, app_handle: str) -> None:
-        super().__init__(
-            f"no app {app_handle!r}: the scheduler does not know it (finished apps may have "
-            "been deleted; `tether list -s SCHEDULER` shows the ones it knows)"
-        )
 
 
 @dataclass
@@ -93,7 +77,7 @@ class RunOutcome:
     reattached: bool
 
 
-class Runner:
+class Runner(LaunchedApps):
     """Runs AppDefs and components on schedulers and tracks them by app handle.
 
     Args:
@@ -115,95 +99,8 @@ class Runner:
         scheduler_params: Mapping[str, Any] | None = None,
         config: TetherConfig | None = None,
     ) -> None:
-        self._name = name
-        self._factories = dict(scheduler_factories) if scheduler_factories is not None else None
+        super().__init__(name, scheduler_factories, scheduler_params, config)
         self._component_defaults = {k: dict(v) for k, v in (component_defaults or {}).items()}
-        self._scheduler_params = dict(scheduler_params or {})
-        self._config = config
-        self._schedulers: dict[str, Scheduler[Any]] = {}
-
-    # ---- lifecycle -----------------------------------------------------------------------
-    def __enter__(self) -> Runner:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Closes every scheduler this runner created. Safe to call twice."""
-        for sched in self._schedulers.values():
-            sched.close()
-        self._schedulers.clear()
-
-    @property
-    def config(self) -> TetherConfig:
-        """The ``.tetherconfig`` in effect (loaded on first use)."""
-        if self._config is None:
-            self._config = load_config()
-        return self._config
-
-    def scheduler_backends(self) -> list[str]:
-        """Names of the schedulers this runner can use."""
-        return list(self._factories or get_scheduler_factories())
-
-    def _scheduler(self, name: str) -> Scheduler[Any]:
-        sched = self._schedulers.get(name)
-        if sched is None:
-            if self._factories is not None:
-                if name not in self._factories:
-                    import difflib  # for an error's hint only: not on the start-up path
-
-                    close = difflib.get_close_matches(name, list(self._factories), n=3, cutoff=0.5)
-                    hint = f"; did you mean {', '.join(close)}?" if close else ""
-                    raise KeyError(
-                        f"unknown scheduler {name!r}{hint} "
-                        f"(available: {', '.join(self._factories)})"
-                    )
-                factory = self._factories[name]
-            else:
-                factory = get_scheduler_factory(name)
-            sched = factory(self._name, **self._params_for(name))
-            self._schedulers[name] = sched
-        return sched
-
-    def _params_for(self, name: str) -> dict[str, Any]:
-        params = self._scheduler_params
-        if not params:
-            return {}
-        names = set(self.scheduler_backends())
-        by_name = all(k in names and isinstance(v, Mapping) for k, v in params.items())
-        return dict(params.get(name, {})) if by_name else dict(params)
-
-    def _scheduler_for(self, app_handle: AppHandle) -> tuple[Scheduler[Any], str]:
-        parsed = parse_app_handle(app_handle)
-        return self._scheduler(parsed.scheduler_backend), parsed.app_id
-
-    def scheduler_capabilities(self, scheduler: str) -> Capabilities:
-        """What a scheduler supports (its declared capabilities).
-
-        Args:
-            scheduler: The scheduler's name.
-
-        Returns:
-            Its capabilities.
-        """
-        return self._scheduler(scheduler).capabilities
-
-    def scheduler_run_opts(self, scheduler: str) -> runopts:
-        """The run options of a scheduler.
-
-        Args:
-            scheduler: Its name.
-
-        Returns:
-            The options.
-        """
-        return self._scheduler(scheduler).run_opts()
 
     # ---- components ----------------------------------------------------------------------
     def materialize_component(
@@ -281,40 +178,6 @@ class Runner:
         return self.run(app, scheduler, cfg, workspace, parent_run_id, job_key)
 
     # ---- render and submit ---------------------------------------------------------------
-    def _wire_env(
-        self, app: AppDef, scheduler: str, parent_run_id: str | None, job_key: str | None
-    ) -> None:
-        job_id = make_app_handle(scheduler, self._name, macros.app_id)
-        parent = parent_run_id or os.environ.get(ENV_PARENT_RUN_ID)
-        trackers = self._trackers()
-        out_url = outputs_url(
-            outputs_root(self.config.section("tether:outputs").get("url")), scheduler,
-            macros.app_id,
-        )
-        for role in app.roles:
-            role.env.setdefault(ENV_JOB_ID, job_id)
-            role.env.setdefault(ENV_APP_NAME, app.name)
-            role.env.setdefault(ENV_OUTPUTS_URL, out_url)
-            if parent:
-                role.env.setdefault(ENV_PARENT_RUN_ID, parent)
-            if job_key:
-                role.env.setdefault(ENV_JOB_KEY, job_key)
-            if trackers:
-                role.env.setdefault(ENV_TRACKERS, ",".join(trackers))
-                for name, conf in trackers.items():
-                    if conf is not None:
-                        role.env.setdefault(tracker_config_env(name), conf)
-
-    def _trackers(self) -> dict[str, str | None]:
-        env = os.environ.get(ENV_TRACKERS)
-        if env:
-            return {
-                n: os.environ.get(tracker_config_env(n))
-                for n in (x.strip() for x in env.split(","))
-                if n
-            }
-        return self.config.trackers()
-
     def dryrun(
         self,
         app: AppDef,
@@ -343,7 +206,7 @@ class Runner:
         """
         sched = self._scheduler(scheduler)
         app = copy.deepcopy(app)
-        self._wire_env(app, scheduler, parent_run_id, job_key)
+        wire_env(app, scheduler, self._name, self.config, parent_run_id, job_key)
         if job_key:
             app.metadata[JOB_KEY] = job_key
         ws = Workspace.from_str(workspace) if isinstance(workspace, str) else workspace
@@ -496,220 +359,6 @@ class Runner:
                 return RunOutcome(existing.app_handle, reattached=True)
         info = self.dryrun(app, scheduler, cfg, workspace, parent_run_id, job_key)
         return RunOutcome(self.schedule(info), reattached=False)
-
-    # ---- query ---------------------------------------------------------------------------
-    def status(self, app_handle: AppHandle) -> AppStatus | None:
-        """The app's status, or None when the scheduler does not know it.
-
-        Args:
-            app_handle: The handle.
-
-        Returns:
-            The status.
-        """
-        sched, app_id = self._scheduler_for(app_handle)
-        desc = sched.describe(app_id)
-        if desc is None:
-            return None
-        return AppStatus(
-            state=desc.state,
-            num_restarts=desc.num_restarts,
-            msg=desc.msg if desc.msg != "<NONE>" else "",
-            structured_error_msg=desc.structured_error_msg,
-            ui_url=desc.ui_url,
-            roles=desc.roles_statuses,
-        )
-
-    def wait(
-        self, app_handle: AppHandle, wait_interval: float = 10, timeout: float | None = None
-    ) -> AppStatus | None:
-        """Blocks until the app is finished.
-
-        Schedulers that can notice completion directly (``local_cwd``) return within tens of
-        milliseconds; others are polled every ``wait_interval`` seconds. Each poll first calls
-        the scheduler's :meth:`~tether.schedulers.api.Scheduler.reconcile` (retries the engine
-        lacks), so a waiting caller drives them; the status itself is a pure read.
-
-        Args:
-            app_handle: The handle.
-            wait_interval: Seconds between polls.
-            timeout: Give up after this many seconds and return the last status.
-
-        Returns:
-            The final status, or None when the app does not exist.
-        """
-        sched, app_id = self._scheduler_for(app_handle)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            sched.reconcile(app_id)
-            status = self.status(app_handle)
-            if status is not None and is_terminal(status.state):
-                sched.reconcile(app_id)  # e.g. stop the other replicas after a final failure
-            if status is None or is_terminal(status.state):
-                return status
-            pause = wait_interval
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return status
-                pause = min(pause, left)
-            sched.wait_for_change(app_id, pause)
-
-    def reconcile(self, app_handle: AppHandle) -> None:
-        """Applies what the scheduler's engine cannot do itself (see ``Scheduler.reconcile``).
-
-        :meth:`wait` calls it on every poll; a caller that polls :meth:`status` on its own
-        (an orchestrator's trigger) calls it before each poll. Idempotent.
-
-        Args:
-            app_handle: The handle.
-        """
-        sched, app_id = self._scheduler_for(app_handle)
-        sched.reconcile(app_id)
-
-    def describe(self, app_handle: AppHandle) -> AppDef | None:
-        """Rebuilds the AppDef of an app as far as the scheduler can.
-
-        Args:
-            app_handle: The handle.
-
-        Returns:
-            The AppDef, or None when the app does not exist.
-        """
-        sched, app_id = self._scheduler_for(app_handle)
-        desc = sched.describe(app_id)
-        if desc is None:
-            return None
-        return AppDef(name=app_id, roles=desc.roles)
-
-    def list(self, scheduler: str) -> list[ListAppResponse]:
-        """The apps a scheduler knows, with their handles.
-
-        Args:
-            scheduler: The scheduler's name.
-
-        Returns:
-            The apps.
-        """
-        apps = self._scheduler(scheduler).list()
-        for app in apps:
-            app.app_handle = make_app_handle(scheduler, self._name, app.app_id)
-        return apps
-
-    def log_lines(
-        self,
-        app_handle: AppHandle,
-        role_name: str,
-        k: int = 0,
-        regex: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        should_tail: bool = False,
-        streams: Stream | None = None,
-    ) -> Iterable[str]:
-        """Log lines of replica ``k`` of a role (each ends with ``\\n``).
-
-        Args:
-            app_handle: The handle.
-            role_name: The role.
-            k: The replica.
-            regex: Only matching lines.
-            since: Only lines at or after this time.
-            until: Only lines before this time.
-            should_tail: Follow until the replica finishes.
-            streams: stdout, stderr or combined.
-
-        Returns:
-            The lines.
-
-        Raises:
-            UnknownAppError: When the app does not exist.
-        """
-        sched, app_id = self._scheduler_for(app_handle)
-        if not sched.exists(app_id):
-            raise UnknownAppError(app_handle)
-        return sched.log_iter(app_id, role_name, k, regex, since, until, should_tail, streams)
-
-    def outputs(self, app_handle: AppHandle) -> dict[str, Any]:
-        """The outputs a (finished) app published.
-
-        Args:
-            app_handle: The handle.
-
-        Returns:
-            Output name to value.
-        """
-        parsed = parse_app_handle(app_handle)
-        root = outputs_root(self.config.section("tether:outputs").get("url"))
-        return read_outputs(outputs_url(root, parsed.scheduler_backend, parsed.app_id))
-
-    # ---- stop ----------------------------------------------------------------------------
-    def cancel(self, app_handle: AppHandle) -> None:
-        """Cancels the app (idempotent; returns without waiting for it to stop).
-
-        Args:
-            app_handle: The handle.
-        """
-        sched, app_id = self._scheduler_for(app_handle)
-        sched.cancel(app_id)
-
-    def stop(self, app_handle: AppHandle) -> None:
-        """Deprecated alias of :meth:`cancel` (TorchX's ``Runner.stop``).
-
-        Args:
-            app_handle: The handle.
-        """
-        warnings.warn("Runner.stop is deprecated; use Runner.cancel", DeprecationWarning, 2)
-        self.cancel(app_handle)
-
-    def delete(self, app_handle: AppHandle) -> None:
-        """Cancels the app if needed and removes what the scheduler keeps of it. Idempotent.
-
-        Args:
-            app_handle: The handle.
-        """
-        sched, app_id = self._scheduler_for(app_handle)
-        sched.delete(app_id)
-
-    # ---- secrets the caller hands over -----------------------------------------------------
-    def put_secret(
-        self,
-        scheduler: str,
-        name: str,
-        values: Mapping[str, str],
-        cfg: Mapping[str, CfgVal] | None = None,
-    ) -> None:
-        """Stores values as a secret the scheduler holds (a Kubernetes Secret), for
-        :class:`~tether.specs.SecretRef` references ``(name, key)``. Creates or replaces it.
-
-        Args:
-            scheduler: The scheduler's name.
-            name: The secret's name.
-            values: Key to value.
-            cfg: Run options (where the secret lives, e.g. the Kubernetes namespace).
-
-        Raises:
-            NotImplementedError: When the scheduler holds no secrets.
-        """
-        sched = self._scheduler(scheduler)
-        opts = sched.run_opts()
-        resolved = opts.resolve(self.config.apply(scheduler, cfg, opts), scheduler)
-        sched.put_secret(name, values, resolved)
-
-    def delete_secret(
-        self, scheduler: str, name: str, cfg: Mapping[str, CfgVal] | None = None
-    ) -> None:
-        """Deletes a secret made by :meth:`put_secret` (idempotent).
-
-        Args:
-            scheduler: The scheduler's name.
-            name: The secret's name.
-            cfg: Run options (where the secret lives).
-        """
-        sched = self._scheduler(scheduler)
-        opts = sched.run_opts()
-        resolved = opts.resolve(self.config.apply(scheduler, cfg, opts), scheduler)
-        sched.delete_secret(name, resolved)
 
     def __repr__(self) -> str:
         return f"Runner(name={self._name!r}, schedulers={list(self._schedulers)})"

@@ -20,12 +20,17 @@ which streams the job's logs into the task log and fires when it ends;
 with a timeout error. :meth:`ComponentOperator.on_kill` cancels the job only when the killed
 try owns it and the task was stopped (mark failed/success, worker shutdown), not when it was
 cleared (the next try re-attaches).
+
+This module holds the operator: its arguments, building the job, following it (here or
+deferred to the trigger) and the task's XComs and result. It inherits what happens around
+the job of one try: starting, recording and cleaning up from
+:mod:`tether.adapters.airflow.lifecycle`, and cancelling on a kill from
+:mod:`tether.adapters.airflow.kill`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -35,16 +40,10 @@ from airflow.sdk.configuration import conf
 
 from tether.adapters.airflow.attempts import (
     ENV_TRY_NUMBER,
-    LEDGER_KEY,
     ON_FINISH_ACTIONS,
-    Action,
-    Ledger,
     check_choice,
     check_reattach,
     check_ttl,
-    decide,
-    kill_cancels_job,
-    ti_state,
 )
 from tether.adapters.airflow.building import (
     DEFAULT_SCHEDULER,
@@ -64,9 +63,10 @@ from tether.adapters.airflow.building import (
 from tether.adapters.airflow.connections import (
     connection_settings,
     merge_run_defaults,
-    scheduler_params,
 )
-from tether.adapters.airflow.labels import add_task_metadata, secret_name
+from tether.adapters.airflow.kill import KILL_READ_TIMEOUT as KILL_READ_TIMEOUT
+from tether.adapters.airflow.kill import KillHandling
+from tether.adapters.airflow.labels import add_task_metadata
 from tether.adapters.airflow.links import (
     RESERVED_XCOM_KEYS,
     XCOM_APP_HANDLE,
@@ -99,12 +99,7 @@ __all__ = [
 ]
 
 
-
-KILL_READ_TIMEOUT = 5.0
-"""Seconds ``on_kill`` waits for the task instance's state and the job's owner."""
-
-
-class ComponentOperator(BaseOperator):
+class ComponentOperator(KillHandling, BaseOperator):
     """Runs a tether component as an Airflow task.
 
     Args:
@@ -276,157 +271,6 @@ class ComponentOperator(BaseOperator):
             parent_run_id=dag_run_parent_id(ti.dag_id, ti.run_id),
             runner=runner,
         )
-
-    # ---- the ledger (see tether.adapters.airflow.attempts) ----------------------------------
-    def _read_ledger(self) -> Ledger | None:
-        if self._store is None:
-            return None
-        return Ledger.from_json(self._store.get(LEDGER_KEY))
-
-    def _write_ledger(self, ledger: Ledger) -> None:
-        if self._store is not None:
-            self._store.set(LEDGER_KEY, ledger.to_json())
-
-    def _earlier_job(self, job: ComponentJob, try_number: int) -> tuple[Ledger | None, Any]:
-        """The ledger of the task instance and the status of its job."""
-        runner = job.runner
-        ledger = self._read_ledger()
-        if ledger is None and self._store is None and self._ti_ids is not None:
-            # no task_state_store (Airflow before 3.3): find the newest job of an earlier try
-            # by its key; whether its outcome was recorded is unknown, so a finished job
-            # counts as recorded
-            dag_id, run_id, task_id, map_index, _ = self._ti_ids
-            for t in range(try_number - 1, 0, -1):
-                key = task_job_key(dag_id, run_id, task_id, map_index, t)
-                found = runner.find_job(job.scheduler, key)
-                if found is not None:
-                    return Ledger(key, t, t, job.scheduler, found.app_handle, recorded=True), (
-                        found.status
-                    )
-            return None, None
-        if ledger is None:
-            return None, None
-        try:
-            if ledger.app_handle is None:  # the try died while submitting: find it by its key
-                found = runner.find_job(ledger.scheduler or job.scheduler, ledger.job_key)
-                if found is None:
-                    return ledger, None
-                ledger.app_handle = found.app_handle
-                return ledger, found.status
-            return ledger, runner.status(ledger.app_handle)
-        except Exception as e:  # e.g. the earlier job's scheduler is no longer configured
-            self.log.warning("cannot look up the job of try %s: %s", ledger.launched_by, e)
-            return ledger, None
-
-    def _start(self, job: ComponentJob, try_number: int) -> str:
-        """Re-attaches to the earlier try's job or launches a new one (records the ledger)."""
-        ledger, status = self._earlier_job(job, try_number)
-        decision = decide(ledger, status, self.reattach, try_number)
-        if decision.cancel_previous:
-            self.log.info("cancelling tether job %s of an earlier try (%s)",
-                          decision.cancel_previous, decision.reason)
-            job.runner.cancel(decision.cancel_previous)
-        if decision.action == Action.ATTACH and ledger is not None and ledger.app_handle:
-            job.adopt(ledger.app_handle)
-            ledger.owner = try_number
-            self._write_ledger(ledger)
-            self.log.info(
-                "re-attached to tether job %s (%s) launched by try %s: %s",
-                ledger.app_handle, status.state.name if status else "UNKNOWN",
-                ledger.launched_by, decision.reason,
-            )
-            return ledger.app_handle
-        assert job.key is not None
-        if ledger is not None and ledger.extra.get("secret"):
-            self._cleanup_secret(job.runner, ledger)  # the earlier job's, now unused
-        new = Ledger(job.key, try_number, try_number, job.scheduler)
-        if self.secret_env:
-            new.extra["secret"] = self._hand_over_secrets(job)
-        self._write_ledger(new)  # before submitting: a crash in between leaves the key
-        handle = job.launch()
-        new.app_handle = handle
-        self._write_ledger(new)
-        self.log.info("submitted tether job %s (job key %s, try %s; %s)",
-                      handle, job.key, try_number, decision.reason)
-        return handle
-
-    def _record(self, result: JobResult) -> None:
-        """Marks the ledger's job as recorded (this try decided the task with its outcome),
-        then cleans up: the job's secret, and the job itself per ``on_finish_action``."""
-        ledger: Ledger | None = None
-        try:
-            ledger = self._read_ledger()
-            if ledger is not None and ledger.app_handle == result.app_handle:
-                ledger.recorded, ledger.state = True, result.state.name
-                self._write_ledger(ledger)
-        except Exception as e:  # the result decides the task; the ledger is best effort here
-            self.log.warning("cannot record the job's outcome in task_state_store: %s", e)
-        if not result.state.is_terminal():
-            return
-        with self._runner() as runner:
-            if ledger is not None and ledger.extra.get("secret"):
-                self._cleanup_secret(runner, ledger)
-            action = self.on_finish_action
-            if action == "delete" or (action == "delete_succeeded" and result.succeeded):
-                self.log.info("deleting tether job %s (on_finish_action=%s)",
-                              result.app_handle, action)
-                try:
-                    runner.delete(result.app_handle)
-                except Exception as e:
-                    self.log.warning("cannot delete tether job %s: %s", result.app_handle, e)
-
-    def _runner(self) -> Runner:
-        from tether.runner import get_runner
-
-        return get_runner(**self._params)
-
-    def _hand_over_secrets(self, job: ComponentJob) -> str:
-        """Stores ``secret_env`` in a secret of the scheduler; the job gets references."""
-        from airflow.sdk.exceptions import AirflowFailException
-
-        from tether.specs import SecretRef
-
-        assert job.key is not None and self._context is not None
-        values = self.render_template(self.secret_env, self._context)
-        if not isinstance(values, Mapping):
-            raise AirflowFailException(
-                f"task {self.task_id!r}: secret_env must be a mapping of env name to value"
-            )
-        values = {str(k): str(v) for k, v in values.items()}
-        _mask(values.values())
-        name = secret_name(job.key)
-        try:
-            job.runner.put_secret(job.scheduler, name, values, job.cfg)
-        except NotImplementedError as e:
-            raise AirflowFailException(f"task {self.task_id!r}: secret_env: {e}") from e
-        for role in job.app.roles:
-            for var in values:
-                role.env.pop(var, None)
-                role.secrets[var] = SecretRef(name, var)
-        self.log.info("secret_env %s handed to the job as secret %s", sorted(values), name)
-        return name
-
-    def _cleanup_secret(self, runner: Runner, ledger: Ledger) -> None:
-        name = str(ledger.extra.get("secret"))
-        try:
-            cfg = parse_cfg(runner, ledger.scheduler or str(self.scheduler), self.cfg)
-            runner.delete_secret(ledger.scheduler or str(self.scheduler), name, cfg)
-            self.log.info("deleted secret %s of tether job %s", name, ledger.app_handle)
-        except Exception as e:
-            self.log.warning("cannot delete secret %s: %s", name, e)
-
-    def _bind(self, context: Context) -> int:
-        ti = context["ti"]
-        self._context = context
-        self._store = context.get("task_state_store")
-        if self.conn_id and not self._params:
-            try:
-                self._params = scheduler_params(self.conn_id)
-            except Exception as e:
-                self.log.warning("cannot read connection %s: %s", self.conn_id, e)
-        mi = -1 if ti.map_index is None else int(ti.map_index)
-        self._ti_ids = (ti.dag_id, ti.run_id, ti.task_id, mi, int(ti.try_number))
-        return int(ti.try_number)
 
     def _deadline(self, context: Context) -> float | None:
         """The try's execution_timeout as an absolute time (seconds since the epoch)."""
@@ -613,67 +457,8 @@ class ComponentOperator(BaseOperator):
         Airflow calls this on SIGTERM (mark failed or success, clear, worker shutdown) and after
         an execution timeout (then :meth:`execute` has cancelled the job already).
         """
-        job = self._job
-        if job is None or job.app_handle is None or self._stopped:
-            return
-        handle = job.app_handle
-        ids = self._ti_ids
-        # Who owns the job and why the task stops come from Airflow's supervisor channel. Read
-        # in a helper thread with a bounded wait: the signal may have interrupted this thread
-        # inside a call on that channel, which holds its lock; then the facts stay unknown.
-        facts: dict[str, Any] = {}
-
-        def read() -> None:
-            try:
-                found = self._read_ledger()
-                facts["ledger"] = found
-            except Exception as e:
-                self.log.warning("cannot read the job's owner: %s", e)
-            for _ in range(3):  # a read can fail while the channel is busy: try again
-                if ids is None:
-                    break
-                facts["state"] = ti_state(*ids[:4])
-                if facts["state"] != "unknown":
-                    break
-                time.sleep(0.2)
-
-        reader = threading.Thread(target=read, name="tether-kill-facts", daemon=True)
-        reader.start()
-        reader.join(timeout=KILL_READ_TIMEOUT)
-        ledger: Ledger | None = facts.get("ledger")
-        owner = ledger.owner if ledger and ledger.app_handle == handle else None
-        state: str | None = facts.get("state", "unknown")
-        cancel, reason = kill_cancels_job(state, owner, ids[4] if ids else 0)
-        if not cancel:
-            self.log.info("task killed: leaving tether job %s running (%s)", handle, reason)
-            return
-        self.log.info("task killed: cancelling tether job %s (%s)", handle, reason)
-
-        # A helper thread with a fresh runner: the signal may have interrupted the main thread
-        # inside a call of the job's own runner.
-        def stop() -> None:
-            with self._runner() as r:
-                r.cancel(handle)
-                if ledger is not None and ledger.app_handle == handle and ledger.extra.get(
-                    "secret"
-                ):
-                    self._cleanup_secret(r, ledger)  # no later try may come to do it
-
-        t = threading.Thread(target=stop, name="tether-cancel", daemon=True)
-        t.start()
-        t.join(timeout=60)
+        self._cancel_on_kill()
 
     def dry_run(self) -> None:
         """Logs both layers: this task's arguments and the scheduler's native request."""
         self.log.info("%s", render_operator(self))
-
-
-def _mask(values: Any) -> None:
-    """Registers values with Airflow's secrets masker (task logs show ``***``)."""
-    try:
-        from airflow.sdk.log import mask_secret
-    except ImportError:  # pragma: no cover - older task SDKs
-        return
-    for v in values:
-        if v:
-            mask_secret(v)
