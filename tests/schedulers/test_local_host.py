@@ -108,6 +108,39 @@ def test_an_app_gets_the_launchers_environment_umask_and_directories_not_the_hos
     assert (work / "made").stat().st_mode & 0o777 == 0o640
 
 
+def test_the_host_a_launch_started_is_no_process_of_that_app(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host outlives every app: it must not carry the id of the app whose launch started
+    it, or that app would look alive (a dead launcher and supervisor not detected) and
+    stopping the app's processes would stop the host."""
+    import resource
+
+    from tether.schedulers.local.procs import app_processes
+
+    # settings of our own (a soft limit), so that this launch starts a host of its own
+    monkeypatch.setenv(host.IDLE_ENV, "2")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft - random.randint(1, 200), hard))
+    try:
+        assert host_pids() == []
+        s = create_scheduler("host")
+        app = AppDef("first", roles=[Role("r", entrypoint="sleep", args=["30"])])
+        app_id = s.schedule(s.submit_dryrun(app, FAST))
+        hosts = host_pids()
+        assert len(hosts) == 1, "this launch started the host"
+        assert not {p.pid for p in app_processes(app_id)} & set(hosts)
+        # the app's supervisor dies: recovering the app stops its processes, not the host
+        rec = s.store.load(app_id)
+        assert rec is not None and rec.supervisor_pid is not None
+        os.kill(rec.supervisor_pid, signal.SIGKILL)
+        assert finish(s, app_id) == AppState.FAILED
+        s.reconcile(app_id)
+        assert s.describe(app_id).state == AppState.FAILED  # type: ignore[union-attr]
+        assert host_pids() == hosts
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 def test_the_host_serves_only_its_own_user(tmp_path: Path) -> None:
     if os.getuid() != 0:
         pytest.skip("needs root to connect as another user")

@@ -59,6 +59,13 @@ def test_out_of_fds_a_restart_waits_while_running_replicas_keep_running(tmp_path
     app_id = s.schedule(s.submit_dryrun(app, {"grace_period": 0.5}))
     rec = s.store.load(app_id)
     assert rec is not None and rec.supervisor_pid is not None
+    # a stream's log is made with its first byte: let w's exist before descriptors run out
+    outs = [Path(r.stdout) for r in rec.replicas if r.role == "w"]
+    for _ in range(600):
+        if all(p.exists() and p.stat().st_size for p in outs):
+            break
+        s.wait_for_change(app_id, 0.1)
+    assert all(p.exists() for p in outs), outs
     # no descriptor left: f's exit frees its 8, fewer than starting a process takes
     held = len(os.listdir(f"/proc/{rec.supervisor_pid}/fd"))
     resource.prlimit(rec.supervisor_pid, resource.RLIMIT_NOFILE, (held, held))

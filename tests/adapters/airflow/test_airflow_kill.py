@@ -50,7 +50,7 @@ def _start(
 
 
 def _wait_for_job(key: str, pidfile: Path, proc: subprocess.Popen[bytes], log: Path,
-                  timeout: float = 240.0) -> tuple[str, int]:
+                  timeout: float = 420.0) -> tuple[str, int]:
     """Waits until the task's job runs (found by its job key) and its command started."""
     deadline = time.monotonic() + timeout
     with get_runner() as runner:

@@ -205,7 +205,13 @@ def _start_host(addr: bytes, env: dict[str, str], host_log: Path) -> bool:
     import subprocess
 
     from tether.schedulers.local.procs import wait_readable
+    from tether.schedulers.local.state import APP_TOKEN_ENV
 
+    # the host serves every app: it must carry no app's id (the launching app's, or an outer
+    # app's when the launcher runs in a replica). What is found by that id is stopped with
+    # the app, and the host's forks, the supervisors, keep the environment it was started
+    # with as the one the system shows for them
+    env = {k: v for k, v in env.items() if k != APP_TOKEN_ENV}
     ready_r, ready_w = os.pipe()
     try:
         host_log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
