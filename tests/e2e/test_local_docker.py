@@ -193,6 +193,17 @@ def test_app_without_its_network_is_described_from_its_containers(
     assert sched.describe(req.app_id) is None
 
 
+def test_a_network_the_engine_does_not_find_fails_the_start_naming_it(
+        sched: LocalDockerScheduler) -> None:
+    """The containers of an app join its network: when the engine does not find it (it
+    answered 404 after several lookups), no container is made and the reason names it."""
+    req = sched.submit_dryrun(AppDef("nonet", roles=[sh("main", "true")]), {}).request
+    why = sched._start_containers(req)  # the step after the network's creation
+    assert why == f"network {req.app_id} was created but the engine does not find it"
+    assert sched.api.containers(all=True, filters={"label": [f"tether.dev/app-id={req.app_id}"]}
+                                ) == []
+
+
 def test_missing_image_fails_without_containers(sched: LocalDockerScheduler) -> None:
     role = Role(name="main", image="localhost/not-there:1", entrypoint="true")
     app_id = sched.submit(AppDef("noimg", roles=[role]), {"pull": False})

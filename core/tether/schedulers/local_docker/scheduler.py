@@ -70,8 +70,11 @@ LABEL_MSG = LABEL_PREFIX + "msg"
 EVENT_CANCELLED = "cancelled"
 EVENT_FAILED = "failed"
 ORPHAN_AFTER_S = 60.0
-NETWORK_LOOKUPS = 4  # tries to read a network just created (about 1.5 s in all)
 """An app network older than this without a container is reported FAILED."""
+NETWORK_RETRIES = 3
+"""Lookups again of a network just created that the engine does not find (podman's network
+cache can miss one for a moment), :data:`NETWORK_RETRY_S` apart."""
+NETWORK_RETRY_S = 0.5
 _TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d) ?")
 
 
@@ -196,17 +199,14 @@ class LocalDockerScheduler(Scheduler[DockerRequest], ImageWorkspaceMixin):
 
     def _start_containers(self, req: DockerRequest) -> str | None:
         errs = dc.errors()
-        net: dict[str, Any] | None = None
-        for attempt in range(NETWORK_LOOKUPS):
-            try:
-                net = self.api.inspect_network(req.app_id)
+        net = self._network(req.app_id)
+        for _ in range(NETWORK_RETRIES):
+            if net is not None:
                 break
-            except errs.NotFound as e:  # podman's network cache can miss it for a moment
-                if attempt + 1 == NETWORK_LOOKUPS:
-                    return (f"network {req.app_id} was created but the engine cannot find "
-                            f"it: {dc.engine_message(e)}")
-                time.sleep(0.5)
-        assert net is not None
+            time.sleep(NETWORK_RETRY_S)
+            net = self._network(req.app_id)
+        if net is None:
+            return f"network {req.app_id} was created but the engine does not find it"
         configs = (net.get("IPAM") or {}).get("Config") or []
         subnet = next((c["Subnet"] for c in configs if "." in c.get("Subnet", "")), None)
         if subnet is not None:
