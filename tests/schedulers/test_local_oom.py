@@ -55,8 +55,11 @@ def wait_until(done: Callable[[], bool], what: str) -> None:
 
 
 def burst_logged(stdout: str, sup: int) -> bool:
-    """Whether the replica's ``stdout`` log has the burst (or the supervisor ``sup`` died)."""
-    return "burst done" in Path(stdout).read_text() or not pid_alive(sup)
+    """Whether the replica's ``stdout`` log has the burst (or the supervisor ``sup`` died).
+
+    The log is made with the replica's first byte: until then it is not there."""
+    log = Path(stdout)
+    return (log.exists() and "burst done" in log.read_text()) or not pid_alive(sup)
 
 
 def vm_size(pid: int) -> int:
