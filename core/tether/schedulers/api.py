@@ -20,9 +20,12 @@ import builtins
 import copy
 import re
 import time
+import typing
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
+
+from typing_extensions import TypeVar as DefaultedTypeVar  # a default (PEP 696) on 3.11
 
 from tether.schedulers.capabilities import Capabilities, Stream, check_app
 from tether.specs import (
@@ -48,6 +51,12 @@ JOB_KEY = "tether.job_key"
 NONE = "<NONE>"
 
 T = TypeVar("T")
+"""The native request type of a scheduler (``AppDryRunInfo[T].request``)."""
+
+OptsT = DefaultedTypeVar("OptsT", bound=Mapping[str, Any], default=Mapping[str, CfgVal])
+"""The run options a scheduler's ``_validate`` and ``_submit_dryrun`` receive: its
+:class:`StructuredOpts` dataclass, or the resolved cfg mapping for a scheduler that declares
+none (a TorchX-style plugin written as ``Scheduler[Request]``)."""
 
 
 @dataclass
@@ -100,8 +109,14 @@ class ListAppResponse:
     created: float | None = None
 
 
-class Scheduler(abc.ABC, Generic[T]):
+class Scheduler(abc.ABC, Generic[T, OptsT]):
     """A backend that runs AppDefs. Implement the abstract methods; see the module docs.
+
+    A backend declares its options class once, as the second type parameter
+    (``class KubernetesScheduler(Scheduler[KubernetesRequest, KubernetesOpts])``): the base
+    class then derives ``runopts`` from it, resolves the user's cfg into it once per
+    :meth:`submit_dryrun`, and hands the typed object to :meth:`_validate` and
+    :meth:`_submit_dryrun`.
 
     Args:
         backend: The scheduler's registered name (``local_cwd``, ``kubernetes``...).
@@ -110,6 +125,21 @@ class Scheduler(abc.ABC, Generic[T]):
 
     capabilities: ClassVar[Capabilities] = Capabilities()
     """What this backend supports; the Runner, the CLI and the adapters read only this."""
+
+    opts_type: ClassVar[type[StructuredOpts] | None] = None
+    """The options class named by the second type parameter (None when it names none);
+    set by :meth:`__init_subclass__`, never by hand."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in cls.__dict__.get("__orig_bases__", ()):
+            origin = typing.get_origin(base)
+            if not (isinstance(origin, type) and issubclass(origin, Scheduler)):
+                continue
+            args = typing.get_args(base)
+            opts = args[1] if len(args) > 1 else None
+            if isinstance(opts, type) and issubclass(opts, StructuredOpts):
+                cls.opts_type = opts
 
     def __init__(self, backend: str, session_name: str) -> None:
         self.backend = backend
@@ -128,12 +158,33 @@ class Scheduler(abc.ABC, Generic[T]):
         return opts
 
     def _run_opts(self) -> runopts:
-        opts_cls = self._opts_class()
+        opts_cls = type(self).opts_type or self._opts_class()
         return opts_cls.as_runopts() if opts_cls is not None else runopts()
 
     def _opts_class(self) -> type[StructuredOpts] | None:
-        """The backend's options dataclass, if it declares one."""
+        """The options class of a backend not yet declaring it as a type parameter."""
         return None
+
+    def resolve_opts(self, cfg: Mapping[str, CfgVal] | None) -> OptsT:
+        """Checks the user's run options, fills in defaults and types them.
+
+        Args:
+            cfg: Run options as a user gives them (``-cfg``, ``.tetherconfig``, a dict), or
+                an options object this scheduler already resolved (returned as is).
+
+        Returns:
+            The backend's options object (the resolved mapping for a scheduler that declares
+            no options class).
+
+        Raises:
+            InvalidRunConfigException: For an unknown option (with close matches), a missing
+                required one, or a value of the wrong type.
+        """
+        opts_cls = type(self).opts_type
+        if opts_cls is not None and isinstance(cfg, opts_cls):
+            return cast(OptsT, cfg)
+        resolved = self.run_opts().resolve(cfg or {}, self.backend)
+        return cast(OptsT, opts_cls.from_resolved(resolved) if opts_cls is not None else resolved)
 
     # ---- render and submit -----------------------------------------------------------
     def submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[Any]:
@@ -149,31 +200,36 @@ class Scheduler(abc.ABC, Generic[T]):
         Raises:
             ValueError: For an invalid app or options.
         """
-        resolved = self.run_opts().resolve(cfg, self.backend)
+        opts = self.resolve_opts(cfg)
         for role in app.roles:
             role.resolve_overrides()
         validate(app)
         check_app(app, self.capabilities, self.backend)
-        self._validate(app, self.backend, resolved)
-        info = self._submit_dryrun(app, resolved)
+        self._validate(app, self.backend, opts)
+        info = self._submit_dryrun(app, opts)
         for role in app.roles:
             info = role.pre_proc(self.backend, info)
-        info._app = app
-        info._cfg = resolved
-        info._scheduler = self.backend
+        info.app = app
+        info.cfg = opts
+        info.scheduler = self.backend
         return info
 
     @abc.abstractmethod
-    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[Any]:
-        """Renders the native request (pure: no side effects)."""
+    def _submit_dryrun(self, app: AppDef, cfg: OptsT) -> AppDryRunInfo[Any]:
+        """Renders the native request (pure: no side effects).
 
-    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
+        Args:
+            app: The app (validated).
+            cfg: The resolved, typed run options (see :meth:`resolve_opts`).
+        """
+
+    def _validate(self, app: AppDef, scheduler: str, cfg: OptsT) -> None:
         """Backend-specific checks (TorchX's signature); raise ValueError naming role and field.
 
         Args:
             app: The app.
             scheduler: The scheduler's backend name.
-            cfg: The resolved run options.
+            cfg: The resolved, typed run options (see :meth:`resolve_opts`).
         """
 
     @abc.abstractmethod
@@ -211,7 +267,7 @@ class Scheduler(abc.ABC, Generic[T]):
                 if role.workspace is None:
                     role.workspace = ws
             if isinstance(self, WorkspaceMixin):
-                self.build_workspaces(app.roles, self.run_opts().resolve(cfg, self.backend))
+                self.build_workspaces(app.roles, self.resolve_opts(cfg))
         return self.schedule(self.submit_dryrun(app, cfg))
 
     # ---- query -----------------------------------------------------------------------

@@ -394,11 +394,15 @@ def _field_docs(cls: type) -> dict[str, str]:
 
 
 def _unwrap_optional(t: Any) -> Any:
+    """The option type of a field: ``X | None`` is ``X``; a ``Literal`` of strings is ``str``
+    (its choices are checked by the scheduler, which names the allowed values)."""
     origin = typing.get_origin(t)
     if origin in (Union, types.UnionType):
         args = [a for a in typing.get_args(t) if a is not type(None)]
         if len(args) == 1:
-            return args[0]
+            return _unwrap_optional(args[0])
+    if origin is typing.Literal and all(isinstance(a, str) for a in typing.get_args(t)):
+        return str
     return t
 
 
@@ -468,10 +472,20 @@ class StructuredOpts(Mapping[str, Any]):
         Raises:
             InvalidRunConfigException: As :meth:`runopts.resolve`.
         """
-        return cls._build(cls.as_runopts().resolve(cfg, scheduler))
+        return cls.from_resolved(cls.as_runopts().resolve(cfg, scheduler))
 
     @classmethod
-    def _build(cls: type[S], resolved: Mapping[str, CfgVal]) -> S:
+    def from_resolved(cls: type[S], resolved: Mapping[str, CfgVal]) -> S:
+        """Builds the options object from options :meth:`runopts.resolve` already checked.
+
+        Keys that name no field (a workspace's options) are left out.
+
+        Args:
+            resolved: What ``resolve`` returned for :meth:`as_runopts` (or a superset).
+
+        Returns:
+            The options object.
+        """
         hints = _type_hints(cls)
         kwargs: dict[str, Any] = {}
         for f in _cfg_fields(cls):
@@ -479,7 +493,7 @@ class StructuredOpts(Mapping[str, Any]):
             if _is_group(t):
                 prefix = f"{f.name}."
                 sub = {k[len(prefix):]: v for k, v in resolved.items() if k.startswith(prefix)}
-                kwargs[f.name] = t._build(sub)
+                kwargs[f.name] = t.from_resolved(sub)
             elif _cfg_key(f) in resolved:
                 kwargs[f.name] = resolved[_cfg_key(f)]
         return cls(**kwargs)

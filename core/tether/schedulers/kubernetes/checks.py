@@ -22,11 +22,11 @@ from tether.schedulers.kubernetes.options import (
     GANG_KUEUE,
     GANG_NONE,
     GANG_OPTIONS,
+    IMAGE_PULL_POLICIES,
     KubernetesOpts,
 )
 from tether.specs import AppDef
 
-IMAGE_PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 

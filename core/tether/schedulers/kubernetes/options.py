@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass, field
+from typing import Final, Literal
 
 from tether.specs import StructuredOpts
 
 DEFAULT_NAMESPACE = "default"
-GANG_NONE = "none"
-GANG_VOLCANO = "volcano"
-GANG_KUEUE = "kueue"
-GANG_APPWRAPPER = "appwrapper"
-GANG_OPTIONS = (GANG_NONE, GANG_VOLCANO, GANG_KUEUE, GANG_APPWRAPPER)
+Gang = Literal["none", "volcano", "kueue", "appwrapper"]
+"""The ``gang`` choices."""
+GANG_NONE: Final = "none"
+GANG_VOLCANO: Final = "volcano"
+GANG_KUEUE: Final = "kueue"
+GANG_APPWRAPPER: Final = "appwrapper"
+GANG_OPTIONS: tuple[Gang, ...] = typing.get_args(Gang)
+ImagePullPolicy = Literal["Always", "IfNotPresent", "Never"]
+"""The ``image_pull_policy`` choices."""
+IMAGE_PULL_POLICIES: tuple[ImagePullPolicy, ...] = typing.get_args(ImagePullPolicy)
 
 
 @dataclass
@@ -59,7 +66,7 @@ class KubernetesOpts(StructuredOpts):
     annotations: dict[str, str] = field(default_factory=dict)
     """Extra annotations on every object."""
 
-    gang: str = GANG_NONE
+    gang: Gang = GANG_NONE
     """Gang scheduling: none (plain Jobs), volcano, kueue or appwrapper (MCAD)."""
 
     queue: str | None = None
@@ -77,7 +84,7 @@ class KubernetesOpts(StructuredOpts):
     gpu_resource: str = "nvidia.com/gpu"
     """Extended resource that Resource.gpu asks for (e.g. amd.com/gpu)."""
 
-    image_pull_policy: str | None = None
+    image_pull_policy: ImagePullPolicy | None = None
     """Container imagePullPolicy: Always, IfNotPresent or Never (default: the cluster's)."""
 
     image_pull_timeout: int = 120

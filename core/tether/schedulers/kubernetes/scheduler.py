@@ -73,7 +73,6 @@ from tether.specs import (
     ReplicaStatus,
     RetryPolicy,
     RoleStatus,
-    StructuredOpts,
 )
 from tether.specs.status import is_terminal
 from tether.workspace.image import (
@@ -94,7 +93,7 @@ def _random_suffix(n: int = 6) -> str:
     return "".join(secrets.choice(alphabet) for _ in range(n))
 
 
-class KubernetesScheduler(Scheduler[KubernetesRequest], ImageWorkspaceMixin):
+class KubernetesScheduler(Scheduler[KubernetesRequest, KubernetesOpts], ImageWorkspaceMixin):
     """Runs apps as Kubernetes Jobs (see the module docs).
 
     A role's workspace becomes an image (:mod:`tether.workspace.image`) built by the local
@@ -183,11 +182,7 @@ class KubernetesScheduler(Scheduler[KubernetesRequest], ImageWorkspaceMixin):
         return ns, name
 
     # ---- options and render --------------------------------------------------------------
-    def _opts_class(self) -> type[StructuredOpts]:
-        return KubernetesOpts
-
-    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
-        opts = KubernetesOpts(**cfg)  # type: ignore[arg-type]
+    def _validate(self, app: AppDef, scheduler: str, opts: KubernetesOpts) -> None:
         check_opts(opts)
         check_app(app)
         if opts.gang in (GANG_VOLCANO, GANG_APPWRAPPER):
@@ -199,9 +194,8 @@ class KubernetesScheduler(Scheduler[KubernetesRequest], ImageWorkspaceMixin):
                     )
 
     def _submit_dryrun(
-        self, app: AppDef, cfg: Mapping[str, CfgVal]
+        self, app: AppDef, opts: KubernetesOpts
     ) -> AppDryRunInfo[KubernetesRequest]:
-        opts = KubernetesOpts(**cfg)  # type: ignore[arg-type]
         name = make_app_name(app.name, _random_suffix())
         req = render(app, opts, name)
         return AppDryRunInfo(req, format_request)
@@ -224,7 +218,7 @@ class KubernetesScheduler(Scheduler[KubernetesRequest], ImageWorkspaceMixin):
             KubernetesApiError: When the apiserver refuses an object (the message names it).
         """
         req = dryrun_info.request
-        plans = planned_images(dryrun_info._app)
+        plans = planned_images(dryrun_info.app)
         if plans:  # workspace images: build when missing, push, then create the Jobs
             from tether.schedulers.local_docker.client import connect
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import re
@@ -15,7 +14,6 @@ from tether.schedulers.local.options import LocalOpts
 from tether.schedulers.replica import replica_argv_env
 from tether.specs import (
     AppDef,
-    CfgVal,
     Role,
     mask_args,
     mask_env,
@@ -219,11 +217,6 @@ def auto_set_cuda_visible_devices(
             end = start + role.resource.gpu
             rep.env[ENV_CUDA_VISIBLE_DEVICES] = ",".join(str(i) for i in range(start, end))
             start = end
-
-
-def local_opts(cfg: Mapping[str, CfgVal]) -> LocalOpts:
-    names = {f.name for f in dataclasses.fields(LocalOpts)}
-    return LocalOpts(**{k: v for k, v in cfg.items() if k in names})  # type: ignore[arg-type]
 
 
 def render(

@@ -29,7 +29,6 @@ from tether.schedulers.local.render import (
     BACKEND,
     LocalRequest,
     format_request,
-    local_opts,
     make_app_id,
     render,
     role_cwd,
@@ -45,7 +44,6 @@ from tether.specs import (
     RetryPolicy,
     Role,
     RoleStatus,
-    StructuredOpts,
 )
 from tether.specs.secrets import redact
 from tether.workspace.api import WorkspaceMixin
@@ -58,7 +56,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
+class LocalScheduler(Scheduler[LocalRequest, LocalOpts], WorkspaceMixin[None]):
     """Runs apps as local processes, durably (see the module docs).
 
     Args:
@@ -100,9 +98,6 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         """Where the app records live."""
         return self._store
 
-    def _opts_class(self) -> type[StructuredOpts]:
-        return LocalOpts
-
     def device_count(self) -> int:
         """The number of GPUs ``auto_set_cuda_visible_devices`` divides (cached).
 
@@ -120,8 +115,7 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         return self._gpu_cache
 
     # ---- render ------------------------------------------------------------------------
-    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
-        opts = local_opts(cfg)
+    def _validate(self, app: AppDef, scheduler: str, opts: LocalOpts) -> None:
         if opts.cwd is not None and not os.path.isdir(os.path.expanduser(opts.cwd)):
             raise ValueError(f"run option cwd={opts.cwd!r} is not a directory")
         if opts.grace_period < 0:
@@ -171,10 +165,7 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         """
         role_cwd(role, os.getcwd())
 
-    def _submit_dryrun(
-        self, app: AppDef, cfg: Mapping[str, CfgVal]
-    ) -> AppDryRunInfo[LocalRequest]:
-        opts = local_opts(cfg)
+    def _submit_dryrun(self, app: AppDef, opts: LocalOpts) -> AppDryRunInfo[LocalRequest]:
         app_id = make_app_id(app.name)
         if opts.log_dir:
             log_dir = Path(opts.log_dir).expanduser().absolute() / app_id
@@ -200,7 +191,7 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
             RuntimeError: When the supervisor could not start (with its log).
         """
         req = dryrun_info.request
-        app = dryrun_info._app
+        app = dryrun_info.app
         if not isinstance(req, LocalRequest) or app is None:
             raise ValueError(
                 "LocalScheduler.schedule() takes the AppDryRunInfo returned by "
@@ -209,7 +200,8 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
         from tether.schedulers.local.launch import new_record
 
         app_dir = self._store.apps_dir / req.app_id
-        record = new_record(self._store, req, app, dryrun_info._cfg or {}, self.session_name)
+        opts = self.resolve_opts(dryrun_info.cfg)
+        record = new_record(self._store, req, app, opts, self.session_name)
         try:
             self._store.create(record)
         except FileExistsError:
@@ -219,7 +211,7 @@ class LocalScheduler(Scheduler[LocalRequest], WorkspaceMixin[None]):
             ) from None
         log_dirs = list(dict.fromkeys(os.path.dirname(r.combined) for r in req.replicas()))
         self._start_supervisor(record, app_dir, log_dirs)
-        if local_opts(dryrun_info._cfg or {}).exit_with_launcher:
+        if opts.exit_with_launcher:
             if not self._tied:
                 atexit.register(self._cancel_tied)
             self._tied.append(req.app_id)
