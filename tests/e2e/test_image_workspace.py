@@ -202,7 +202,8 @@ def test_kubernetes_submission_pins_the_pushed_digest(
     repo = f"{registry.address}/k8s"
     info = sched.submit_dryrun(_with_workspace(sched, project, {"image_repo": repo}),
                                {"image_repo": repo})
-    tag_ref = info._app.roles[0].image  # type: ignore[union-attr]
+    assert info.app is not None
+    tag_ref = info.app.roles[0].image
     assert f"image: {tag_ref}" in str(info) and "@sha256:" not in str(info)
     sched.schedule(info)
     images = [c["image"] for m in created if m["kind"] == "Job"

@@ -63,7 +63,7 @@ def ddp_app() -> AppDef:
 def test_golden_ddp() -> None:
     from tether.schedulers.local_docker.render import format_request
 
-    req = render(ddp_app(), LocalDockerOpts(labels={"team": "ml"}).__dict__,
+    req = render(ddp_app(), LocalDockerOpts(labels={"team": "ml"}),
                  make_app_id("DDP Train!", "x1y2z3"), created=1700000000.0)
     text = format_request(req)
     assert "s3cret" not in text
@@ -80,7 +80,7 @@ def test_golden_ddp() -> None:
 
 
 def test_addresses_fill_hosts_of_every_replica() -> None:
-    req = render(ddp_app(), {}, "app-x", created=0.0)
+    req = render(ddp_app(), LocalDockerOpts(), "app-x", created=0.0)
     hosts = [f"10.0.0.{i}" for i in range(1, 40)]
     out = req.with_addresses(hosts)
     names = [c.name for c in out.containers]
@@ -167,7 +167,8 @@ def test_kubernetes_workspace_image_needs_and_uses_image_repo(tmp_path: Path) ->
             runner.dryrun(app, "kubernetes", {}, workspace=str(tmp_path))
         info = runner.dryrun(app, "kubernetes", {"image_repo": "reg.example.com:5000/team"},
                              workspace=str(tmp_path))
-    image = info._app.roles[0].image  # type: ignore[union-attr]
+    assert info.app is not None
+    image = info.app.roles[0].image
     assert image.startswith("reg.example.com:5000/team/tether-workspace-")
     assert f"image: {image}" in str(info)
 
@@ -199,7 +200,7 @@ def test_overlay_merges_into_the_create_body_last() -> None:
         "Env": ["B=2"], "User": "1000:1000", DEL("Entrypoint"): None,
     })
     app = AppDef("over", roles=[role])
-    req = render(app, {}, make_app_id("over", "abc123"), created=1700000000.0)
+    req = render(app, LocalDockerOpts(), make_app_id("over", "abc123"), created=1700000000.0)
     from tether.schedulers.local_docker.render import format_request
 
     check_golden("overlay", format_request(req))
@@ -221,4 +222,4 @@ def test_overlay_type_mismatch_names_the_key() -> None:
     role = Role("main", image="img:1", entrypoint="python")
     set_overlay(role, "local_docker", "ContainerCreate", {"Cmd": "not a list"})
     with pytest.raises(OverlayError, match="Cmd"):
-        render(AppDef("x", roles=[role]), {}, "x-abc", created=0.0)
+        render(AppDef("x", roles=[role]), LocalDockerOpts(), "x-abc", created=0.0)

@@ -92,7 +92,9 @@ def test_roles_with_different_resources_rejected_naming_role() -> None:
 @pytest.mark.parametrize(
     ("cfg", "match"),
     [
-        ({"gpu_mode": "exclusive"}, "gpu_mode='exclusive' is not one of shared"),
+        ({"gpu_mode": "exclusive"},
+         r"gpu_mode='exclusive' is not one of shared, exclusive_process \(did you mean "
+         r"exclusive_process\?\)"),
         ({"wall_time": "2h"}, r"wall_time='2h' is not \[hours:\]minutes"),
         ({"bsub_args": ["G x"]}, "bsub_args item 'G x'"),
     ],

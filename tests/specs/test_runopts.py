@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 import pytest
 
@@ -162,3 +163,23 @@ def test_groups_flatten_with_dotted_keys_and_cfg_key_metadata() -> None:
     assert dict(o) == {"k8s.context": "prod", "k8s.image_repo": "x", "mail-user": "a@b"}
     # the same option under two spellings with equal values counts once
     assert Outer.from_cfg({"k8s.imageRepo": "y", "k8s.image_repo": "y"}).k8s.image_repo == "y"
+
+
+@dataclass
+class ChoiceOpts(StructuredOpts):
+    gang: Literal["none", "volcano"] = "none"
+    """Gang scheduling: none or volcano."""
+    policy: Literal["Always", "Never"] | None = None
+    """Pull policy: Always or Never."""
+
+
+def test_literal_choices_are_string_options() -> None:
+    opts = ChoiceOpts.as_runopts()
+    gang, policy = opts.get("gang"), opts.get("policy")
+    assert gang is not None and gang.type_name() == "str" and gang.default == "none"
+    assert policy is not None and policy.type_name() == "str" and policy.default is None
+    assert gang.help == "Gang scheduling: none or volcano."
+    parsed = opts.cfg_from_str("gang=volcano,policy=Always")
+    assert ChoiceOpts.from_cfg(parsed) == ChoiceOpts(gang="volcano", policy="Always")
+    with pytest.raises(InvalidRunConfigException, match=r"'gang'.*expects str, got int 3"):
+        ChoiceOpts.from_cfg({"gang": 3})

@@ -30,7 +30,7 @@ def test_mask_env() -> None:
 def test_dryrun_info_redacts_secret_values_in_any_rendering() -> None:
     app = AppDef("a", [Role("r", entrypoint="x", env={"HF_TOKEN": "hf_s3cr3t", "X": "1"})])
     info = AppDryRunInfo({"cmd": "echo hf_s3cr3t", "env": app.roles[0].env}, repr)
-    info._app = app
+    info.app = app
     text = str(info)
     assert "hf_s3cr3t" not in text
     assert "****" in text and "'X': '1'" in text

@@ -150,7 +150,7 @@ class CmdRun(SubCommand):
                     component, component_args, scheduler, cfg=cfg, workspace=args.workspace,
                     parent_run_id=args.parent_run_id, job_key=args.job_key,
                 )
-                app = info._app
+                app = info.app
                 if app is not None:
                     print("=== APPLICATION ===")
                     print(format_app(app))

@@ -234,13 +234,13 @@ class Runner(LaunchedApps):
         Returns:
             The app handle.
         """
-        backend = dryrun_info._scheduler
+        backend = dryrun_info.scheduler
         if backend is None:
             raise ValueError("dryrun_info was not produced by Runner.dryrun/submit_dryrun")
         sched = self._scheduler(backend)
         app_id = sched.schedule(dryrun_info)
         handle = make_app_handle(backend, self._name, app_id)
-        app_name = dryrun_info._app.name if dryrun_info._app else "?"
+        app_name = dryrun_info.app.name if dryrun_info.app else "?"
         log.info("launched app %s as %s", app_name, handle)
         return handle
 

@@ -158,12 +158,8 @@ class Scheduler(abc.ABC, Generic[T, OptsT]):
         return opts
 
     def _run_opts(self) -> runopts:
-        opts_cls = type(self).opts_type or self._opts_class()
+        opts_cls = type(self).opts_type
         return opts_cls.as_runopts() if opts_cls is not None else runopts()
-
-    def _opts_class(self) -> type[StructuredOpts] | None:
-        """The options class of a backend not yet declaring it as a type parameter."""
-        return None
 
     def resolve_opts(self, cfg: Mapping[str, CfgVal] | None) -> OptsT:
         """Checks the user's run options, fills in defaults and types them.

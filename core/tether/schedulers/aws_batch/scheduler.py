@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import builtins
-import dataclasses
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
@@ -54,7 +53,6 @@ from tether.specs import (
     RetryPolicy,
     Role,
     RoleStatus,
-    StructuredOpts,
 )
 from tether.specs.status import is_terminal
 
@@ -66,11 +64,6 @@ LOG_GROUP = "/aws/batch/job"
 
 class AwsBatchSubmitError(RuntimeError):
     """Batch refused the job (the AWS error text is in the message)."""
-
-
-def _opts(cfg: Mapping[str, CfgVal]) -> AwsBatchOpts:
-    names = {f.name for f in dataclasses.fields(AwsBatchOpts)}
-    return AwsBatchOpts(**{k: v for k, v in cfg.items() if k in names})  # type: ignore[arg-type]
 
 
 def parse_roles(tag: str) -> list[tuple[str, int]]:
@@ -89,7 +82,7 @@ def parse_roles(tag: str) -> list[tuple[str, int]]:
     return out
 
 
-class AwsBatchScheduler(Scheduler[AwsBatchRequest]):
+class AwsBatchScheduler(Scheduler[AwsBatchRequest, AwsBatchOpts]):
     """Runs apps as AWS Batch jobs (see the package docs).
 
     Args:
@@ -133,9 +126,6 @@ class AwsBatchScheduler(Scheduler[AwsBatchRequest]):
         self._job_ids: dict[str, str] = {}
         self._regions_seen: set[str] = set()
 
-    def _opts_class(self) -> type[StructuredOpts]:
-        return AwsBatchOpts
-
     def client(self, service: str, region: str) -> Any:
         """A boto3 client of ``service`` in ``region`` (created on first use).
 
@@ -152,13 +142,10 @@ class AwsBatchScheduler(Scheduler[AwsBatchRequest]):
         return self._clients[key]
 
     # ---- render and submit -------------------------------------------------------------
-    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
-        check(app, _opts(cfg))
+    def _validate(self, app: AppDef, scheduler: str, opts: AwsBatchOpts) -> None:
+        check(app, opts)
 
-    def _submit_dryrun(
-        self, app: AppDef, cfg: Mapping[str, CfgVal]
-    ) -> AppDryRunInfo[AwsBatchRequest]:
-        opts = _opts(cfg)
+    def _submit_dryrun(self, app: AppDef, opts: AwsBatchOpts) -> AppDryRunInfo[AwsBatchRequest]:
         region = resolve_region(opts.region or self._region, opts.profile or self._profile)
         req = render(app, opts, region, make_job_name(app.name))
         if opts.profile and not self._profile:

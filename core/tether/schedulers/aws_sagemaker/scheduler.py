@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import builtins
-import dataclasses
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
@@ -48,7 +47,6 @@ from tether.specs import (
     ReplicaStatus,
     Role,
     RoleStatus,
-    StructuredOpts,
 )
 from tether.specs.status import is_terminal
 
@@ -60,12 +58,7 @@ class AwsSageMakerSubmitError(RuntimeError):
     """SageMaker refused the training job (the AWS error text is in the message)."""
 
 
-def _opts(cfg: Mapping[str, CfgVal]) -> AwsSageMakerOpts:
-    names = {f.name for f in dataclasses.fields(AwsSageMakerOpts)}
-    return AwsSageMakerOpts(**{k: v for k, v in cfg.items() if k in names})  # type: ignore[arg-type]
-
-
-class AwsSageMakerScheduler(Scheduler[AwsSageMakerRequest]):
+class AwsSageMakerScheduler(Scheduler[AwsSageMakerRequest, AwsSageMakerOpts]):
     """Runs one-role apps as SageMaker training jobs (see the package docs).
 
     Args:
@@ -97,9 +90,6 @@ class AwsSageMakerScheduler(Scheduler[AwsSageMakerRequest]):
         self._endpoint_url = endpoint_url
         self._clients: dict[tuple[str, str], Any] = {}
 
-    def _opts_class(self) -> type[StructuredOpts]:
-        return AwsSageMakerOpts
-
     def client(self, service: str, region: str) -> Any:
         """A boto3 client of ``service`` in ``region`` (created on first use).
 
@@ -116,13 +106,12 @@ class AwsSageMakerScheduler(Scheduler[AwsSageMakerRequest]):
         return self._clients[key]
 
     # ---- render and submit -------------------------------------------------------------
-    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
-        check(app, _opts(cfg))
+    def _validate(self, app: AppDef, scheduler: str, opts: AwsSageMakerOpts) -> None:
+        check(app, opts)
 
     def _submit_dryrun(
-        self, app: AppDef, cfg: Mapping[str, CfgVal]
+        self, app: AppDef, opts: AwsSageMakerOpts
     ) -> AppDryRunInfo[AwsSageMakerRequest]:
-        opts = _opts(cfg)
         region = resolve_region(opts.region or self._region, opts.profile or self._profile)
         return AppDryRunInfo(render(app, opts, region, make_job_name(app.name)), format_request)
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass, field
+from typing import Literal
 
 from tether.specs import StructuredOpts
 
-PROVISIONING_MODELS = ("STANDARD", "SPOT", "PREEMPTIBLE")
+ProvisioningModel = Literal["STANDARD", "SPOT", "PREEMPTIBLE"]
+"""The ``provisioning_model`` choices (Batch's VM provisioning models)."""
+PROVISIONING_MODELS: tuple[ProvisioningModel, ...] = typing.get_args(ProvisioningModel)
 
 
 @dataclass
@@ -22,7 +26,7 @@ class GcpBatchOpts(StructuredOpts):
     machine_type: str | None = None
     """Compute Engine machine type of the VMs (default: Batch picks one that fits)."""
 
-    provisioning_model: str = "STANDARD"
+    provisioning_model: ProvisioningModel = "STANDARD"
     """VM provisioning model: STANDARD, SPOT or PREEMPTIBLE."""
 
     accelerator_type: str = "nvidia-tesla-t4"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import builtins
-import dataclasses
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, ClassVar
@@ -49,7 +48,6 @@ from tether.specs import (
     RetryPolicy,
     Role,
     RoleStatus,
-    StructuredOpts,
 )
 
 
@@ -74,12 +72,7 @@ def log_filter(project: str, job_uid: str, k: int) -> str:
     )
 
 
-def _opts(cfg: Mapping[str, CfgVal]) -> GcpBatchOpts:
-    names = {f.name for f in dataclasses.fields(GcpBatchOpts)}
-    return GcpBatchOpts(**{k: v for k, v in cfg.items() if k in names})  # type: ignore[arg-type]
-
-
-class GcpBatchScheduler(Scheduler[GcpBatchRequest]):
+class GcpBatchScheduler(Scheduler[GcpBatchRequest, GcpBatchOpts]):
     """Runs apps as Google Cloud Batch jobs (see the package docs).
 
     Args:
@@ -116,9 +109,6 @@ class GcpBatchScheduler(Scheduler[GcpBatchRequest]):
         self._project = project
         self._location = location
 
-    def _opts_class(self) -> type[StructuredOpts]:
-        return GcpBatchOpts
-
     def client(self) -> Any:
         """The Batch client (created on first use with the default credentials).
 
@@ -130,15 +120,11 @@ class GcpBatchScheduler(Scheduler[GcpBatchRequest]):
         return self._client
 
     # ---- render and submit -------------------------------------------------------------
-    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
-        opts = _opts(cfg)
+    def _validate(self, app: AppDef, scheduler: str, opts: GcpBatchOpts) -> None:
         check(app, opts)
         resolve_project(opts)
 
-    def _submit_dryrun(
-        self, app: AppDef, cfg: Mapping[str, CfgVal]
-    ) -> AppDryRunInfo[GcpBatchRequest]:
-        opts = _opts(cfg)
+    def _submit_dryrun(self, app: AppDef, opts: GcpBatchOpts) -> AppDryRunInfo[GcpBatchRequest]:
         req = render(app, opts, resolve_project(opts), make_job_id(app.name))
         return AppDryRunInfo(req, format_request)
 

@@ -22,13 +22,12 @@ import re
 import secrets
 import string
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from tether.schedulers.local_docker.options import LocalDockerOpts
 from tether.schedulers.replica import materialize
-from tether.specs import AppDef, BindMount, CfgVal, DeviceMount, Role, VolumeMount, mask_env
+from tether.specs import AppDef, BindMount, DeviceMount, Role, VolumeMount, mask_env
 from tether.specs.overlays import apply_overlay, get_overlay
 from tether.workspace.image import METADATA_KEY, ImagePlan
 
@@ -219,20 +218,19 @@ def host_config(role: Role, opts: LocalDockerOpts) -> dict[str, Any]:
 
 
 def render(
-    app: AppDef, cfg: Mapping[str, CfgVal], app_id: str, created: float | None = None
+    app: AppDef, opts: LocalDockerOpts, app_id: str, created: float | None = None
 ) -> DockerRequest:
     """Renders every replica's container (pure).
 
     Args:
         app: The app (validated).
-        cfg: Resolved run options.
+        opts: The run options.
         app_id: The submission's id (see :func:`make_app_id`).
         created: The submission time recorded in the labels (default: now).
 
     Returns:
         The request.
     """
-    opts = LocalDockerOpts.from_cfg(cfg)
     created = time.time() if created is None else created
     rank0 = rank0_hostname(app, app_id)
     job_key = app.metadata.get("tether.job_key")

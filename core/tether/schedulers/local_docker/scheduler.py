@@ -59,7 +59,6 @@ from tether.specs import (
     RetryPolicy,
     Role,
     RoleStatus,
-    StructuredOpts,
 )
 from tether.workspace.image import ImageWorkspaceMixin, ensure_image
 
@@ -102,7 +101,7 @@ def _aware(t: datetime) -> datetime:
     return t if t.tzinfo is not None else t.astimezone()
 
 
-class LocalDockerScheduler(Scheduler[DockerRequest], ImageWorkspaceMixin):
+class LocalDockerScheduler(Scheduler[DockerRequest, LocalDockerOpts], ImageWorkspaceMixin):
     """Runs every replica as a container of a Docker Engine (Docker or podman).
 
     Args:
@@ -138,12 +137,9 @@ class LocalDockerScheduler(Scheduler[DockerRequest], ImageWorkspaceMixin):
             self._api = dc.connect(self._docker_host)
         return self._api
 
-    def _opts_class(self) -> type[StructuredOpts] | None:
-        return LocalDockerOpts
-
     # ---- render and submit ---------------------------------------------------------------
-    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[Any]:
-        req = render(app, cfg, make_app_id(app.name))
+    def _submit_dryrun(self, app: AppDef, opts: LocalDockerOpts) -> AppDryRunInfo[Any]:
+        req = render(app, opts, make_app_id(app.name))
         return AppDryRunInfo(req, format_request)
 
     def schedule(self, dryrun_info: AppDryRunInfo[DockerRequest]) -> str:

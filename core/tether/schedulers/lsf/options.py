@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass, field
+from typing import Literal
 
 from tether.specs import StructuredOpts
+
+GpuMode = Literal["shared", "exclusive_process"]
+"""The ``gpu_mode`` choices (the ``mode=`` of ``bsub -gpu``)."""
+GPU_MODES: tuple[GpuMode, ...] = typing.get_args(GpuMode)
 
 
 @dataclass
@@ -29,7 +35,7 @@ class LsfOpts(StructuredOpts):
     wall_time: str | None = None
     """Run limit ``[hours:]minutes`` (``bsub -W``)."""
 
-    gpu_mode: str | None = None
+    gpu_mode: GpuMode | None = None
     """GPU mode for ``-gpu``: shared or exclusive_process (default: the cluster's)."""
 
     resource: str | None = None

@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from tether.schedulers.api import JOB_KEY
-from tether.schedulers.lsf.options import LsfOpts
+from tether.schedulers.lsf.options import GPU_MODES, LsfOpts
 from tether.schedulers.replica import ENV_RANK0_HOST, materialize
 from tether.specs import AppDef, Role
 from tether.specs.overlays import apply_overlay, get_overlay
@@ -35,7 +35,6 @@ from tether.specs.secrets import mask_env
 
 BACKEND = "lsf"
 DESCRIPTION_PREFIX = "tether:"
-GPU_MODES = ("shared", "exclusive_process")
 OVERLAY_NAMESPACE = "lsf"
 OVERLAY_KIND = "bsub"
 """Overlays stored with ``set_overlay(app or role, "lsf", "bsub", ...)`` merge into the
@@ -123,8 +122,12 @@ def check(app: AppDef, opts: LsfOpts) -> None:
                 "them as separate apps"
             )
     if opts.gpu_mode is not None and opts.gpu_mode not in GPU_MODES:
+        import difflib  # for an error's hint only: not on the start-up path
+
+        close = difflib.get_close_matches(opts.gpu_mode.lower(), GPU_MODES, 1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
         raise LsfRenderError(
-            f"run option gpu_mode={opts.gpu_mode!r} is not one of {', '.join(GPU_MODES)}"
+            f"run option gpu_mode={opts.gpu_mode!r} is not one of {', '.join(GPU_MODES)}{hint}"
         )
     if opts.wall_time is not None and not _WALL.match(opts.wall_time):
         raise LsfRenderError(

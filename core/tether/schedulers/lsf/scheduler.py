@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import builtins
-import dataclasses
 import os
 import shutil
 import subprocess
@@ -43,7 +42,6 @@ from tether.specs import (
     ReplicaStatus,
     Role,
     RoleStatus,
-    StructuredOpts,
 )
 from tether.specs.status import is_terminal
 from tether.workspace.api import WorkspaceMixin
@@ -103,12 +101,7 @@ def _role_cwd(app: AppDef, opts: LsfOpts) -> str:
     return os.getcwd()
 
 
-def _opts(cfg: Mapping[str, CfgVal]) -> LsfOpts:
-    names = {f.name for f in dataclasses.fields(LsfOpts)}
-    return LsfOpts(**{k: v for k, v in cfg.items() if k in names})  # type: ignore[arg-type]
-
-
-class LsfScheduler(Scheduler[LsfRequest], WorkspaceMixin[None]):
+class LsfScheduler(Scheduler[LsfRequest, LsfOpts], WorkspaceMixin[None]):
     """Runs apps as IBM Spectrum LSF jobs through ``bsub``/``bjobs``/``bkill``.
 
     Args:
@@ -132,12 +125,8 @@ class LsfScheduler(Scheduler[LsfRequest], WorkspaceMixin[None]):
     def __init__(self, session_name: str) -> None:
         super().__init__(BACKEND, session_name)
 
-    def _opts_class(self) -> type[StructuredOpts]:
-        return LsfOpts
-
     # ---- render and submit -------------------------------------------------------------
-    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
-        opts = _opts(cfg)
+    def _validate(self, app: AppDef, scheduler: str, opts: LsfOpts) -> None:
         check(app, opts)
         _role_cwd(app, opts)
 
@@ -152,8 +141,7 @@ class LsfScheduler(Scheduler[LsfRequest], WorkspaceMixin[None]):
             build_cache: Unused.
         """
 
-    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[LsfRequest]:
-        opts = _opts(cfg)
+    def _submit_dryrun(self, app: AppDef, opts: LsfOpts) -> AppDryRunInfo[LsfRequest]:
         cwd = _role_cwd(app, opts)
         req = render(app, opts, make_job_name(app.name), default_log_root(opts, cwd), cwd)
         return AppDryRunInfo(req, format_request)

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass, field
+from typing import Literal
 
 from tether.specs import StructuredOpts
 
-PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+PlacementStrategy = Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"]
+"""The ``placement_strategy`` choices (Ray's placement group strategies)."""
+PLACEMENT_STRATEGIES: tuple[PlacementStrategy, ...] = typing.get_args(PlacementStrategy)
 
 
 @dataclass
 class RayOpts(StructuredOpts):
     """Run options of the ``ray`` scheduler."""
 
-    placement_strategy: str = "PACK"
+    placement_strategy: PlacementStrategy = "PACK"
     """How the placement group spreads the replicas' bundles over nodes: PACK, SPREAD,
     STRICT_PACK or STRICT_SPREAD (one replica per node)."""
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import builtins
-import dataclasses
 import json
 import logging
 import os
@@ -52,7 +51,6 @@ from tether.specs import (
     ReplicaStatus,
     Role,
     RoleStatus,
-    StructuredOpts,
 )
 from tether.specs.status import is_terminal
 from tether.workspace.api import WorkspaceMixin
@@ -125,12 +123,7 @@ def _replica(
     return ReplicaStatus(k, state, role)
 
 
-def _opts(cfg: Mapping[str, CfgVal]) -> RayOpts:
-    names = {f.name for f in dataclasses.fields(RayOpts)}
-    return RayOpts(**{k: v for k, v in cfg.items() if k in names})  # type: ignore[arg-type]
-
-
-class RayScheduler(Scheduler[RayJobRequest], WorkspaceMixin[None]):
+class RayScheduler(Scheduler[RayJobRequest, RayOpts], WorkspaceMixin[None]):
     """Runs apps as Ray jobs through the Jobs API (see the package docs).
 
     Args:
@@ -158,9 +151,6 @@ class RayScheduler(Scheduler[RayJobRequest], WorkspaceMixin[None]):
         self.address = resolve_address(address)
         self._client = client
         self._lock = threading.Lock()
-
-    def _opts_class(self) -> type[StructuredOpts]:
-        return RayOpts
 
     # ---- plumbing ----------------------------------------------------------------------
     def client(self) -> Any:
@@ -201,8 +191,7 @@ class RayScheduler(Scheduler[RayJobRequest], WorkspaceMixin[None]):
             raise
 
     # ---- render and submit -------------------------------------------------------------
-    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
-        opts = _opts(cfg)
+    def _validate(self, app: AppDef, scheduler: str, opts: RayOpts) -> None:
         check_opts(opts)
         wd = opts.working_dir or workspace_dir(app)
         if wd and not os.path.isdir(os.path.expanduser(wd)):
@@ -223,10 +212,7 @@ class RayScheduler(Scheduler[RayJobRequest], WorkspaceMixin[None]):
         """
         workspace_dir(AppDef(name="check", roles=[role]))
 
-    def _submit_dryrun(
-        self, app: AppDef, cfg: Mapping[str, CfgVal]
-    ) -> AppDryRunInfo[RayJobRequest]:
-        opts = _opts(cfg)
+    def _submit_dryrun(self, app: AppDef, opts: RayOpts) -> AppDryRunInfo[RayJobRequest]:
         req = render(app, opts, make_app_id(app.name), self.session_name)
         return AppDryRunInfo(req, format_request)
 

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass, field
+from typing import Final, Literal
 
 from tether.specs import StructuredOpts
 
-GPUS_FLAGS = "gpus"
-GPUS_GRES = "gres"
-GPU_REQUEST_OPTIONS = (GPUS_FLAGS, GPUS_GRES)
-CONTAINER_NONE = "none"
-CONTAINER_PYXIS = "pyxis"
-CONTAINER_OPTIONS = (CONTAINER_NONE, CONTAINER_PYXIS)
+GpuRequest = Literal["gpus", "gres"]
+"""The ``gpu_request`` choices."""
+GPUS_FLAGS: Final = "gpus"
+GPUS_GRES: Final = "gres"
+GPU_REQUEST_OPTIONS: tuple[GpuRequest, ...] = typing.get_args(GpuRequest)
+ContainerRuntime = Literal["none", "pyxis"]
+"""The ``container_runtime`` choices."""
+CONTAINER_NONE: Final = "none"
+CONTAINER_PYXIS: Final = "pyxis"
+CONTAINER_OPTIONS: tuple[ContainerRuntime, ...] = typing.get_args(ContainerRuntime)
 MAIL_TYPES = (
     "NONE", "BEGIN", "END", "FAIL", "REQUEUE", "ALL", "INVALID_DEPEND", "STAGE_OUT",
     "TIME_LIMIT", "TIME_LIMIT_90", "TIME_LIMIT_80", "TIME_LIMIT_50", "ARRAY_TASKS",
@@ -73,11 +79,11 @@ class SlurmOpts(StructuredOpts):
     """Also keep each replica's stdout and stderr in separate files, so logs can be read by
     stream; the combined log then interleaves the two streams only approximately."""
 
-    gpu_request: str = GPUS_FLAGS
+    gpu_request: GpuRequest = GPUS_FLAGS
     """How Resource.gpu is asked for: gpus (--gpus-per-node/--gpus-per-task) or gres
     (--gres=gpu:N, for clusters without GPU TRES)."""
 
-    container_runtime: str = CONTAINER_NONE
+    container_runtime: ContainerRuntime = CONTAINER_NONE
     """none (Role.image is ignored; no mounts) or pyxis (srun --container-image=Role.image,
     bind mounts as --container-mounts)."""
 

@@ -52,7 +52,6 @@ from tether.specs import (
     CfgVal,
     RetryPolicy,
     Role,
-    StructuredOpts,
 )
 from tether.specs.status import is_terminal
 from tether.workspace.api import WorkspaceMixin
@@ -69,7 +68,7 @@ class SlurmSubmitError(ValueError):
     """Slurm refused the job (sbatch failed); nothing was submitted. Carries Slurm's text."""
 
 
-class SlurmScheduler(Scheduler[SlurmRequest], WorkspaceMixin[None]):
+class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
     """Runs apps as Slurm batch jobs (see the package docs).
 
     Args:
@@ -107,17 +106,12 @@ class SlurmScheduler(Scheduler[SlurmRequest], WorkspaceMixin[None]):
         self._client = client or SlurmClient(slurm_conf=slurm_conf)
 
     # ---- options and render --------------------------------------------------------------
-    def _opts_class(self) -> type[StructuredOpts]:
-        return SlurmOpts
-
-    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
-        opts = SlurmOpts(**cfg)  # type: ignore[arg-type]
+    def _validate(self, app: AppDef, scheduler: str, opts: SlurmOpts) -> None:
         check_opts(opts, app)
         check_app(app, opts)
         app_overlays(app)
 
-    def _submit_dryrun(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDryRunInfo[SlurmRequest]:
-        opts = SlurmOpts(**cfg)  # type: ignore[arg-type]
+    def _submit_dryrun(self, app: AppDef, opts: SlurmOpts) -> AppDryRunInfo[SlurmRequest]:
         return AppDryRunInfo(render(app, opts), format_request)
 
     def caching_build_workspace_and_update_role(
@@ -131,7 +125,7 @@ class SlurmScheduler(Scheduler[SlurmRequest], WorkspaceMixin[None]):
             cfg: Resolved run options.
             build_cache: Shared between the roles of one submission.
         """
-        opts = SlurmOpts(**cfg)  # type: ignore[arg-type]
+        opts = self.resolve_opts(cfg)
         base = opts.workspace_dir or os.path.join(opts.job_dir or default_job_dir(), "workspaces")
         build_role_workspace(role, base, build_cache)
 
@@ -168,7 +162,7 @@ class SlurmScheduler(Scheduler[SlurmRequest], WorkspaceMixin[None]):
     def _explain(info: AppDryRunInfo[SlurmRequest], e: SlurmCommandError) -> str:
         req = info.request
         text = e.stderr or str(e)
-        app = info._app  # set by submit_dryrun
+        app = info.app  # set by submit_dryrun
         asks = ""
         if app is not None:
             asks = "; ".join(
