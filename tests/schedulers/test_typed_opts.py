@@ -78,9 +78,11 @@ def test_plugin_gets_one_typed_options_object_resolved_once() -> None:
     assert (what1, what2) == ("validate", "dryrun")
     assert isinstance(validated, PluginOpts) and validated is rendered  # the same object
     assert validated == PluginOpts(cluster="c1", retries=3, mode="fast")  # "3" read as int
-    assert info.cfg is validated and info.app is not None and info.scheduler == "typed"
+    assert info.app is not None and info.scheduler == "typed"
     assert info.request.name == "c1/fast/3"
-    assert sched.resolve_opts(info.cfg) is info.cfg  # already typed: kept as is
+    assert dict(info.cfg or {}) == {"cluster": "c1", "retries": 3, "mode": "fast"}
+    assert sched.resolve_opts(info.cfg) == validated  # the schedule side types it alike
+    assert sched.resolve_opts(validated) is validated  # already typed: kept as is
 
 
 def test_plugin_options_come_from_its_type_parameter() -> None:
@@ -119,10 +121,12 @@ def test_kubernetes_dryrun_carries_typed_options() -> None:
     from tether.schedulers.kubernetes.options import KubernetesOpts
     from tether.schedulers.kubernetes.scheduler import create_scheduler
 
-    info = create_scheduler("t").submit_dryrun(
+    sched = create_scheduler("t")
+    info = sched.submit_dryrun(
         APP, {"gang": "volcano", "imagePullPolicy": "Always", "reserved_millicpu": "50"}
     )
-    assert isinstance(info.cfg, KubernetesOpts)
-    assert (info.cfg.gang, info.cfg.image_pull_policy) == ("volcano", "Always")
-    assert info.cfg.reserved_millicpu == 50
-    assert dict(info.cfg)["gang"] == "volcano"  # still reads as the cfg mapping
+    opts = sched.resolve_opts(info.cfg)
+    assert isinstance(opts, KubernetesOpts)
+    assert (opts.gang, opts.image_pull_policy, opts.reserved_millicpu) == ("volcano", "Always", 50)
+    assert info.cfg is not None and info.cfg["gang"] == "volcano"  # reads as the cfg mapping
+    assert "schedulerName: volcano" in str(info)  # the render got the typed value
