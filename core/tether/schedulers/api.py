@@ -53,10 +53,11 @@ NONE = "<NONE>"
 T = TypeVar("T")
 """The native request type of a scheduler (``AppDryRunInfo[T].request``)."""
 
-OptsT = DefaultedTypeVar("OptsT", bound=Mapping[str, Any], default=Mapping[str, CfgVal])
+OptsT = DefaultedTypeVar("OptsT", bound=Mapping[str, Any], default=Any)
 """The run options a scheduler's ``_validate`` and ``_submit_dryrun`` receive: its
 :class:`StructuredOpts` dataclass, or the resolved cfg mapping for a scheduler that declares
-none (a TorchX-style plugin written as ``Scheduler[Request]``)."""
+none (a TorchX-style plugin written as ``Scheduler[Request]``; the default ``Any`` also keeps
+``Scheduler[Any]`` a type that every backend is)."""
 
 
 @dataclass
