@@ -44,10 +44,6 @@ class NativeStepError(ValueError):
     """A role cannot run as a native KFP step; the message names the role and the field."""
 
 
-def _suggest() -> str:
-    return "use mode='launcher' to run it through tether's scheduler instead"
-
-
 def topology_problems(app: AppDef) -> list[str]:
     """Why the app is not one role of one replica (empty when it is).
 

@@ -19,7 +19,6 @@ The parts live in modules of their own: the checks of the options and the app
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -366,8 +365,3 @@ def render(app: AppDef, opts: KubernetesOpts, name: str) -> KubernetesRequest:
         else:
             manifests.extend(jobs)
     return KubernetesRequest(opts.namespace, name, opts.gang, manifests, job_key, opts.context)
-
-
-def manifest_summary(manifests: list[Mapping[str, Any]]) -> list[str]:
-    """``Kind/name`` of each manifest (for messages)."""
-    return [f"{m.get('kind')}/{m.get('metadata', {}).get('name')}" for m in manifests]

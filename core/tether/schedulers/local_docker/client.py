@@ -20,10 +20,6 @@ class DockerUnavailableError(RuntimeError):
     """No Docker Engine API answers (the message names ``DOCKER_HOST`` and how to start one)."""
 
 
-class DockerApiError(RuntimeError):
-    """The engine refused a request; the message is the engine's."""
-
-
 def errors() -> Any:
     """The ``docker.errors`` module."""
     import docker.errors
