@@ -6,6 +6,8 @@ Every import counts: module level, inside functions and methods, and under ``TYP
 * ``tether.specs`` imports nothing of tether outside itself;
 * ``tether.schedulers`` never imports ``tether.runner``, ``tether.cli`` or ``tether.adapters``;
 * nothing in ``core/`` imports ``tether.adapters``;
+* no backend (a sub-package of ``tether.schedulers``) imports another backend: what two
+  backends share lives in a module of the scheduler layer beside them;
 * within each package, the graph of its modules and sub-packages has no cycle.
 """
 
@@ -121,6 +123,43 @@ def test_specs_imports_nothing_of_tether() -> None:
 def test_schedulers_never_import_runner_cli_or_adapters() -> None:
     forbidden = ("tether.runner", "tether.cli", "tether.adapters")
     assert _violations("tether.schedulers", forbidden) == []
+
+
+def _backend(name: str) -> str | None:
+    """The backend package (``tether.schedulers.<backend>``) holding module ``name``, or None."""
+    parts = name.split(".")
+    if len(parts) < 3 or parts[:2] != ["tether", "schedulers"]:
+        return None
+    package = ".".join(parts[:3])
+    return package if package in MODULES and _is_package(package) else None
+
+
+def _cross_backend_imports() -> list[str]:
+    return [
+        str(imp)
+        for name, imps in IMPORTS.items() if _backend(name)
+        for imp in imps if _backend(imp.target) not in (None, _backend(name))
+    ]
+
+
+def test_no_backend_imports_another_backend() -> None:
+    assert _cross_backend_imports() == []
+
+
+def test_the_checker_finds_a_cross_backend_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deferred import of one backend's module from another is found; the shared modules of
+    the scheduler layer and a backend's own modules are not."""
+    source = "tether.schedulers.kubernetes.scheduler"
+    fake = {
+        source: [
+            Import(source, "tether.schedulers.local_docker.render", 229),
+            Import(source, "tether.schedulers.docker_engine", 230),
+            Import(source, "tether.schedulers.kubernetes.render", 231),
+        ],
+        "tether.schedulers.api": [Import("tether.schedulers.api", "tether.schedulers.local", 9)],
+    }
+    monkeypatch.setattr(sys.modules[__name__], "IMPORTS", fake)
+    assert _cross_backend_imports() == [str(fake[source][0])]
 
 
 def test_core_never_imports_the_adapters() -> None:

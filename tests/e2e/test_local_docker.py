@@ -225,7 +225,7 @@ def test_replica_retries_by_restart_policy(sched: LocalDockerScheduler, tmp_path
 
 
 def test_no_engine_names_docker_host(tmp_path: Any) -> None:
-    from tether.schedulers.local_docker.client import DockerUnavailableError
+    from tether.schedulers.docker_engine import DockerUnavailableError
 
     s = LocalDockerScheduler("test", docker_host=f"unix://{tmp_path}/none.sock")
     with pytest.raises(DockerUnavailableError, match="DOCKER_HOST") as e:

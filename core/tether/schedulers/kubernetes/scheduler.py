@@ -220,7 +220,7 @@ class KubernetesScheduler(Scheduler[KubernetesRequest, KubernetesOpts], ImageWor
         req = dryrun_info.request
         plans = planned_images(dryrun_info.app)
         if plans:  # workspace images: build when missing, push, then create the Jobs
-            from tether.schedulers.local_docker.client import connect
+            from tether.schedulers.docker_engine import connect
 
             engine = connect()
             try:

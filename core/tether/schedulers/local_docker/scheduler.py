@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
+from tether.schedulers import docker_engine as dc
 from tether.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
@@ -21,7 +22,6 @@ from tether.schedulers.api import (
     filter_regex,
 )
 from tether.schedulers.capabilities import Capabilities, MountKind, Stream
-from tether.schedulers.local_docker import client as dc
 from tether.schedulers.local_docker.options import LocalDockerOpts
 from tether.schedulers.local_docker.render import (
     BACKEND,

@@ -1,6 +1,9 @@
 """A thin wrapper over the ``docker`` package (imported only here, when first used).
 
 Works with Docker and with podman's Docker-compatible API (``podman system service``).
+Shared by the backends that talk to an engine: ``local_docker`` runs its containers
+through it, ``kubernetes`` builds and pushes workspace images with it (so neither backend
+imports the other).
 """
 
 from __future__ import annotations
