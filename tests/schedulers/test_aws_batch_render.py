@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.golden import GoldenDir
 from tether.schedulers import get_scheduler_factory
 from tether.schedulers.api import JOB_KEY
 from tether.schedulers.aws_batch.options import AwsBatchOpts
@@ -41,21 +42,7 @@ from tether.specs import (
 )
 from tether.specs.overlays import set_overlay
 
-GOLDEN = Path(__file__).parent / "golden" / "aws_batch"
-REGEN = os.environ.get("TETHER_REGEN_GOLDEN", "").lower() in ("1", "true", "yes")
-
-
-def check_golden(name: str, text: str) -> None:
-    path = GOLDEN / f"{name}.json"
-    if REGEN:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text + "\n")
-        return
-    assert path.exists(), f"{path} is missing: run with TETHER_REGEN_GOLDEN=1 to create it"
-    assert text + "\n" == path.read_text(), (
-        f"{path.name} differs from the rendered request "
-        "(if the change is intended, regenerate with TETHER_REGEN_GOLDEN=1)"
-    )
+GOLDEN = GoldenDir(Path(__file__).parent / "golden" / "aws_batch", suffix=".json", end="\n")
 
 
 def opts(**kw: Any) -> AwsBatchOpts:
@@ -75,7 +62,7 @@ def test_golden_container_job() -> None:
     assert req.app_id == "eu-west-1:gpu-queue:hello-world-abcd1234"
     overrides = req.submit["containerOverrides"]
     assert overrides["command"] == ["echo", "hello", req.app_id, "r0"]
-    check_golden("container", text)
+    GOLDEN.check("container", text)
 
 
 def test_golden_multi_node_per_replica_with_everything() -> None:
@@ -103,7 +90,7 @@ def test_golden_multi_node_per_replica_with_everything() -> None:
     assert props["numNodes"] == 3
     assert [n["targetNodes"] for n in props["nodeRangeProperties"]] == ["0:0", "1:1", "2:2"]
     assert req.job_definition["retryStrategy"]["attempts"] == 3
-    check_golden("multinode_per_replica", format_request(req))
+    GOLDEN.check("multinode_per_replica", format_request(req))
 
 
 def test_golden_multi_node_per_role() -> None:
@@ -113,7 +100,7 @@ def test_golden_multi_node_per_role() -> None:
                  "wide-abcd1234")
     (node,) = req.job_definition["nodeProperties"]["nodeRangeProperties"]
     assert node["targetNodes"] == "0:5"
-    check_golden("multinode_per_role", format_request(req))
+    GOLDEN.check("multinode_per_role", format_request(req))
 
 
 def test_equal_definitions_get_equal_names() -> None:

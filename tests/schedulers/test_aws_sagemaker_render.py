@@ -6,12 +6,12 @@ Regenerate the golden files with ``TETHER_REGEN_GOLDEN=1 pytest tests/schedulers
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.golden import GoldenDir
 from tether.schedulers import get_scheduler_factory
 from tether.schedulers.api import JOB_KEY
 from tether.schedulers.aws_sagemaker.options import AwsSageMakerOpts
@@ -25,22 +25,8 @@ from tether.schedulers.aws_sagemaker.status import app_state, status_message
 from tether.specs import AppDef, AppState, Role, get_named_resource
 from tether.specs.overlays import DEL, OverlayError, set_overlay
 
-GOLDEN = Path(__file__).parent / "golden" / "aws_sagemaker"
-REGEN = os.environ.get("TETHER_REGEN_GOLDEN", "").lower() in ("1", "true", "yes")
+GOLDEN = GoldenDir(Path(__file__).parent / "golden" / "aws_sagemaker", suffix=".json", end="\n")
 ROLE_ARN = "arn:aws:iam::123456789012:role/sm"
-
-
-def check_golden(name: str, text: str) -> None:
-    path = GOLDEN / f"{name}.json"
-    if REGEN:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text + "\n")
-        return
-    assert path.exists(), f"{path} is missing: run with TETHER_REGEN_GOLDEN=1 to create it"
-    assert text + "\n" == path.read_text(), (
-        f"{path.name} differs from the rendered request "
-        "(if the change is intended, regenerate with TETHER_REGEN_GOLDEN=1)"
-    )
 
 
 def opts(**kw: Any) -> AwsSageMakerOpts:
@@ -62,7 +48,7 @@ def test_golden_single_instance() -> None:
     assert "sekrit" not in text
     assert req.request["ResourceConfig"]["InstanceType"] == "ml.g5.2xlarge"
     assert req.request["AlgorithmSpecification"]["ContainerArguments"][3] == req.app_id
-    check_golden("single", text)
+    GOLDEN.check("single", text)
 
 
 def test_golden_multi_instance_spot_with_checkpoints() -> None:
@@ -73,7 +59,7 @@ def test_golden_multi_instance_spot_with_checkpoints() -> None:
     assert req.request["ResourceConfig"]["InstanceCount"] == 4
     assert req.request["StoppingCondition"] == {"MaxRuntimeInSeconds": 3600,
                                                 "MaxWaitTimeInSeconds": 7200}
-    check_golden("multi_spot", format_request(req))
+    GOLDEN.check("multi_spot", format_request(req))
 
 
 def test_multi_instance_script_sets_replica_id(tmp_path: Path) -> None:
@@ -147,7 +133,7 @@ def test_overlays_merge_into_the_request_last_app_then_role() -> None:
                 {"ResourceConfig": {"KeepAlivePeriodInSeconds": 600},
                  DEL("OutputDataConfig"): None})
     req = render(app, opts(), "us-west-2", "train-abcd1234")
-    check_golden("overlay", format_request(req))
+    GOLDEN.check("overlay", format_request(req))
     assert req.request["ResourceConfig"]["VolumeSizeInGB"] == 50
     assert req.request["ResourceConfig"]["KeepAlivePeriodInSeconds"] == 600
     assert "OutputDataConfig" not in req.request

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests.golden import GoldenDir
 from tether.runner.api import Runner
 from tether.schedulers import get_scheduler_factory
 from tether.schedulers.api import JOB_KEY
@@ -40,21 +41,7 @@ from tether.specs import AppDef, AppState, Resource, RetryPolicy, Role, SecretRe
 batch_v1 = pytest.importorskip("google.cloud.batch_v1")
 grpc = pytest.importorskip("grpc")
 
-GOLDEN = Path(__file__).parent / "golden" / "gcp_batch"
-REGEN = os.environ.get("TETHER_REGEN_GOLDEN", "").lower() in ("1", "true", "yes")
-
-
-def check_golden(name: str, text: str) -> None:
-    path = GOLDEN / f"{name}.json"
-    if REGEN:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text + "\n")
-        return
-    assert path.exists(), f"{path} is missing: run with TETHER_REGEN_GOLDEN=1 to create it"
-    assert text + "\n" == path.read_text(), (
-        f"{path.name} differs from the rendered request "
-        "(if the change is intended, regenerate with TETHER_REGEN_GOLDEN=1)"
-    )
+GOLDEN = GoldenDir(Path(__file__).parent / "golden" / "gcp_batch", suffix=".json", end="\n")
 
 
 def ddp_app(**kw: Any) -> AppDef:
@@ -78,7 +65,7 @@ def test_golden_multi_replica_gpu_request() -> None:
     req = render(ddp_app(), opts, "proj", "train-abcd1234")
     text = format_request(req)
     assert "sekrit" not in text
-    check_golden("multi_replica_gpu", text)
+    GOLDEN.check("multi_replica_gpu", text)
     # the package's own message type accepts the request as rendered
     msg = batch_v1.CreateJobRequest(req.request)
     group = msg.job.task_groups[0]
@@ -91,7 +78,7 @@ def test_golden_single_replica() -> None:
     app = AppDef("hello", [Role("echo", image="busybox", entrypoint="echo", args=["hi there"])])
     req = render(app, GcpBatchOpts(), "p", "hello-x")
     batch_v1.CreateJobRequest(req.request)
-    check_golden("single", format_request(req))
+    GOLDEN.check("single", format_request(req))
 
 
 def test_overlays_merge_last_golden_and_dryrun_shows_them() -> None:
@@ -112,7 +99,7 @@ def test_overlays_merge_last_golden_and_dryrun_shows_them() -> None:
     set_overlay(role, "gcp_batch", "Job", {"logs_policy": {"destination": "PATH",
                                                          "logs_path": "/mnt/logs"}})
     req = render(app, GcpBatchOpts(max_run_duration="3600s"), "proj", "train-abcd1234")
-    check_golden("overlays", format_request(req))
+    GOLDEN.check("overlays", format_request(req))
     msg = batch_v1.CreateJobRequest(req.request)  # still a valid request
     group = msg.job.task_groups[0]
     assert group.task_spec.max_run_duration.seconds == 7200  # the overlay wins

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.golden import GoldenDir
 from tether.schedulers.api import JOB_KEY
 from tether.schedulers.kubernetes.checks import parse_toleration
 from tether.schedulers.kubernetes.naming import (
@@ -44,23 +45,9 @@ from tether.specs import (
     resource,
 )
 
-GOLDEN = Path(__file__).parent / "golden" / "kubernetes"
-REGEN = os.environ.get("TETHER_REGEN_GOLDEN", "").lower() in ("1", "true", "yes")
+GOLDEN = GoldenDir(Path(__file__).parent / "golden" / "kubernetes", suffix=".yaml")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 SUFFIX = "x1y2z3"
-
-
-def check_golden(name: str, text: str) -> None:
-    path = GOLDEN / f"{name}.yaml"
-    if REGEN:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        return
-    assert path.exists(), f"{path} is missing: run with TETHER_REGEN_GOLDEN=1 to create it"
-    assert text == path.read_text(), (
-        f"{path.name} differs from the rendered manifests "
-        "(if the change is intended, regenerate with TETHER_REGEN_GOLDEN=1)"
-    )
 
 
 def rendered(app: AppDef, **opts: Any) -> tuple[str, list[dict[str, Any]]]:
@@ -98,7 +85,7 @@ def test_single_role() -> None:
         roles=[Role("echo", image="busybox:1.36", entrypoint="echo", args=["hi", macros.app_id])],
     )
     text, objs = rendered(app)
-    check_golden("single", text)
+    GOLDEN.check("single", text)
     assert [o["kind"] for o in objs] == ["Job"]  # one replica: no Service
     (ctr,) = containers(objs)
     assert ctr["command"] == ["echo", "hi", f"default:hello-{SUFFIX}"]
@@ -110,7 +97,7 @@ def test_ttl_seconds_after_finished_on_every_job() -> None:
     app = AppDef("ttl", roles=[Role("echo", image="busybox:1.36", entrypoint="echo",
                                     args=["hi"], num_replicas=2)])
     text, objs = rendered(app, ttl_seconds_after_finished=300)
-    check_golden("ttl", text)
+    GOLDEN.check("ttl", text)
     jobs = [o for o in objs if o["kind"] == "Job"]
     assert len(jobs) == 2
     assert all(j["spec"]["ttlSecondsAfterFinished"] == 300 for j in jobs)
@@ -125,7 +112,7 @@ def test_multi_role_multi_replica_headless_service_and_rank0_dns() -> None:
         metadata={JOB_KEY: "airflow-0123abcd"},
     )
     text, objs = rendered(app, namespace="ml")
-    check_golden("multi_role", text)
+    GOLDEN.check("multi_role", text)
     name = f"ddp-{SUFFIX}"
     assert [o["kind"] for o in objs] == ["Service", "Job", "Job", "Job"]
     svc = objs[0]
@@ -176,7 +163,7 @@ def test_gpus_devices_named_resource_shm_and_mounts() -> None:
         annotations={"owner": "alice@example.com"},
         image_pull_policy="IfNotPresent",
     )
-    check_golden("gpu_mounts", text)
+    GOLDEN.check("gpu_mounts", text)
     pod = objs[0]["spec"]["template"]["spec"]
     ctr = pod["containers"][0]
     assert ctr["image"] == "registry.example.com/team/train:2"
@@ -221,7 +208,7 @@ def gang_app() -> AppDef:
 
 def test_gang_volcano() -> None:
     text, objs = rendered(gang_app(), gang="volcano", queue="research")
-    check_golden("volcano", text)
+    GOLDEN.check("volcano", text)
     assert [o["kind"] for o in objs] == ["Service", "Job"]
     vc = objs[1]
     assert vc["apiVersion"] == "batch.volcano.sh/v1alpha1"
@@ -237,7 +224,7 @@ def test_gang_volcano() -> None:
 
 def test_gang_kueue() -> None:
     text, objs = rendered(gang_app(), gang="kueue", queue="team-a")
-    check_golden("kueue", text)
+    GOLDEN.check("kueue", text)
     jobs = [o for o in objs if o["kind"] == "Job"]
     assert len(jobs) == 4
     for job in jobs:
@@ -247,7 +234,7 @@ def test_gang_kueue() -> None:
 
 def test_gang_appwrapper() -> None:
     text, objs = rendered(gang_app(), gang="appwrapper")
-    check_golden("appwrapper", text)
+    GOLDEN.check("appwrapper", text)
     (aw,) = objs
     assert aw["apiVersion"] == "mcad.ibm.com/v1beta1" and aw["kind"] == "AppWrapper"
     items = aw["spec"]["resources"]["GenericItems"]
@@ -264,7 +251,7 @@ def test_name_sanitizing_long_odd_app_name() -> None:
     other = Role("data_loader-v2", image="img", entrypoint="run")
     app = AppDef(odd, roles=[role, other], metadata={JOB_KEY: "prefect flow/run:42 " * 5})
     text, objs = rendered(app)
-    check_golden("long_name", text)
+    GOLDEN.check("long_name", text)
     names: list[str] = []
     for obj in objs:
         names.append(obj["metadata"]["name"])
@@ -579,7 +566,7 @@ def test_overlays_merge_into_pod_and_container_last_and_dryrun_shows_them() -> N
     })  # fmt: skip
     app = AppDef("hello", roles=[role])
     text, objs = rendered(app, tolerations=["dedicated=ml:NoSchedule"])
-    check_golden("overlays", text)
+    GOLDEN.check("overlays", text)
     pod = objs[0]["spec"]["template"]
     assert pod["metadata"]["labels"]["team"] == "ml"
     assert pod["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "tether"

@@ -6,11 +6,11 @@ Regenerate the golden files with ``TETHER_REGEN_GOLDEN=1 pytest tests/schedulers
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
+from tests.golden import GoldenDir
 from tether.schedulers.api import JOB_KEY
 from tether.schedulers.capabilities import Stream, UnsupportedFeatureError
 from tether.schedulers.local_docker.options import LocalDockerOpts
@@ -32,18 +32,7 @@ from tether.specs import (
     VolumeMount,
 )
 
-GOLDEN = Path(__file__).parent / "golden" / "local_docker"
-REGEN = os.environ.get("TETHER_REGEN_GOLDEN", "").lower() in ("1", "true", "yes")
-
-
-def check_golden(name: str, text: str) -> None:
-    path = GOLDEN / f"{name}.json"
-    if REGEN:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        return
-    assert path.exists(), f"{path} is missing: run with TETHER_REGEN_GOLDEN=1 to create it"
-    assert text == path.read_text(), f"{path.name} differs (regenerate with TETHER_REGEN_GOLDEN=1)"
+GOLDEN = GoldenDir(Path(__file__).parent / "golden" / "local_docker", suffix=".json")
 
 
 def ddp_app() -> AppDef:
@@ -67,7 +56,7 @@ def test_golden_ddp() -> None:
                  make_app_id("DDP Train!", "x1y2z3"), created=1700000000.0)
     text = format_request(req)
     assert "s3cret" not in text
-    check_golden("ddp", text)
+    GOLDEN.check("ddp", text)
     body = req.containers[1].body
     assert body["Hostname"] == "ddp-train-x1y2z3-trainer-1"
     env = dict(e.split("=", 1) for e in body["Env"])
@@ -203,7 +192,7 @@ def test_overlay_merges_into_the_create_body_last() -> None:
     req = render(app, LocalDockerOpts(), make_app_id("over", "abc123"), created=1700000000.0)
     from tether.schedulers.local_docker.render import format_request
 
-    check_golden("overlay", format_request(req))
+    GOLDEN.check("overlay", format_request(req))
     body = req.containers[0].body
     assert body["HostConfig"]["ShmSize"] == 2 ** 30 and body["HostConfig"]["Memory"] == 2 ** 31
     assert body["HostConfig"]["NanoCpus"] == 1_000_000_000  # kept

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.golden import GoldenDir
 from tether.schedulers import get_scheduler_factory
 from tether.schedulers.api import JOB_KEY
 from tether.schedulers.lsf.options import LsfOpts
@@ -35,23 +36,9 @@ from tether.schedulers.lsf.status import LsfOutputError, parse_bjobs, parse_subm
 from tether.specs import AppDef, AppState, Resource, Role
 from tether.specs.status import is_terminal
 
-GOLDEN = Path(__file__).parent / "golden" / "lsf"
-REGEN = os.environ.get("TETHER_REGEN_GOLDEN", "").lower() in ("1", "true", "yes")
+GOLDEN = GoldenDir(Path(__file__).parent / "golden" / "lsf", suffix=".sh")
 FAKE = Path(__file__).parent / "fake_lsf.py"
 PY = sys.executable
-
-
-def check_golden(name: str, text: str) -> None:
-    path = GOLDEN / f"{name}.sh"
-    if REGEN:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        return
-    assert path.exists(), f"{path} is missing: run with TETHER_REGEN_GOLDEN=1 to create it"
-    assert text == path.read_text(), (
-        f"{path.name} differs from the rendered script "
-        "(if the change is intended, regenerate with TETHER_REGEN_GOLDEN=1)"
-    )
 
 
 def ddp_app() -> AppDef:
@@ -74,12 +61,12 @@ def test_golden_multi_role_gpu_script() -> None:
     req = render(ddp_app(), opts, "train-abcd1234", "/shared/logs", "/shared/proj")
     text = format_request(req)
     assert "sekrit" not in text and "sekrit" in req.script  # masked in dry-runs only
-    check_golden("multi_role_gpu", text)
+    GOLDEN.check("multi_role_gpu", text)
 
 
 def test_golden_single_replica_defaults() -> None:
     app = AppDef("hello", [Role("echo", entrypoint="echo", args=["hi"])])
-    check_golden("single_default", render(app, LsfOpts(), "hello-x", "/l", "/w").script)
+    GOLDEN.check("single_default", render(app, LsfOpts(), "hello-x", "/l", "/w").script)
 
 
 def test_roles_with_different_resources_rejected_naming_role() -> None:
@@ -121,7 +108,7 @@ def test_overlays_merge_into_the_directives_last_golden_and_dryrun_shows_them() 
     set_overlay(app.roles[1], "lsf", "bsub", {PUT("-R"): '"span[ptile=4] select[avx512]"'})
     opts = LsfOpts(queue="gpu", wall_time="2:00", bsub_args=["-G research"])
     text = format_request(render(app, opts, "train-abcd1234", "/shared/logs", "/shared/proj"))
-    check_golden("overlays", text)
+    GOLDEN.check("overlays", text)
     head = [ln for ln in text.splitlines() if ln.startswith("#BSUB")]
     assert "#BSUB -q gpu-long" in head and "#BSUB -app ml" in head and "#BSUB -x" in head
     assert not any(ln.startswith("#BSUB -W") for ln in head)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.golden import GoldenDir
 from tether.schedulers import get_scheduler_factory
 from tether.schedulers.api import JOB_KEY
 from tether.schedulers.capabilities import UnsupportedFeatureError
@@ -33,21 +34,7 @@ from tether.schedulers.ray.scheduler import RayScheduler, resolve_address, write
 from tether.specs import AppDef, Resource, Role, SecretRef
 from tether.workspace.api import Workspace
 
-GOLDEN = Path(__file__).parent / "golden" / "ray"
-REGEN = os.environ.get("TETHER_REGEN_GOLDEN", "").lower() in ("1", "true", "yes")
-
-
-def check_golden(name: str, text: str) -> None:
-    path = GOLDEN / f"{name}.json"
-    if REGEN:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text + "\n")
-        return
-    assert path.exists(), f"{path} is missing: run with TETHER_REGEN_GOLDEN=1 to create it"
-    assert text + "\n" == path.read_text(), (
-        f"{path.name} differs from the rendered request "
-        "(if the change is intended, regenerate with TETHER_REGEN_GOLDEN=1)"
-    )
+GOLDEN = GoldenDir(Path(__file__).parent / "golden" / "ray", suffix=".json", end="\n")
 
 
 def two_roles() -> AppDef:
@@ -69,7 +56,7 @@ def test_golden_two_roles_with_options(tmp_path: Path) -> None:
                    placement_timeout=60, working_dir="/srv/project")
     text = format_request(render(two_roles(), opts, "train-abc12345", "sess"))
     assert "sekrit" not in text
-    check_golden("two_roles", text)
+    GOLDEN.check("two_roles", text)
 
 
 def test_replica_plan_carries_materialized_env_and_identity() -> None:
@@ -262,7 +249,7 @@ def overlaid_app() -> AppDef:
 def test_overlays_merge_last_golden_and_dryrun_shows_them() -> None:
     opts = RayOpts(env={"NCCL_DEBUG": "INFO"}, python="/opt/venv/bin/python")
     req = render(overlaid_app(), opts, "train-abc12345", "sess")
-    check_golden("overlays", format_request(req))
+    GOLDEN.check("overlays", format_request(req))
     trainer = [r for r in req.plan["replicas"] if r["role"] == "trainer"]
     assert all(r["options"]["accelerator_type"] == "A100" and r["cwd"] == "/scratch"
                and r["bundle"] == {"CPU": 2.0, "GPU": 1.0, "memory": 1024 * 1024 * 1024.0,

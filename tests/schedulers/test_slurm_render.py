@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.golden import GoldenDir
 from tether.schedulers import get_scheduler_factory
 from tether.schedulers.api import JOB_KEY
 from tether.schedulers.capabilities import UnsupportedFeatureError
@@ -42,22 +43,8 @@ from tether.specs import (
 )
 from tether.specs.overlays import DEL, set_overlay
 
-GOLDEN = Path(__file__).parent / "golden" / "slurm"
-REGEN = os.environ.get("TETHER_REGEN_GOLDEN", "").lower() in ("1", "true", "yes")
+GOLDEN = GoldenDir(Path(__file__).parent / "golden" / "slurm", suffix=".sbatch")
 JOB_DIR = "/shared/jobs"
-
-
-def check_golden(name: str, text: str) -> None:
-    path = GOLDEN / f"{name}.sbatch"
-    if REGEN:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        return
-    assert path.exists(), f"{path} is missing: run with TETHER_REGEN_GOLDEN=1 to create it"
-    assert text == path.read_text(), (
-        f"{path.name} differs from the rendered script "
-        "(if the change is intended, regenerate with TETHER_REGEN_GOLDEN=1)"
-    )
 
 
 def rendered(app: AppDef, **opts: Any) -> str:
@@ -79,7 +66,7 @@ def trainer(n: int = 2, **kw: Any) -> Role:
 
 def test_single_role_golden() -> None:
     app = AppDef("ddp train", roles=[trainer()], metadata={JOB_KEY: "dag/run 1/task"})
-    check_golden("single", rendered(app))
+    GOLDEN.check("single", rendered(app))
 
 
 def test_heterogeneous_golden() -> None:
@@ -87,7 +74,7 @@ def test_heterogeneous_golden() -> None:
               resource=Resource(cpu=1, gpu=0, memMB=1024))  # fmt: skip
     app = AppDef("het", roles=[trainer(), ps])
     text = rendered(app)
-    check_golden("heterogeneous", text)
+    GOLDEN.check("heterogeneous", text)
     assert text.count("#SBATCH hetjob") == 1
     assert "srun --het-group=0" in text and "srun --het-group=1" in text
 
@@ -96,7 +83,7 @@ def test_gpus_golden_and_flags() -> None:
     res = Resource(cpu=8, gpu=4, memMB=64000, capabilities={"instance-type": "p4d"})
     role = Role("trainer", entrypoint="torchrun", args=["train.py"], num_replicas=2, resource=res)
     app = AppDef("gpu", roles=[role])
-    check_golden("gpus", rendered(app))
+    GOLDEN.check("gpus", rendered(app))
     assert "--gpus-per-node=4" in resource_flags(role, SlurmOpts())
     assert "--gpus-per-task=4" in resource_flags(role, SlurmOpts(replicas_per_node=2))
     assert "--gres=gpu:8" in resource_flags(
@@ -115,7 +102,7 @@ def test_every_option_golden() -> None:
         nodelist="n[1-4]", exclude="n9", comment="nightly run", mail_user="me@example.com",
         mail_type="END,FAIL", requeue=True, exclusive=True, sbatch_args=["--reservation=r1"],
     )  # fmt: skip
-    check_golden("options", text)
+    GOLDEN.check("options", text)
     for flag in ("--partition=gpu", "--time=1-02:00:00", "--account=ml", "--qos=high",
                  "--constraint=a100&ib", "--nodelist=n[1-4]", "--exclude=n9", "--exclusive",
                  "--mail-user=me@example.com", "--mail-type=END,FAIL", "--requeue",
@@ -127,7 +114,7 @@ def test_every_option_golden() -> None:
 def test_pyxis_container_golden() -> None:
     role = trainer(1, mounts=[BindMount("/data", "/mnt/data", read_only=True)])
     role.image = "nvcr.io/nvidia/pytorch:24.01"
-    check_golden("pyxis", rendered(AppDef("pyx", roles=[role]), container_runtime="pyxis"))
+    GOLDEN.check("pyxis", rendered(AppDef("pyx", roles=[role]), container_runtime="pyxis"))
 
 
 def test_overlays_golden_applied_last() -> None:
@@ -143,7 +130,7 @@ def test_overlays_golden_applied_last() -> None:
         app, {"job_dir": JOB_DIR, "time": "10", "constraint": "ib", "sbatch_args": ["-Q"]}
     )
     text = str(info)  # what --dryrun prints
-    check_golden("overlays", text)
+    GOLDEN.check("overlays", text)
     trainer_part, ps_part = text.split("#SBATCH hetjob\n")
     for flag in ("--time=120", "--reservation=maint", "--exclusive", "--signal=B:USR1@60", "-Q"):
         assert f"#SBATCH {flag}\n" in trainer_part

@@ -7,7 +7,6 @@ the diff. Volatile lines (the KFP SDK version) are stripped before comparing.
 from __future__ import annotations
 
 import ast
-import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -19,10 +18,10 @@ import yaml
 pytest.importorskip("kfp")
 
 from tests.adapters.kfp import pipelines
+from tests.golden import GoldenDir
 from tether.adapters.kfp.spec import LaunchSpec
 
-GOLDEN = Path(__file__).parent / "golden"
-REGEN = os.environ.get("TETHER_REGEN_GOLDEN", "").strip().lower() in {"1", "true", "yes"}
+GOLDEN = GoldenDir(Path(__file__).parent / "golden")
 _VOLATILE = re.compile(r"^sdkVersion: .*\n", re.MULTILINE)
 
 
@@ -32,19 +31,6 @@ def compile_text(make: Callable[[], Any], tmp_path: Path) -> tuple[str, Path]:
     path = tmp_path / "pipeline.yaml"
     compiler.Compiler().compile(make(), str(path))
     return _VOLATILE.sub("", path.read_text()), path
-
-
-def check_golden(name: str, text: str) -> None:
-    golden = GOLDEN / name
-    if REGEN:
-        golden.parent.mkdir(parents=True, exist_ok=True)
-        golden.write_text(text)
-    assert golden.exists(), f"{golden} is missing: run with TETHER_REGEN_GOLDEN=1 to create it"
-    expected = golden.read_text()
-    assert text == expected, (
-        f"compiled pipeline differs from {golden}; if the change is intended, regenerate with "
-        "TETHER_REGEN_GOLDEN=1 and review the diff"
-    )
 
 
 def launch_spec_in(source: str) -> LaunchSpec:
@@ -69,7 +55,7 @@ def test_native_pipeline_golden(tmp_path: Path) -> None:
     from kfp import components
 
     text, path = compile_text(pipelines.native_pipeline, tmp_path)
-    check_golden("native_pipeline.yaml", text)
+    GOLDEN.check("native_pipeline.yaml", text)
 
     loaded = components.load_component_from_file(str(path))  # KFP's own loader
     assert loaded.name == "tether-native"
@@ -135,7 +121,7 @@ def test_launcher_pipeline_golden(tmp_path: Path) -> None:
     from kfp import components
 
     text, path = compile_text(pipelines.launcher_pipeline, tmp_path)
-    check_golden("launcher_pipeline.yaml", text)
+    GOLDEN.check("launcher_pipeline.yaml", text)
 
     loaded = components.load_component_from_file(str(path))
     assert loaded.name == "tether-launcher"
@@ -205,7 +191,7 @@ def test_typed_pipeline_golden(tmp_path: Path) -> None:
 
     with pytest.warns(LauncherFallbackWarning) as warned:
         text, path = compile_text(pipelines.typed_pipeline, tmp_path)
-    check_golden("typed_pipeline.yaml", text)
+    GOLDEN.check("typed_pipeline.yaml", text)
     # one warning, at compile time, naming the step and the parameter
     messages = [str(w.message) for w in warned]
     assert len(messages) == 1
