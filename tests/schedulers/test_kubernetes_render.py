@@ -19,15 +19,16 @@ import yaml
 
 from tests.golden import GoldenDir
 from tether.schedulers.api import JOB_KEY
+from tether.schedulers.ids import make_app_id
 from tether.schedulers.kubernetes.checks import parse_toleration
 from tether.schedulers.kubernetes.naming import (
+    APP_NAME_RULE,
     KUEUE_QUEUE_LABEL,
     LABEL_JOB_KEY,
     dns_label,
     is_label_value,
     job_name,
     label_value,
-    make_app_name,
 )
 from tether.schedulers.kubernetes.podspec import container_resources, resolve_image
 from tether.schedulers.kubernetes.render import format_request, render
@@ -51,7 +52,7 @@ SUFFIX = "x1y2z3"
 
 
 def rendered(app: AppDef, **opts: Any) -> tuple[str, list[dict[str, Any]]]:
-    req = render(app, KubernetesOpts(**opts), make_app_name(app.name, SUFFIX))
+    req = render(app, KubernetesOpts(**opts), make_app_id(app.name, APP_NAME_RULE, SUFFIX))
     text = format_request(req)
     return text, list(yaml.safe_load_all(text))
 
@@ -301,8 +302,8 @@ def test_label_value_keeps_valid_values() -> None:
 
 
 def test_app_name_starting_with_digit_gets_a_letter() -> None:
-    assert make_app_name("123-train", "abc").startswith("t-123-train")
-    assert make_app_name("!!!", "abc") == "t-abc"
+    assert make_app_id("123-train", APP_NAME_RULE, "abc").startswith("t-123-train")
+    assert make_app_id("!!!", APP_NAME_RULE, "abc") == "t-abc"
 
 
 # ---- resources -------------------------------------------------------------------------------

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from tether.schedulers.ids import make_app_id
 from tether.schedulers.kubernetes.fields import parse_time
-from tether.schedulers.kubernetes.naming import ANN_SUBMITTED, make_app_name
+from tether.schedulers.kubernetes.naming import ANN_SUBMITTED, APP_NAME_RULE
 from tether.schedulers.kubernetes.reconcile import next_attempt_job
 from tether.schedulers.kubernetes.render import render
 from tether.schedulers.kubernetes.roles import parse_quantity
@@ -36,7 +37,7 @@ def make_app(n: int = 2, policy: RetryPolicy = RetryPolicy.APPLICATION, retries:
         ],
     )  # fmt: skip
     opts = KubernetesOpts(gang=gang, queue="q" if gang in ("kueue", "volcano") else None)
-    req = render(app, opts, make_app_name("st", "abcdef"))
+    req = render(app, opts, make_app_id("st", APP_NAME_RULE, "abcdef"))
     objs = []
     for i, m in enumerate(req.manifests):
         m = copy.deepcopy(m)

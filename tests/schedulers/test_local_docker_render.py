@@ -13,9 +13,10 @@ import pytest
 from tests.golden import GoldenDir
 from tether.schedulers.api import JOB_KEY
 from tether.schedulers.capabilities import Stream, UnsupportedFeatureError
+from tether.schedulers.ids import make_app_id
 from tether.schedulers.local_docker.options import LocalDockerOpts
 from tether.schedulers.local_docker.render import (
-    make_app_id,
+    APP_ID_RULE,
     render,
     replica_hostname,
 )
@@ -53,7 +54,7 @@ def test_golden_ddp() -> None:
     from tether.schedulers.local_docker.render import format_request
 
     req = render(ddp_app(), LocalDockerOpts(labels={"team": "ml"}),
-                 make_app_id("DDP Train!", "x1y2z3"), created=1700000000.0)
+                 make_app_id("DDP Train!", APP_ID_RULE, "x1y2z3"), created=1700000000.0)
     text = format_request(req)
     assert "s3cret" not in text
     GOLDEN.check("ddp", text)
@@ -84,7 +85,7 @@ def test_addresses_fill_hosts_of_every_replica() -> None:
 
 
 def test_names_are_hostnames() -> None:
-    app_id = make_app_id("9 Very long name with spaces and CAPS " * 3, "abcdef")
+    app_id = make_app_id("9 Very long name with spaces and CAPS " * 3, APP_ID_RULE, "abcdef")
     assert app_id[0].isalpha() and app_id.endswith("-abcdef") and len(app_id) <= 37
     assert len(replica_hostname(app_id, "r" * 80, 123)) <= 63
 
@@ -189,7 +190,8 @@ def test_overlay_merges_into_the_create_body_last() -> None:
         "Env": ["B=2"], "User": "1000:1000", DEL("Entrypoint"): None,
     })
     app = AppDef("over", roles=[role])
-    req = render(app, LocalDockerOpts(), make_app_id("over", "abc123"), created=1700000000.0)
+    req = render(app, LocalDockerOpts(), make_app_id("over", APP_ID_RULE, "abc123"),
+                 created=1700000000.0)
     from tether.schedulers.local_docker.render import format_request
 
     GOLDEN.check("overlay", format_request(req))

@@ -23,7 +23,6 @@ import hashlib
 import json
 import math
 import re
-import secrets
 import shlex
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +30,7 @@ from typing import Any
 from tether.schedulers.api import JOB_KEY
 from tether.schedulers.aws_batch.options import AwsBatchOpts
 from tether.schedulers.aws_client import resolve_image
+from tether.schedulers.ids import AppIdRule
 from tether.schedulers.replica import ENV_RANK0_HOST, ENV_REPLICA_ID, materialize
 from tether.specs import AppDef, BindMount, DeviceMount, Role, SecretRef, VolumeMount
 from tether.specs.named_resources_aws import EFA_DEVICE, K8S_ITYPE
@@ -67,7 +67,6 @@ _NAME_JUNK = re.compile(r"[^A-Za-z0-9_-]+")
 _TAG_OK = re.compile(r"^[A-Za-z0-9 _.:/=+\-@%]{0,256}$")
 """Characters Batch allows in tag values."""
 _ULIMIT = re.compile(r"^([a-z]+)=(\d+)(?::(\d+))?$")
-_ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 
 
 class AwsBatchRenderError(ValueError):
@@ -91,17 +90,8 @@ class AwsBatchRequest:
     submit: dict[str, Any]
 
 
-def make_job_name(app_name: str) -> str:
-    """A new job name: ``[A-Za-z0-9_-]``, a letter or digit first, at most 128 characters.
-
-    Args:
-        app_name: The app's name.
-
-    Returns:
-        ``{sanitized name}-{8 random characters}``.
-    """
-    base = _NAME_JUNK.sub("-", app_name).strip("-_")[:100].strip("-_") or "app"
-    return f"{base}-{''.join(secrets.choice(_ID_ALPHABET) for _ in range(8))}"
+JOB_NAME_RULE = AppIdRule(max_base=100, allowed="A-Za-z0-9_-", lower=False, trim="-_")
+"""Batch job names: ``[A-Za-z0-9_-]``, a letter or digit first, at most 128 characters."""
 
 
 def tag_value(value: str) -> str:

@@ -18,6 +18,7 @@ from tether.schedulers.api import (
 from tether.schedulers.aws_batch.options import AwsBatchOpts
 from tether.schedulers.aws_batch.render import (
     BACKEND,
+    JOB_NAME_RULE,
     MANAGED_BY,
     MAX_NODE_GROUPS,
     TAG_APP,
@@ -29,7 +30,6 @@ from tether.schedulers.aws_batch.render import (
     AwsBatchRequest,
     check,
     format_request,
-    make_job_name,
     parse_app_id,
     queue_name,
     render,
@@ -44,6 +44,7 @@ from tether.schedulers.aws_client import (
     resolve_region,
 )
 from tether.schedulers.capabilities import Capabilities, MountKind
+from tether.schedulers.ids import make_app_id
 from tether.specs import (
     AppDef,
     AppDryRunInfo,
@@ -147,7 +148,7 @@ class AwsBatchScheduler(Scheduler[AwsBatchRequest, AwsBatchOpts]):
 
     def _submit_dryrun(self, app: AppDef, opts: AwsBatchOpts) -> AppDryRunInfo[AwsBatchRequest]:
         region = resolve_region(opts.region or self._region, opts.profile or self._profile)
-        req = render(app, opts, region, make_job_name(app.name))
+        req = render(app, opts, region, make_app_id(app.name, JOB_NAME_RULE))
         if opts.profile and not self._profile:
             self._profile = opts.profile
         return AppDryRunInfo(req, format_request)

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
 from dataclasses import dataclass
 from typing import Any
 
 from tether.schedulers.api import JOB_KEY
 from tether.schedulers.aws_client import resolve_image
 from tether.schedulers.aws_sagemaker.options import AwsSageMakerOpts
+from tether.schedulers.ids import AppIdRule
 from tether.schedulers.replica import ENV_RANK0_HOST, ENV_REPLICA_ID, materialize
 from tether.specs import AppDef
 from tether.specs.named_resources_aws import K8S_ITYPE
@@ -43,7 +43,6 @@ RANK0_HOST = "algo-1"
 RESOURCE_CONFIG = "/opt/ml/input/config/resourceconfig.json"
 _NAME_JUNK = re.compile(r"[^A-Za-z0-9-]+")
 _TAG_OK = re.compile(r"^[A-Za-z0-9 _.:/=+\-@]{0,256}$")
-_ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 _RID = "@@tether-replica-id@@"
 
 
@@ -66,17 +65,8 @@ class AwsSageMakerRequest:
     request: dict[str, Any]
 
 
-def make_job_name(app_name: str) -> str:
-    """A new training job name (``[A-Za-z0-9-]``, at most 63 characters).
-
-    Args:
-        app_name: The app's name.
-
-    Returns:
-        ``{sanitized name}-{8 random characters}``.
-    """
-    base = _NAME_JUNK.sub("-", app_name).strip("-")[:54].strip("-") or "app"
-    return f"{base}-{''.join(secrets.choice(_ID_ALPHABET) for _ in range(8))}"
+JOB_NAME_RULE = AppIdRule(max_base=54, allowed="A-Za-z0-9-", lower=False)
+"""Training job names: ``[A-Za-z0-9-]``, at most 63 characters."""
 
 
 def instance_type(app: AppDef, opts: AwsSageMakerOpts) -> str:

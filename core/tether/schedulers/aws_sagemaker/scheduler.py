@@ -25,6 +25,7 @@ from tether.schedulers.aws_client import (
 from tether.schedulers.aws_sagemaker.options import AwsSageMakerOpts
 from tether.schedulers.aws_sagemaker.render import (
     BACKEND,
+    JOB_NAME_RULE,
     MANAGED_BY,
     TAG_APP,
     TAG_JOB_KEY,
@@ -34,12 +35,12 @@ from tether.schedulers.aws_sagemaker.render import (
     AwsSageMakerRequest,
     check,
     format_request,
-    make_job_name,
     parse_app_id,
     render,
 )
 from tether.schedulers.aws_sagemaker.status import app_state, status_message
 from tether.schedulers.capabilities import Capabilities
+from tether.schedulers.ids import make_app_id
 from tether.specs import (
     AppDef,
     AppDryRunInfo,
@@ -113,7 +114,8 @@ class AwsSageMakerScheduler(Scheduler[AwsSageMakerRequest, AwsSageMakerOpts]):
         self, app: AppDef, opts: AwsSageMakerOpts
     ) -> AppDryRunInfo[AwsSageMakerRequest]:
         region = resolve_region(opts.region or self._region, opts.profile or self._profile)
-        return AppDryRunInfo(render(app, opts, region, make_job_name(app.name)), format_request)
+        req = render(app, opts, region, make_app_id(app.name, JOB_NAME_RULE))
+        return AppDryRunInfo(req, format_request)
 
     def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
         """Creates the training job.

@@ -24,13 +24,13 @@ import hashlib
 import json
 import os
 import re
-import secrets
 import shlex
 from dataclasses import dataclass
 from typing import Any
 
 from tether.schedulers.api import JOB_KEY
 from tether.schedulers.gcp_batch.options import PROVISIONING_MODELS, GcpBatchOpts
+from tether.schedulers.ids import AppIdRule
 from tether.schedulers.replica import ENV_RANK0_HOST, ENV_REPLICA_ID, materialize
 from tether.specs import AppDef, Role, SecretRef, macros
 from tether.specs.overlays import apply_overlay, get_overlay
@@ -53,7 +53,6 @@ PROJECT_ENVS = ("GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CORE_PROJECT")
 _LABEL_JUNK = re.compile(r"[^a-z0-9_-]+")
 _LABEL_OK = re.compile(r"^[a-z0-9_-]{0,63}$")
 _DURATION = re.compile(r"^\d+(\.\d+)?s$")
-_ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 _RID = "@@tether-replica-id@@"
 
 
@@ -97,19 +96,8 @@ def resolve_project(opts: GcpBatchOpts) -> str:
     )
 
 
-def make_job_id(app_name: str) -> str:
-    """A new Batch job id: a lower-case letter first, ``[a-z0-9-]``, at most 63 characters.
-
-    Args:
-        app_name: The app's name.
-
-    Returns:
-        ``{sanitized name}-{8 random characters}``.
-    """
-    base = re.sub(r"[^a-z0-9]+", "-", app_name.lower()).strip("-")[:40].strip("-") or "app"
-    if not base[0].isalpha():
-        base = f"app-{base}"[:40]
-    return f"{base}-{''.join(secrets.choice(_ID_ALPHABET) for _ in range(8))}"
+JOB_ID_RULE = AppIdRule(letter_prefix="app-")
+"""Batch job ids: a lower-case letter first, ``[a-z0-9-]``, at most 63 characters (49 here)."""
 
 
 def label_value(value: str) -> str:

@@ -24,6 +24,7 @@ from tether.schedulers.gcp_batch.client import (
 from tether.schedulers.gcp_batch.options import GcpBatchOpts
 from tether.schedulers.gcp_batch.render import (
     BACKEND,
+    JOB_ID_RULE,
     LABEL_APP,
     LABEL_JOB_KEY,
     LABEL_MANAGED_BY,
@@ -35,11 +36,11 @@ from tether.schedulers.gcp_batch.render import (
     format_request,
     job_name,
     label_value,
-    make_job_id,
     render,
     resolve_project,
 )
 from tether.schedulers.gcp_batch.status import app_state, status_message
+from tether.schedulers.ids import make_app_id
 from tether.specs import (
     AppDef,
     AppDryRunInfo,
@@ -125,7 +126,7 @@ class GcpBatchScheduler(Scheduler[GcpBatchRequest, GcpBatchOpts]):
         resolve_project(opts)
 
     def _submit_dryrun(self, app: AppDef, opts: GcpBatchOpts) -> AppDryRunInfo[GcpBatchRequest]:
-        req = render(app, opts, resolve_project(opts), make_job_id(app.name))
+        req = render(app, opts, resolve_project(opts), make_app_id(app.name, JOB_ID_RULE))
         return AppDryRunInfo(req, format_request)
 
     def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:

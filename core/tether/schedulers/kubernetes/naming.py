@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 
+from tether.schedulers.ids import AppIdRule
 from tether.schedulers.kubernetes.options import KubernetesOpts
 from tether.specs import AppDef
 
@@ -122,25 +123,10 @@ def k8s_name(*parts: str, max_len: int = MAX_NAME) -> str:
     return _fit(full, full, max_len)
 
 
-def make_app_name(app_name: str, suffix: str) -> str:
-    """The unique Kubernetes name of one submission: ``<sanitized app name>-<suffix>``.
-
-    The result is a DNS-1035 label (starts with a letter), so it can also name the headless
-    Service, and is at most ``APP_BASE_MAX + 1 + len(suffix)`` characters.
-
-    Args:
-        app_name: ``AppDef.name`` (any characters, any length).
-        suffix: A short random string unique to the submission (lowercase letters/digits).
-
-    Returns:
-        The name.
-    """
-    base = _dns_chars(app_name)
-    if len(base) > APP_BASE_MAX:
-        base = base[: APP_BASE_MAX - 7].rstrip("-") + "-" + short_hash(app_name, 6)
-    if not base or not base[0].isalpha():
-        base = ("t-" + base)[:APP_BASE_MAX].rstrip("-")
-    return f"{base}-{suffix}"
+APP_NAME_RULE = AppIdRule(max_base=APP_BASE_MAX, suffix_len=6, allowed="a-z0-9-", squeeze=True,
+                          hash_cut=True, letter_prefix="t-", empty="")
+"""The unique Kubernetes name of one submission: a DNS-1035 label (a letter first, so it can
+also name the headless Service) of at most ``APP_BASE_MAX + 7`` characters."""
 
 
 def role_slug(role_name: str) -> str:

@@ -330,7 +330,7 @@ def render(app: AppDef, opts: KubernetesOpts, name: str) -> KubernetesRequest:
     Args:
         app: The (validated) app; ``app.metadata["tether.job_key"]`` is the job identity.
         opts: The run options.
-        name: The app's Kubernetes name (see :func:`make_app_name`).
+        name: The app's Kubernetes name (see :data:`.naming.APP_NAME_RULE`).
 
     Returns:
         The request: Service first (when there is one), then the Jobs, the Volcano Job or

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import builtins
 import logging
-import secrets
-import string
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -27,6 +25,7 @@ from tether.schedulers.api import (
     Stream,
 )
 from tether.schedulers.capabilities import Capabilities, MountKind
+from tether.schedulers.ids import make_app_id
 from tether.schedulers.kubernetes.actions import (
     apply_actions,
     cancel_app,
@@ -47,7 +46,11 @@ from tether.schedulers.kubernetes.fetch import (
     wait_for_pod_change,
 )
 from tether.schedulers.kubernetes.logs import replica_log
-from tether.schedulers.kubernetes.naming import LABEL_MANAGED_BY, MANAGED_BY, make_app_name
+from tether.schedulers.kubernetes.naming import (
+    APP_NAME_RULE,
+    LABEL_MANAGED_BY,
+    MANAGED_BY,
+)
 from tether.schedulers.kubernetes.options import (
     DEFAULT_NAMESPACE,
     GANG_APPWRAPPER,
@@ -88,10 +91,6 @@ BACKEND = "kubernetes"
 
 
 # ---- the scheduler -----------------------------------------------------------------------------
-def _random_suffix(n: int = 6) -> str:
-    alphabet = string.ascii_lowercase + string.digits
-    return "".join(secrets.choice(alphabet) for _ in range(n))
-
 
 class KubernetesScheduler(Scheduler[KubernetesRequest, KubernetesOpts], ImageWorkspaceMixin):
     """Runs apps as Kubernetes Jobs (see the module docs).
@@ -196,7 +195,7 @@ class KubernetesScheduler(Scheduler[KubernetesRequest, KubernetesOpts], ImageWor
     def _submit_dryrun(
         self, app: AppDef, opts: KubernetesOpts
     ) -> AppDryRunInfo[KubernetesRequest]:
-        name = make_app_name(app.name, _random_suffix())
+        name = make_app_id(app.name, APP_NAME_RULE)
         req = render(app, opts, name)
         return AppDryRunInfo(req, format_request)
 

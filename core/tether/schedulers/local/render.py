@@ -99,33 +99,7 @@ def format_request(req: LocalRequest) -> str:
 
 
 _NAME_JUNK = re.compile(r"[^a-z0-9]+")
-_ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 _SAFE_DIR = re.compile(r"^[A-Za-z0-9_.-]+$")
-
-
-def _random_id(n: int) -> str:
-    """``n`` characters of :data:`_ID_ALPHABET` from the OS's random source, unbiased
-    (``secrets.choice`` without importing ``secrets``: this module is on the CLI's start)."""
-    out: list[str] = []
-    size = len(_ID_ALPHABET)
-    limit = 256 - 256 % size  # bytes below a multiple of the alphabet's size: no bias
-    while len(out) < n:
-        out += [_ID_ALPHABET[b % size] for b in os.urandom(2 * n) if b < limit]
-    return "".join(out[:n])
-
-
-def make_app_id(app_name: str) -> str:
-    """A new app id: ``{sanitized app name}-{8 random characters}`` (file-name safe).
-
-    Args:
-        app_name: The app's name.
-
-    Returns:
-        The id, e.g. ``my-train-k3x9q0ab``.
-    """
-    base = _NAME_JUNK.sub("-", app_name.lower()).strip("-")[:40].strip("-") or "app"
-    suffix = _random_id(8)
-    return f"{base}-{suffix}"
 
 
 def role_dir(role_name: str) -> str:

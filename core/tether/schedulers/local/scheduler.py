@@ -21,6 +21,7 @@ from tether.schedulers.api import (
 )
 from tether.schedulers.capabilities import Capabilities
 from tether.schedulers.gpus import host_gpu_count
+from tether.schedulers.ids import make_app_id
 from tether.schedulers.local.options import LocalOpts
 
 # launch, procs and logs are imported by the methods that use them: a dryrun (and the CLI's
@@ -29,7 +30,6 @@ from tether.schedulers.local.render import (
     BACKEND,
     LocalRequest,
     format_request,
-    make_app_id,
     render,
     role_cwd,
 )

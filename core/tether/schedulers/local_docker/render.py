@@ -19,12 +19,11 @@ import dataclasses
 import hashlib
 import json
 import re
-import secrets
-import string
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from tether.schedulers.ids import AppIdRule
 from tether.schedulers.local_docker.options import LocalDockerOpts
 from tether.schedulers.replica import materialize
 from tether.specs import AppDef, BindMount, DeviceMount, Role, VolumeMount, mask_env
@@ -62,23 +61,9 @@ def _slug(text: str, limit: int) -> str:
     return s or "x"
 
 
-def make_app_id(app_name: str, suffix: str | None = None) -> str:
-    """The unique id of one submission, ``<sanitized name>-<suffix>`` (a hostname label).
-
-    Args:
-        app_name: ``AppDef.name``.
-        suffix: Random lowercase letters/digits (a fresh one when None).
-
-    Returns:
-        The id; it also names the app's network.
-    """
-    if suffix is None:
-        alphabet = string.ascii_lowercase + string.digits
-        suffix = "".join(secrets.choice(alphabet) for _ in range(6))
-    base = _slug(app_name, APP_BASE_MAX)
-    if not base[0].isalpha():
-        base = ("t-" + base)[:APP_BASE_MAX].rstrip("-")
-    return f"{base}-{suffix}"
+APP_ID_RULE = AppIdRule(max_base=APP_BASE_MAX, suffix_len=6, allowed="a-z0-9-", squeeze=True,
+                        hash_cut=True, letter_prefix="t-", empty="x")
+"""A submission's id is a hostname label (it also names the app's network)."""
 
 
 def replica_hostname(app_id: str, role_name: str, replica_id: int) -> str:

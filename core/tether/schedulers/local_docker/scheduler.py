@@ -22,8 +22,10 @@ from tether.schedulers.api import (
     filter_regex,
 )
 from tether.schedulers.capabilities import Capabilities, MountKind, Stream
+from tether.schedulers.ids import make_app_id
 from tether.schedulers.local_docker.options import LocalDockerOpts
 from tether.schedulers.local_docker.render import (
+    APP_ID_RULE,
     BACKEND,
     FIRST_HOST_OFFSET,
     LABEL_APP_ID,
@@ -40,7 +42,6 @@ from tether.schedulers.local_docker.render import (
     MANAGED_BY,
     DockerRequest,
     format_request,
-    make_app_id,
     render,
 )
 from tether.schedulers.local_docker.status import (
@@ -139,7 +140,7 @@ class LocalDockerScheduler(Scheduler[DockerRequest, LocalDockerOpts], ImageWorks
 
     # ---- render and submit ---------------------------------------------------------------
     def _submit_dryrun(self, app: AppDef, opts: LocalDockerOpts) -> AppDryRunInfo[Any]:
-        req = render(app, opts, make_app_id(app.name))
+        req = render(app, opts, make_app_id(app.name, APP_ID_RULE))
         return AppDryRunInfo(req, format_request)
 
     def schedule(self, dryrun_info: AppDryRunInfo[DockerRequest]) -> str:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import secrets
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +41,6 @@ OVERLAY_KIND = "bsub"
 _FIXED_DIRECTIVES = ("-J", "-Jd")
 
 _ID_JUNK = re.compile(r"[^a-z0-9]+")
-_ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 _WALL = re.compile(r"^(\d+:)?\d+$")
 _ROLE_DIR = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -68,19 +66,6 @@ class LsfRequest:
     log_dir: str
     description: str
     env: dict[str, dict[str, str]] = field(default_factory=dict)
-
-
-def make_job_name(app_name: str) -> str:
-    """A new job name: ``{sanitized name}-{8 random characters}``.
-
-    Args:
-        app_name: The app's name.
-
-    Returns:
-        The name.
-    """
-    base = _ID_JUNK.sub("-", app_name.lower()).strip("-")[:40].strip("-") or "app"
-    return f"{base}-{''.join(secrets.choice(_ID_ALPHABET) for _ in range(8))}"
 
 
 def slots(role: Role) -> int:

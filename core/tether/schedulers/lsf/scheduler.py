@@ -20,6 +20,7 @@ from tether.schedulers.api import (
     filter_regex,
 )
 from tether.schedulers.capabilities import Capabilities
+from tether.schedulers.ids import make_app_id
 from tether.schedulers.lsf.options import LsfOpts
 from tether.schedulers.lsf.render import (
     BACKEND,
@@ -30,7 +31,6 @@ from tether.schedulers.lsf.render import (
     decode_roles,
     default_log_root,
     format_request,
-    make_job_name,
     render,
 )
 from tether.schedulers.lsf.status import BJOBS_FIELDS, LsfJob, parse_bjobs, parse_submit
@@ -143,7 +143,7 @@ class LsfScheduler(Scheduler[LsfRequest, LsfOpts], WorkspaceMixin[None]):
 
     def _submit_dryrun(self, app: AppDef, opts: LsfOpts) -> AppDryRunInfo[LsfRequest]:
         cwd = _role_cwd(app, opts)
-        req = render(app, opts, make_job_name(app.name), default_log_root(opts, cwd), cwd)
+        req = render(app, opts, make_app_id(app.name), default_log_root(opts, cwd), cwd)
         return AppDryRunInfo(req, format_request)
 
     def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:

@@ -21,7 +21,6 @@ import difflib
 import json
 import os
 import re
-import secrets
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,7 +57,6 @@ _JOB_FIXED = ("submission_id",)
 _KINDS = (OVERLAY_REPLICA, OVERLAY_JOB)
 
 _ID_JUNK = re.compile(r"[^a-z0-9]+")
-_ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 
 
 class RayRenderError(ValueError):
@@ -108,19 +106,6 @@ class RayJobRequest:
             "entrypoint_num_cpus": self.entrypoint_num_cpus,
             **self.extra,
         }
-
-
-def make_app_id(app_name: str) -> str:
-    """A new app id: ``{sanitized name}-{8 random characters}``.
-
-    Args:
-        app_name: The app's name.
-
-    Returns:
-        The id.
-    """
-    base = _ID_JUNK.sub("-", app_name.lower()).strip("-")[:40].strip("-") or "app"
-    return f"{base}-{''.join(secrets.choice(_ID_ALPHABET) for _ in range(8))}"
 
 
 def bundle(role: Role) -> dict[str, float]:

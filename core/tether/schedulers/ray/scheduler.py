@@ -23,6 +23,7 @@ from tether.schedulers.api import (
     filter_regex,
 )
 from tether.schedulers.capabilities import Capabilities
+from tether.schedulers.ids import make_app_id
 from tether.schedulers.ray import driver as driver_module
 from tether.schedulers.ray.driver import failed_replica, split_replica_line
 from tether.schedulers.ray.options import RayOpts
@@ -38,7 +39,6 @@ from tether.schedulers.ray.render import (
     RayRenderError,
     check_opts,
     format_request,
-    make_app_id,
     render,
     workspace_dir,
 )
