@@ -3,7 +3,8 @@
 Every import counts: module level, inside functions and methods, and under ``TYPE_CHECKING``
 (a deferred or type-only import is still a dependency a reader has to follow).
 
-* ``tether.specs`` imports nothing of tether outside itself;
+* ``tether.errors`` (the exceptions' root) imports nothing of tether;
+* ``tether.specs`` imports nothing of tether outside itself but ``tether.errors``;
 * ``tether.schedulers`` never imports ``tether.runner``, ``tether.cli`` or ``tether.adapters``;
 * nothing in ``core/`` imports ``tether.adapters``;
 * no backend (a sub-package of ``tether.schedulers``) imports another backend: what two
@@ -112,10 +113,15 @@ def test_the_source_tree_is_read() -> None:
     assert any(i.target == "tether.specs.workspace" for i in IMPORTS["tether.specs.app"])
 
 
-def test_specs_imports_nothing_of_tether() -> None:
+def test_errors_imports_nothing_of_tether() -> None:
+    assert "tether.errors" in MODULES
+    assert IMPORTS["tether.errors"] == []
+
+
+def test_specs_imports_nothing_of_tether_but_errors() -> None:
     outside = [
         str(imp) for name, imps in IMPORTS.items() if _within(name, "tether.specs")
-        for imp in imps if not _within(imp.target, "tether.specs")
+        for imp in imps if not _within(imp.target, "tether.specs") and imp.target != "tether.errors"
     ]
     assert outside == []
 

@@ -32,13 +32,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tether.errors import SpecError
 from tether.specs import CfgVal, runopts
 
 CONFIG_FILE = ".tetherconfig"
 ENV_TETHERCONFIG = "TETHERCONFIG"
 
 
-class ConfigError(ValueError):
+class ConfigError(SpecError):
     """A ``.tetherconfig`` file cannot be read; the message names the file and line."""
 
 

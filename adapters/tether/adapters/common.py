@@ -40,13 +40,14 @@ from tether.adapters.describe import app_secrets as app_secrets
 from tether.adapters.describe import describe_app as describe_app
 from tether.adapters.describe import mask_app_text as mask_app_text
 from tether.adapters.describe import render_dryrun as render_dryrun
+from tether.errors import TetherError
 from tether.runner import Runner, fan_in, get_runner
 from tether.specs import AppDef, AppState, AppStatus, CfgVal
 
 log = logging.getLogger(__name__)
 
 
-class JobFailedError(RuntimeError):
+class JobFailedError(TetherError, RuntimeError):
     """The job finished without succeeding; the message is the job's own error."""
 
     def __init__(self, result: JobResult) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tether.errors import TetherError
+
 # typing, dataclasses, json, re and datetime are imported where used: `tether --help` needs none
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -27,7 +29,7 @@ EXIT_INTERRUPTED = 130
 """Ctrl-C."""
 
 
-class CLIError(Exception):
+class CLIError(TetherError):
     """A user mistake: printed as one line, exit code 1 (or ``code``)."""
 
     def __init__(self, message: str, code: int = EXIT_FAILED) -> None:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tether.components.params import ComponentSpec, Kind, Param, inspect_component
+from tether.errors import SpecError
 
 if TYPE_CHECKING:
     from tether.specs import AppDef
@@ -32,7 +33,7 @@ _TRUE = {"true", "1", "yes", "y", "on"}
 _FALSE = {"false", "0", "no", "n", "off"}
 
 
-class ComponentArgError(ValueError):
+class ComponentArgError(SpecError):
     """A wrong or missing component argument.
 
     Attributes:
@@ -44,7 +45,7 @@ class ComponentArgError(ValueError):
         self.usage = usage
 
 
-class InvalidComponentError(ValueError):
+class InvalidComponentError(SpecError):
     """The function cannot be used as a component (see :mod:`tether.components.validate`)."""
 
 

@@ -37,6 +37,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
 from tether.components.params import inspect_component, returns_appdef_annotation
+from tether.errors import NotFoundError, SpecError
 from tether.util.entry_points import entry_points
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ BUILTINS_PACKAGE = "tether.components"
 _NO_PREFIX = re.compile(r"^_\d*$")
 
 
-class ComponentNotFoundError(ValueError):
+class ComponentNotFoundError(SpecError, NotFoundError):
     """No component has the given name; the message lists close matches."""
 
 

@@ -14,6 +14,7 @@ import warnings
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from tether.errors import NotFoundError
 from tether.runner.pool import SchedulerPool
 from tether.schedulers.api import ListAppResponse, Stream
 from tether.specs import AppDef, AppHandle, AppStatus, make_app_handle, parse_app_handle
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
 
-class UnknownAppError(LookupError):
+class UnknownAppError(NotFoundError):
     """The handle names an app the scheduler does not know."""
 
     def __init__(self, app_handle: str) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tether.errors import TetherError
 from tether.specs.secrets import app_secret_values, mask_text
 
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ class _ByteQueue:
             self._cond.notify_all()
 
 
-class LogReadError(RuntimeError):
+class LogReadError(TetherError, RuntimeError):
     """A replica's log could not be read (see ``fan_in(raise_errors=True)``)."""
 
 

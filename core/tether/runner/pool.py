@@ -14,7 +14,11 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from tether.config import TetherConfig, load_config
-from tether.schedulers import get_scheduler_factories, get_scheduler_factory
+from tether.schedulers import (
+    UnknownSchedulerError,
+    get_scheduler_factories,
+    get_scheduler_factory,
+)
 from tether.schedulers.api import Scheduler
 from tether.schedulers.capabilities import Capabilities
 from tether.specs import AppHandle, CfgVal, parse_app_handle, runopts
@@ -87,7 +91,7 @@ class SchedulerPool:
 
                     close = difflib.get_close_matches(name, list(self._factories), n=3, cutoff=0.5)
                     hint = f"; did you mean {', '.join(close)}?" if close else ""
-                    raise KeyError(
+                    raise UnknownSchedulerError(
                         f"unknown scheduler {name!r}{hint} "
                         f"(available: {', '.join(self._factories)})"
                     )

@@ -12,6 +12,8 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tether.errors import NotFoundError, TetherError
+
 if TYPE_CHECKING:
     from tether.schedulers.api import Scheduler
 
@@ -46,8 +48,12 @@ class SchedulerFactory(Protocol):
     def __call__(self, session_name: str, **kwargs: Any) -> Scheduler[Any]: ...
 
 
-class SchedulerRegistryError(RuntimeError):
+class SchedulerRegistryError(TetherError, RuntimeError):
     """A plugin clashes with a built-in scheduler or cannot be loaded."""
+
+
+class UnknownSchedulerError(NotFoundError, KeyError):
+    """No scheduler has that name; the message lists the available ones and close matches."""
 
 
 def _lazy(target: str) -> SchedulerFactory:
@@ -97,7 +103,8 @@ def get_scheduler_factory(name: str) -> SchedulerFactory:
         Its factory.
 
     Raises:
-        KeyError: For an unknown name, listing the available ones and close matches.
+        UnknownSchedulerError: For an unknown name (a ``KeyError``), listing the available
+            ones and close matches.
     """
     factories = get_scheduler_factories()
     if name not in factories:
@@ -105,7 +112,7 @@ def get_scheduler_factory(name: str) -> SchedulerFactory:
 
         close = difflib.get_close_matches(name, list(factories), n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise KeyError(
+        raise UnknownSchedulerError(
             f"unknown scheduler {name!r}.{hint} Available: {', '.join(factories)}"
         )
     return factories[name]

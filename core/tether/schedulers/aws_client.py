@@ -15,6 +15,8 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from tether.errors import BackendError
+
 T = TypeVar("T")
 
 REGION_ENVS = ("AWS_REGION", "AWS_DEFAULT_REGION")
@@ -34,9 +36,11 @@ NO_CREDENTIALS = (
 )
 
 
-class AwsClientError(RuntimeError):
+class AwsClientError(BackendError):
     """boto3 is missing, or there is no region or there are no credentials (the message says
     what to set)."""
+
+    backend, kind = "aws", "connection"
 
 
 def _boto3() -> Any:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from tether.errors import SpecError
 from tether.specs import AppDef, BindMount, DeviceMount, Mount, RetryPolicy, VolumeMount
 
 
@@ -106,7 +107,7 @@ class Capabilities:
         return self.native_retries | self.reconciled_retries
 
 
-class UnsupportedFeatureError(ValueError):
+class UnsupportedFeatureError(SpecError):
     """An AppDef asks for something its scheduler cannot do (raised at dryrun)."""
 
 

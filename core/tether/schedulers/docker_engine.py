@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from tether.errors import BackendError
+
 ENV_DOCKER_HOST = "DOCKER_HOST"
 NO_ENGINE_HINT = (
     "local_docker needs a Docker Engine API: start Docker, or podman's compatible socket with "
@@ -19,8 +21,10 @@ NO_ENGINE_HINT = (
 )
 
 
-class DockerUnavailableError(RuntimeError):
+class DockerUnavailableError(BackendError):
     """No Docker Engine API answers (the message names ``DOCKER_HOST`` and how to start one)."""
+
+    backend, kind = "docker", "connection"
 
 
 def errors() -> Any:

@@ -1,8 +1,9 @@
 """The job model of tether: apps, roles, resources, states, macros, run options and handles.
 
-This package imports nothing else of tether and no third-party package beyond the standard
-library. Each name is imported on first use (PEP 562): a process that needs a few of them
-(the local supervisor, the CLI) does not import the whole model.
+This package imports nothing else of tether but :mod:`tether.errors` (its exceptions' root)
+and no third-party package beyond the standard library. Each name is imported on first use
+(PEP 562): a process that needs a few of them (the local supervisor, the CLI) does not import
+the whole model.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from tether.specs.runopts import runopts
 from tether.specs.validate import validate
 
 if TYPE_CHECKING:
+    from tether.errors import SpecError, SpecTypeError
     from tether.specs.app import AppDef, Role
     from tether.specs.dryrun import AppDryRunInfo
-    from tether.specs.errors import SpecError, SpecTypeError
     from tether.specs.handles import (
         AppHandle,
         MalformedAppHandleException,
@@ -130,8 +131,8 @@ _EXPORTS: dict[str, str] = {
     "AppDef": "tether.specs.app",
     "Role": "tether.specs.app",
     "AppDryRunInfo": "tether.specs.dryrun",
-    "SpecError": "tether.specs.errors",
-    "SpecTypeError": "tether.specs.errors",
+    "SpecError": "tether.errors",
+    "SpecTypeError": "tether.errors",
     "AppHandle": "tether.specs.handles",
     "MalformedAppHandleException": "tether.specs.handles",
     "ParsedAppHandle": "tether.specs.handles",

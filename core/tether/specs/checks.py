@@ -6,8 +6,8 @@
 here) when constructed; :func:`tether.specs.validate`
 runs them again on the whole app before anything is submitted (fields may have been changed
 since). Each check returns :class:`Problem` s naming the field, the value and what is allowed;
-:func:`raise_problems` turns them into a :class:`~tether.specs.errors.SpecTypeError` (a wrong
-type) or a :class:`~tether.specs.errors.SpecError`.
+:func:`raise_problems` turns them into a :class:`~tether.errors.SpecTypeError` (a wrong
+type) or a :class:`~tether.errors.SpecError`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tether.specs.errors import SpecError, SpecTypeError
+from tether.errors import SpecError, SpecTypeError
 
 MAX_REPLICAS_ENV = "TETHER_MAX_REPLICAS"
 """Environment variable raising (or lowering) the replica bound of a role."""

@@ -5,12 +5,14 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from tether.errors import SpecError
+
 AppHandle = str
 
 _HANDLE = re.compile(r"^(?P<scheduler>[A-Za-z0-9_.\-]+)://(?P<session>[^/]*)/(?P<app_id>.+)$")
 
 
-class MalformedAppHandleException(ValueError):
+class MalformedAppHandleException(SpecError):
     """Raised when a string is not a valid app handle."""
 
     def __init__(self, app_handle: str) -> None:

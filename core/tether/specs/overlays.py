@@ -35,6 +35,8 @@ import os
 from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
 
+from tether.errors import SpecTypeError
+
 if TYPE_CHECKING:
     from tether.specs.app import AppDef, Role
 
@@ -45,7 +47,7 @@ _JOIN = "__join__:"
 _DEL = "__del__:"
 
 
-class OverlayError(TypeError):
+class OverlayError(SpecTypeError):
     """An overlay cannot be merged: names the key, both types and what to do instead."""
 
 

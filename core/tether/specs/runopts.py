@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, Union
 
-from tether.specs.errors import SpecError
+from tether.errors import SpecError
 
 CfgVal = str | int | float | bool | list[str] | dict[str, str] | None
 """A run option value."""

@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from enum import Enum, IntEnum
 
+from tether.errors import TetherError
 from tether.specs.secrets import mask_text
 
 
@@ -98,7 +99,7 @@ class RoleStatus:
     replicas: list[ReplicaStatus] = field(default_factory=list)
 
 
-class AppStatusError(Exception):
+class AppStatusError(TetherError):
     """Raised by :meth:`AppStatus.raise_for_status` when an app did not succeed."""
 
     def __init__(self, status: AppStatus, message: str) -> None:

@@ -13,12 +13,13 @@ import difflib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from tether.errors import NotFoundError, TetherError
 from tether.tracker.api import ENV_TRACKERS, Lineage, TrackerArtifact, TrackerBase
 from tether.tracker.registry import build_trackers
 from tether.tracker.settings import configured_trackers
 
 
-class TrackerNotConfiguredError(RuntimeError):
+class TrackerNotConfiguredError(TetherError, RuntimeError):
     """No tracker is configured; the message says how to configure one (one line)."""
 
     def __init__(self) -> None:
@@ -31,11 +32,11 @@ class TrackerNotConfiguredError(RuntimeError):
         )
 
 
-class UnknownRunError(LookupError):
+class UnknownRunError(NotFoundError):
     """The run id is not known to the configured trackers (message: one line)."""
 
 
-class UnknownArtifactError(LookupError):
+class UnknownArtifactError(NotFoundError):
     """The run has no artifact of that name (message: one line, with the available ones)."""
 
 

@@ -18,6 +18,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from tether.errors import NotFoundError, TetherError
 from tether.util.entry_points import entry_points
 
 if TYPE_CHECKING:
@@ -34,11 +35,11 @@ BUILTIN_TRACKERS: dict[str, str] = {
 TrackerFactory = Callable[[str | None], "TrackerBase"]
 
 
-class TrackerRegistryError(RuntimeError):
+class TrackerRegistryError(TetherError, RuntimeError):
     """A plugin clashes with a built-in tracker, or its factory cannot be loaded."""
 
 
-class UnknownTrackerError(LookupError):
+class UnknownTrackerError(NotFoundError):
     """A tracker name is not registered; the message lists the available ones."""
 
 

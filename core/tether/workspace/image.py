@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tether.errors import BackendError
 from tether.specs import AppDef, CfgVal, Role
 from tether.workspace.api import Workspace, WorkspaceMixin, walk_workspace
 
@@ -37,8 +38,10 @@ METADATA_KEY = "tether.image_build"
 """``Role.metadata`` key where schedulers keep a role's :class:`ImagePlan` until submission."""
 
 
-class ImageBuildError(RuntimeError):
+class ImageBuildError(BackendError):
     """Building or pushing a workspace image failed; the message ends with the log's tail."""
+
+    backend, kind = "docker", "build"
 
 
 @dataclass

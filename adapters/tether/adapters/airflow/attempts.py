@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tether.errors import SpecError
 from tether.specs import AppState, AppStatus
 
 LEDGER_KEY = "tether.job"
@@ -46,7 +47,7 @@ ENV_TRY_NUMBER = "TETHER_AIRFLOW_TRY_NUMBER"
 REATTACH_MODES = ("auto", "always", "never")
 
 
-class AirflowAdapterError(ValueError):
+class AirflowAdapterError(SpecError):
     """Bad input to the Airflow adapter (an argument, an option): names field and value."""
 
 

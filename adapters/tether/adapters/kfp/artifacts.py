@@ -33,12 +33,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tether.adapters.kfp.signature import StepInput
+from tether.errors import SpecError
 
 INPUT = "input"
 OUTPUT = "output"
 
 
-class ArtifactDeclarationError(ValueError):
+class ArtifactDeclarationError(SpecError):
     """An artifact declaration names a parameter that cannot be one (the message says why)."""
 
 

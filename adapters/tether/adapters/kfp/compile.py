@@ -24,8 +24,10 @@ from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
+from tether.errors import SpecError
 
-class CompileTargetError(ValueError):
+
+class CompileTargetError(SpecError):
     """The target does not name a pipeline."""
 
 

@@ -33,13 +33,14 @@ from kfp.dsl import pipeline_channel, structures
 from kfp.dsl.pipeline_task import PipelineTask
 
 from tether.adapters.kfp.spec import LaunchSpec
+from tether.errors import SpecError
 
 _UNITS = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4,
           "ki": 1024, "mi": 1024**2, "gi": 1024**3, "ti": 1024**4}
 _QUANTITY = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*$")
 
 
-class LauncherTaskError(ValueError):
+class LauncherTaskError(SpecError):
     """A launcher task's setting cannot be passed to the job (the message names it)."""
 
 

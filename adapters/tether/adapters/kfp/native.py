@@ -26,6 +26,7 @@ from tether.adapters.kfp.signature import (
     StepInput,
     input_placeholder,
 )
+from tether.errors import SpecError
 from tether.specs import AppDef, BindMount, DeviceMount, Role, VolumeMount, macros
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ _INTERPRETERS = re.compile(r"^(python[0-9.]*|perl|ruby)$")
 _ANY_INPUT = re.compile(r"\{\{\$\.inputs\.parameters\['([^']+)'\]\}\}")
 
 
-class NativeStepError(ValueError):
+class NativeStepError(SpecError):
     """A role cannot run as a native KFP step; the message names the role and the field."""
 
 

@@ -29,12 +29,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from tether.errors import SpecError
+
 _SHIPPED_PREFIX = "tether_kfp_shipped_"
 _FILE_MODULE_PREFIX = "tether_component_file_"  # tether.components.finder's name for files
 _INSTALLED_PREFIXES = ("tether.",)
 
 
-class ShipError(ValueError):
+class ShipError(SpecError):
     """A component's code cannot be shipped with a launcher step (the message says why)."""
 
 

@@ -66,6 +66,7 @@ from tether.adapters.kfp.signature import (
 )
 from tether.adapters.kfp.spec import ENV_NAMESPACE, LaunchSpec
 from tether.adapters.kfp.stepdryrun import StepDryRun, dryrun_step
+from tether.errors import SpecError
 from tether.specs import AppDef, CfgVal, InvalidRunConfigException, Role, SecretRef
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class StepArgumentError(ValueError):
+class StepArgumentError(SpecError):
     """A step was called with arguments the component does not take or is missing."""
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from tether.adapters.prefect.identity import flow_run_of
 from tether.cli.cmd_base import SubCommand
+from tether.errors import SpecError
 from tether.runner import Runner, get_runner
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ ALL_STATES = ("SCHEDULED", "PENDING", "RUNNING", "COMPLETED", "FAILED", "CANCELL
               "CRASHED", "PAUSED", "CANCELLING")
 
 
-class ReapError(ValueError):
+class ReapError(SpecError):
     """Bad input to ``tether prefect reap``."""
 
 

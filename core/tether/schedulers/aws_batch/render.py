@@ -27,6 +27,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from tether.errors import SpecError
 from tether.schedulers.api import JOB_KEY
 from tether.schedulers.aws_batch.options import AwsBatchOpts
 from tether.schedulers.aws_client import resolve_image
@@ -69,7 +70,7 @@ _TAG_OK = re.compile(r"^[A-Za-z0-9 _.:/=+\-@%]{0,256}$")
 _ULIMIT = re.compile(r"^([a-z]+)=(\d+)(?::(\d+))?$")
 
 
-class AwsBatchRenderError(ValueError):
+class AwsBatchRenderError(SpecError):
     """An app or option that the ``aws_batch`` scheduler cannot express."""
 
 

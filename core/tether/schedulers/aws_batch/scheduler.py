@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, ClassVar
 
+from tether.errors import BackendError
 from tether.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
@@ -63,8 +64,10 @@ TAIL_POLL_S = 1.0
 LOG_GROUP = "/aws/batch/job"
 
 
-class AwsBatchSubmitError(RuntimeError):
+class AwsBatchSubmitError(BackendError):
     """Batch refused the job (the AWS error text is in the message)."""
+
+    backend, kind = "aws_batch", "submit"
 
 
 def parse_roles(tag: str) -> list[tuple[str, int]]:

@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tether.errors import SpecError
 from tether.schedulers.api import JOB_KEY
 from tether.schedulers.aws_client import resolve_image
 from tether.schedulers.aws_sagemaker.options import AwsSageMakerOpts
@@ -46,7 +47,7 @@ _TAG_OK = re.compile(r"^[A-Za-z0-9 _.:/=+\-@]{0,256}$")
 _RID = "@@tether-replica-id@@"
 
 
-class AwsSageMakerRenderError(ValueError):
+class AwsSageMakerRenderError(SpecError):
     """An app or option that a SageMaker training job cannot express."""
 
 

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, ClassVar
 
+from tether.errors import BackendError
 from tether.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
@@ -55,8 +56,10 @@ LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 TAIL_POLL_S = 2.0
 
 
-class AwsSageMakerSubmitError(RuntimeError):
+class AwsSageMakerSubmitError(BackendError):
     """SageMaker refused the training job (the AWS error text is in the message)."""
+
+    backend, kind = "aws_sagemaker", "submit"
 
 
 class AwsSageMakerScheduler(Scheduler[AwsSageMakerRequest, AwsSageMakerOpts]):

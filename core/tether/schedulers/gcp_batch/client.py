@@ -6,9 +6,13 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from tether.errors import BackendError
 
-class GcpBatchClientError(RuntimeError):
+
+class GcpBatchClientError(BackendError):
     """The client cannot be created (package or credentials missing) or a call failed."""
+
+    backend, kind = "gcp_batch", "connection"
 
 
 def make_client() -> Any:

@@ -28,6 +28,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from tether.errors import SpecError
 from tether.schedulers.api import JOB_KEY
 from tether.schedulers.gcp_batch.options import PROVISIONING_MODELS, GcpBatchOpts
 from tether.schedulers.ids import AppIdRule
@@ -56,7 +57,7 @@ _DURATION = re.compile(r"^\d+(\.\d+)?s$")
 _RID = "@@tether-replica-id@@"
 
 
-class GcpBatchRenderError(ValueError):
+class GcpBatchRenderError(SpecError):
     """An app or option that the ``gcp_batch`` scheduler cannot express."""
 
 

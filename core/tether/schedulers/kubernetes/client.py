@@ -16,14 +16,18 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import quote
 
+from tether.errors import BackendError
+
 log = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT_S = 30.0
 MERGE_PATCH = "application/merge-patch+json"
 
 
-class KubernetesApiError(RuntimeError):
+class KubernetesApiError(BackendError):
     """The apiserver refused a request; ``status`` is the HTTP status (0 when unreachable)."""
+
+    backend, kind = "kubernetes", "api"
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)

@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from tether.errors import TetherError
 from tether.schedulers.local.failures import failure_message
 from tether.schedulers.local.logfiles import (
     EXHAUSTED,
@@ -145,7 +146,7 @@ class Attempt:
             rep.msg = f"{rep.msg}\n{note}" if rep.msg else note
 
 
-class StartError(Exception):
+class StartError(TetherError):
     """A replica's process could not be started.
 
     Args:

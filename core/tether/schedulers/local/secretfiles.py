@@ -13,8 +13,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from tether.errors import SpecError
 from tether.specs import SecretRef
-from tether.specs.errors import SpecError
 
 SECRETS_DIR_ENV = "TETHER_SECRETS_DIR"
 """Environment variable naming the directory of local secrets."""

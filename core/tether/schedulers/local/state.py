@@ -33,6 +33,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tether.errors import TetherError
+
 if TYPE_CHECKING:
     from tether.schedulers.local.records import AppRecord
 
@@ -58,7 +60,7 @@ INDEX_SUFFIX = ".idx"
 _APP_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,80}$")
 
 
-class CorruptRecordError(ValueError):
+class CorruptRecordError(TetherError, ValueError):
     """An app's ``state.json`` cannot be read (corrupt, truncated or not tether's)."""
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote
 
+from tether.errors import SpecError
 from tether.schedulers.api import JOB_KEY
 from tether.schedulers.lsf.options import GPU_MODES, LsfOpts
 from tether.schedulers.replica import ENV_RANK0_HOST, materialize
@@ -45,7 +46,7 @@ _WALL = re.compile(r"^(\d+:)?\d+$")
 _ROLE_DIR = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
-class LsfRenderError(ValueError):
+class LsfRenderError(SpecError):
     """An app or option that the ``lsf`` scheduler cannot express."""
 
 

@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
+from tether.errors import BackendError
 from tether.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
@@ -50,8 +51,10 @@ COMMAND_TIMEOUT_S = 120.0
 LOG_POLL_S = 2.0
 
 
-class LsfCommandError(RuntimeError):
+class LsfCommandError(BackendError):
     """An LSF command is missing or failed."""
+
+    backend, kind = "lsf", "command"
 
 
 def run_lsf(cmd: str, args: Sequence[str], stdin: str | None = None) -> str:

@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tether.errors import BackendError
 from tether.specs import AppState
 
 JOB_STATE: dict[str, AppState] = {
@@ -37,8 +38,10 @@ BJOBS_FIELDS = (
 """The columns tether asks ``bjobs -o`` for."""
 
 
-class LsfOutputError(RuntimeError):
+class LsfOutputError(BackendError):
     """An LSF command printed something tether cannot read."""
+
+    backend, kind = "lsf", "output"
 
 
 @dataclass

@@ -25,6 +25,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from tether.errors import SpecError
 from tether.schedulers.api import JOB_KEY
 from tether.schedulers.ray.driver import PLAN_ENV
 from tether.schedulers.ray.options import PLACEMENT_STRATEGIES, RayOpts
@@ -59,7 +60,7 @@ _KINDS = (OVERLAY_REPLICA, OVERLAY_JOB)
 _ID_JUNK = re.compile(r"[^a-z0-9]+")
 
 
-class RayRenderError(ValueError):
+class RayRenderError(SpecError):
     """An app or option that the ``ray`` scheduler cannot express."""
 
 

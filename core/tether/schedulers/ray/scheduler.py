@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
+from tether.errors import BackendError
 from tether.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
@@ -63,8 +64,10 @@ LOG_POLL_S = 1.0
 DELETE_WAIT_S = 60.0
 
 
-class RayConnectionError(RuntimeError):
+class RayConnectionError(BackendError):
     """The Ray dashboard (Jobs API) cannot be reached or `ray` is not installed."""
+
+    backend, kind = "ray", "connection"
 
 
 def resolve_address(address: str | None = None) -> str:

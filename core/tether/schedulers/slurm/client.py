@@ -13,12 +13,13 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tether.errors import BackendError
 from tether.schedulers.slurm.status import SACCT_FIELDS
 
 DEFAULT_TIMEOUT_S = 60.0
 
 
-class SlurmCommandError(RuntimeError):
+class SlurmCommandError(BackendError):
     """A Slurm command failed; the message holds the command and Slurm's error text.
 
     Attributes:
@@ -26,6 +27,8 @@ class SlurmCommandError(RuntimeError):
         returncode: Its exit status.
         stderr: What it printed on stderr.
     """
+
+    backend, kind = "slurm", "command"
 
     def __init__(self, argv: Sequence[str], returncode: int, stderr: str) -> None:
         self.argv = list(argv)

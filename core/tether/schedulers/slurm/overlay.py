@@ -19,6 +19,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from tether.errors import SpecError
 from tether.specs import AppDef, Role
 from tether.specs.overlays import apply_overlay, get_overlay, validate_overlay
 
@@ -33,7 +34,7 @@ _NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 _RAW = object()
 
 
-class SlurmOverlayError(ValueError):
+class SlurmOverlayError(SpecError):
     """A slurm overlay tether cannot apply; names the app or role, the key and what is allowed."""
 
 

@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tether.errors import SpecError
 from tether.schedulers.api import JOB_KEY
 from tether.schedulers.replica import materialize
 from tether.schedulers.slurm.options import (
@@ -70,7 +71,7 @@ _TIME = re.compile(r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{1,
                    r"\d+-\d+:\d{1,2}:\d{1,2}|UNLIMITED|INFINITE)$", re.IGNORECASE)  # fmt: skip
 
 
-class SlurmConfigError(ValueError):
+class SlurmConfigError(SpecError):
     """An app or run options the slurm scheduler cannot render; the message says why."""
 
 

@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
+from tether.errors import BackendError
 from tether.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
@@ -64,8 +65,10 @@ OOM_SCAN_BYTES = 8192
 _OOM = re.compile(r"exceeded (job )?memory limit|oom[-_ ]kill|out of memory", re.IGNORECASE)
 
 
-class SlurmSubmitError(ValueError):
+class SlurmSubmitError(BackendError, ValueError):
     """Slurm refused the job (sbatch failed); nothing was submitted. Carries Slurm's text."""
+
+    backend, kind = "slurm", "submit"
 
 
 class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
