@@ -32,3 +32,19 @@ def test_every_builtin_component_the_doc_names_exists() -> None:
     text = _paragraph(DOC.read_text(), "`dist.ddp` and `dist.spmd` take")
     names = set(re.findall(r"`((?:dist|utils|serve|metrics)\.[a-z_]+)`", text))
     assert names and names <= set(get_components()), names - set(get_components())
+
+
+def test_every_tether_name_in_the_modules_row_imports() -> None:
+    import importlib
+
+    row = next(
+        line for line in DOC.read_text().splitlines() if line.startswith("| Modules |")
+    )
+    names = re.findall(r"`(tether(?:\.[A-Za-z_]+)+)`", row)
+    assert len(names) >= 15, names
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError:
+            module, _, attr = name.rpartition(".")
+            assert hasattr(importlib.import_module(module), attr), name

@@ -93,7 +93,7 @@ class SchedulerPool:
                     hint = f"; did you mean {', '.join(close)}?" if close else ""
                     raise UnknownSchedulerError(
                         f"unknown scheduler {name!r}{hint} "
-                        f"(available: {', '.join(self._factories)})"
+                        f"(available: {', '.join(self._factories)})",
                     )
                 factory = self._factories[name]
             else:

@@ -12,7 +12,8 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tether.errors import NotFoundError, TetherError
+from tether.errors import TetherError
+from tether.specs.unknown_scheduler import UnknownSchedulerException
 
 if TYPE_CHECKING:
     from tether.schedulers.api import Scheduler
@@ -52,8 +53,12 @@ class SchedulerRegistryError(TetherError, RuntimeError):
     """A plugin clashes with a built-in scheduler or cannot be loaded."""
 
 
-class UnknownSchedulerError(NotFoundError, KeyError):
-    """No scheduler has that name; the message lists the available ones and close matches."""
+class UnknownSchedulerError(UnknownSchedulerException):
+    """No scheduler has that name; the message lists the available ones and close matches.
+
+    A :class:`tether.errors.NotFoundError` and a ``KeyError``, and TorchX's
+    ``specs.UnknownSchedulerException``.
+    """
 
 
 def _lazy(target: str) -> SchedulerFactory:

@@ -29,12 +29,14 @@ from typing_extensions import TypeVar as DefaultedTypeVar  # a default (PEP 696)
 
 from tether.schedulers.capabilities import Capabilities, Stream, check_app
 from tether.specs import (
+    NULL_RESOURCE,
     AppDef,
     AppDryRunInfo,
     AppState,
     CfgVal,
     Role,
     RoleStatus,
+    SpecError,
     StructuredOpts,
     runopts,
     validate,
@@ -124,8 +126,10 @@ class Scheduler(abc.ABC, Generic[T, OptsT]):
         session_name: The runner's session, part of every app handle.
     """
 
-    capabilities: ClassVar[Capabilities] = Capabilities()
-    """What this backend supports; the Runner, the CLI and the adapters read only this."""
+    capabilities: ClassVar[Capabilities] = Capabilities(needs_image=False)
+    """What this backend supports; the Runner, the CLI and the adapters read only this. A
+    plugin that declares nothing gets the defaults, except that it is not taken to need an
+    image (as in TorchX, where an empty image is the plugin's own business)."""
 
     opts_type: ClassVar[type[StructuredOpts] | None] = None
     """The options class named by the second type parameter (None when it names none);
@@ -223,11 +227,27 @@ class Scheduler(abc.ABC, Generic[T, OptsT]):
     def _validate(self, app: AppDef, scheduler: str, cfg: OptsT) -> None:
         """Backend-specific checks (TorchX's signature); raise ValueError naming role and field.
 
+        The default, as TorchX's, rejects a role without a resource (``NULL_RESOURCE``)
+        unless the backend runs on this host (it then uses what the host has). Overrides
+        replace it; call ``super()._validate(...)`` to keep it.
+
         Args:
             app: The app.
             scheduler: The scheduler's backend name.
             cfg: The resolved, typed run options (see :meth:`resolve_opts`).
+
+        Raises:
+            SpecError: For a role without a resource (a ``ValueError``).
         """
+        if self.capabilities.runs_on_this_host:
+            return
+        for role in app.roles:
+            if role.resource == NULL_RESOURCE:
+                raise SpecError(
+                    f"No resource for role: {role.image}. Did you forget to attach resource "
+                    f"to the role? (role {role.name!r} has resource=NULL_RESOURCE; give it "
+                    "a Resource or a named resource such as specs.resource(h='gpu.small'))"
+                )
 
     @abc.abstractmethod
     def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
@@ -474,7 +494,8 @@ def filter_regex(regex: str | None, lines: Iterable[str]) -> Iterator[str]:
 
 
 def split_lines(text: str) -> list[str]:
-    """Splits text into lines that keep their ``\\n`` (the last one gets one if missing).
+    """Splits text into lines that keep their ``\\n``, as TorchX: a last line without one
+    stays without one (``"a\\nb"`` -> ``["a\\n", "b"]``).
 
     Args:
         text: The text.
@@ -482,7 +503,24 @@ def split_lines(text: str) -> list[str]:
     Returns:
         The lines.
     """
-    lines = text.splitlines(keepends=True)
-    if lines and not lines[-1].endswith("\n"):
-        lines[-1] += "\n"
+    # not str.splitlines: it also splits on \r, \v, \x1c...; only \n ends a line here
+    parts = text.split("\n")
+    lines = [p + "\n" for p in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
     return lines
+
+
+def split_lines_iterator(chunks: Iterable[str]) -> Iterator[str]:
+    """Splits each chunk into lines (see :func:`split_lines`) and yields them in order.
+
+    A chunk's last line is yielded as it is, without joining it to the next chunk.
+
+    Args:
+        chunks: Text chunks, e.g. what a log API returns page by page.
+
+    Yields:
+        Lines.
+    """
+    for chunk in chunks:
+        yield from split_lines(chunk)

@@ -21,6 +21,7 @@ from tether.specs.validate import validate
 if TYPE_CHECKING:
     from tether.errors import SpecError, SpecTypeError
     from tether.specs.app import AppDef, Role
+    from tether.specs.constants import ALL, MISSING, TETHER_HOME, UNKNOWN
     from tether.specs.dryrun import AppDryRunInfo
     from tether.specs.handles import (
         AppHandle,
@@ -61,13 +62,19 @@ if TYPE_CHECKING:
         RoleStatus,
         is_terminal,
     )
+    from tether.specs.unknown_scheduler import UnknownSchedulerException
     from tether.specs.workspace import Workspace
 
 NONE = "<NONE>"
+"""An optional string attribute left unset (also ``tether.specs.constants.NONE``)."""
 
 __all__ = [
+    "ALL",
+    "MISSING",
     "NONE",
     "NULL_RESOURCE",
+    "TETHER_HOME",
+    "UNKNOWN",
     "AppDef",
     "AppDryRunInfo",
     "AppHandle",
@@ -91,6 +98,7 @@ __all__ = [
     "SpecError",
     "SpecTypeError",
     "StructuredOpts",
+    "UnknownSchedulerException",
     "VolumeMount",
     "Workspace",
     "cfg_from_str",
@@ -133,6 +141,11 @@ _EXPORTS: dict[str, str] = {
     "AppDryRunInfo": "tether.specs.dryrun",
     "SpecError": "tether.errors",
     "SpecTypeError": "tether.errors",
+    "ALL": "tether.specs.constants",
+    "MISSING": "tether.specs.constants",
+    "TETHER_HOME": "tether.specs.constants",
+    "UNKNOWN": "tether.specs.constants",
+    "UnknownSchedulerException": "tether.specs.unknown_scheduler",
     "AppHandle": "tether.specs.handles",
     "MalformedAppHandleException": "tether.specs.handles",
     "ParsedAppHandle": "tether.specs.handles",

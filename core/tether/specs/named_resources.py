@@ -2,35 +2,27 @@
 
 Sources, later ones overriding earlier ones:
 
-1. the generic table (``gpu.small`` ... ``cpu.xlarge``) and AWS instance types
+1. the generic table (``gpu.small`` ... ``cpu.xlarge``,
+   :mod:`tether.specs.named_resources_generic`) and AWS instance types
    (``aws_p3.2xlarge``...);
 2. factories registered in the entry-point group ``tether.named_resources``
    (``name = pkg.module:factory``, a factory takes no argument and returns a Resource);
 3. the ``NAMED_RESOURCES`` dict of the module named by ``$TETHER_CUSTOM_NAMED_RESOURCES``.
 
-The registry is built on first use, not at import.
+``NULL`` and ``MISSING`` (as in TorchX) give ``NULL_RESOURCE`` (every field -1: the
+scheduler's default). The registry is built on first use, not at import.
 """
 
 from __future__ import annotations
 
+import copy
 import importlib
 import os
 from collections.abc import Callable, Iterator, Mapping
 
-from tether.specs.resources import Resource
+from tether.specs.resources import NULL_RESOURCE, Resource
 
 GiB = 1024
-
-_GENERIC: dict[str, tuple[int, int, int]] = {
-    "gpu.small": (8, 1, 32),
-    "gpu.medium": (16, 2, 64),
-    "gpu.large": (32, 4, 128),
-    "gpu.xlarge": (64, 8, 256),
-    "cpu.small": (1, 0, 2),
-    "cpu.medium": (2, 0, 4),
-    "cpu.large": (2, 0, 8),
-    "cpu.xlarge": (8, 0, 32),
-}
 
 ENTRY_POINT_GROUP = "tether.named_resources"
 CUSTOM_ENV = "TETHER_CUSTOM_NAMED_RESOURCES"
@@ -38,15 +30,11 @@ CUSTOM_ENV = "TETHER_CUSTOM_NAMED_RESOURCES"
 _registry: dict[str, Callable[[], Resource]] | None = None
 
 
-def _generic(cpu: int, gpu: int, mem_gib: int) -> Callable[[], Resource]:
-    return lambda: Resource(cpu=cpu, gpu=gpu, memMB=mem_gib * GiB)
-
-
 def _load() -> dict[str, Callable[[], Resource]]:
     from tether.specs.named_resources_aws import NAMED_RESOURCES as AWS
+    from tether.specs.named_resources_generic import NAMED_RESOURCES as GENERIC
 
-    reg: dict[str, Callable[[], Resource]] = {n: _generic(*v) for n, v in _GENERIC.items()}
-    reg.update(AWS)
+    reg: dict[str, Callable[[], Resource]] = {**GENERIC, **AWS}
     # read from the installed metadata (specs imports nothing of tether, so not through
     # tether.util.entry_points' cache): only on the first named-resource lookup of a process
     from importlib.metadata import entry_points
@@ -68,7 +56,13 @@ def _load() -> dict[str, Callable[[], Resource]]:
                 "mapping names to factories returning Resource"
             )
         reg.update(table)
+    # TorchX's placeholders: a role that asks for no particular resource
+    reg["NULL"] = reg["MISSING"] = _null_resource
     return reg
+
+
+def _null_resource() -> Resource:
+    return copy.deepcopy(NULL_RESOURCE)
 
 
 def _factories() -> dict[str, Callable[[], Resource]]:

@@ -69,18 +69,43 @@ class WorkspaceMixin(Generic[T]):
         """Extra run options the workspace build takes (none by default)."""
         return runopts()
 
+    def build_workspace_and_update_role(
+        self, role: Role, workspace: str, cfg: Mapping[str, CfgVal]
+    ) -> None:
+        """TorchX's hook: builds ``workspace`` and points ``role`` at the result.
+
+        A plugin written for TorchX overrides this; the default
+        :meth:`caching_build_workspace_and_update_role` calls it once per distinct
+        workspace and image. Does nothing by default.
+
+        Args:
+            role: The role to update in place (typically ``role.image``).
+            workspace: ``str(role.workspace)``: the directory for a one-directory workspace.
+            cfg: Resolved run options.
+        """
+
     def caching_build_workspace_and_update_role(
         self, role: Role, cfg: Mapping[str, CfgVal], build_cache: dict[object, object]
     ) -> None:
         """Builds ``role.workspace`` and points the role at the result (image, cwd...).
 
         Implementations must reuse ``build_cache`` so roles sharing a workspace build once.
+        The default calls :meth:`build_workspace_and_update_role` for the first role of each
+        (workspace, image) pair and gives later roles of that pair the image it produced.
 
         Args:
             role: The role to update in place.
             cfg: Resolved run options.
             build_cache: Shared between the roles of one submission.
         """
+        if role.workspace is None:
+            return
+        key = ("build_workspace_and_update_role", str(role.workspace), role.image)
+        if key in build_cache:
+            role.image = str(build_cache[key])
+            return
+        self.build_workspace_and_update_role(role, str(role.workspace), cfg)
+        build_cache[key] = role.image
 
     def build_workspaces(self, roles: list[Role], cfg: Mapping[str, CfgVal]) -> None:
         """Builds every role's workspace (once per distinct workspace).

@@ -1,0 +1,1 @@
+"""A TorchX user's code and unit tests, renamed to tether (issue 35)."""
