@@ -25,7 +25,7 @@ def finished_app(tether: Callable[..., Result]) -> str:
 def test_status(tether: Callable[..., Result], finished_app: str) -> None:
     res = tether("status", finished_app)
     assert res.code == 0
-    assert "State: SUCCEEDED" in res.out and "sh[0]: SUCCEEDED" in res.out
+    assert "State: SUCCEEDED" in res.out and "sh[0]:SUCCEEDED" in res.out
     doc = json.loads(tether("status", "--json", finished_app).out)
     assert doc["state"] == "SUCCEEDED" and len(doc["roles"][0]["replicas"]) == 2
     res = tether("status", "--role", "nope", finished_app)

@@ -57,7 +57,7 @@ def test_failed_app_exit_code_and_status(tether: Callable[..., Result]) -> None:
     res = tether("run", "-s", "local_cwd", "utils.sh", "echo bad >&2; exit 3")
     assert res.code == 1
     assert res.out.strip().endswith("FAILED")
-    assert "State: FAILED" in res.err and "exit_code=3" in res.err
+    assert "State: FAILED" in res.err and "(exitcode: 3)" in res.err
 
 
 def test_run_log_streams_every_replica_prefixed(tether: Callable[..., Result]) -> None:

@@ -152,8 +152,11 @@ class TestMounts:
 
 class TestNamedResources:
     def test_generic_table(self) -> None:
-        assert resource(h="gpu.small") == Resource(cpu=8, gpu=1, memMB=32 * 1024)
-        assert resource(h="cpu.large") == Resource(cpu=2, gpu=0, memMB=8 * 1024)
+        tag = "resource_name"  # a named resource carries its name (get_resource_name())
+        assert resource(h="gpu.small") == Resource(cpu=8, gpu=1, memMB=32 * 1024,
+                                                   tags={tag: "gpu.small"})
+        assert resource(h="cpu.large") == Resource(cpu=2, gpu=0, memMB=8 * 1024,
+                                                   tags={tag: "cpu.large"})
         assert resource(h="gpu.xlarge").gpu == 8
 
     def test_aws_instance_types(self) -> None:
@@ -214,7 +217,7 @@ class TestStatus:
         with pytest.raises(AppStatusError) as ei:
             st.raise_for_status()
         text = str(ei.value)
-        assert "State: FAILED" in text and "trainer[1]: FAILED exit_code=3" in text
+        assert "State: FAILED" in text and "trainer[1]:FAILED (exitcode: 3)" in text
         AppStatus(AppState.SUCCEEDED).raise_for_status()
         assert st.to_dict()["state"] == "FAILED"
 
@@ -240,7 +243,8 @@ def test_secret_refs_are_validated_and_never_values() -> None:
     ok = AppDef("a", [Role("r", entrypoint="x", secrets={"DB_PASS": SecretRef("db", "password")})])
     validate(ok)
     assert str(ok.roles[0].secrets["DB_PASS"]) == "secret:db/password"
+    both = Role("r", entrypoint="x", env={"T": "v"}, secrets={"T": SecretRef("s")})
     with pytest.raises(SpecError, match="'T' is set in both env and secrets"):
-        Role("r", entrypoint="x", env={"T": "v"}, secrets={"T": SecretRef("s")})
+        validate(AppDef("a", [both]))  # a value problem: reported when the app is checked
     with pytest.raises(SpecTypeError, match=r"secrets\['T'\] must be a SecretRef"):
         Role("r", entrypoint="x", secrets={"T": "plaintext"})  # type: ignore[dict-item]

@@ -60,9 +60,10 @@ def test_named_resources_generic_has_torchx_sizes() -> None:
         if name.startswith("gpu"):
             assert res.gpu >= 1
         assert res.cpu >= 1 and res.memMB > 0
-    assert NAMED_RESOURCES["gpu.small"]() == Resource(cpu=8, gpu=1, memMB=32 * 1024)
-    assert NAMED_RESOURCES["cpu.nano"]() == Resource(cpu=1, gpu=0, memMB=512)
-    assert NAMED_RESOURCES["cpu.micro"]() == Resource(cpu=1, gpu=0, memMB=1024)
+    sizes = {n: (r.cpu, r.gpu, r.memMB) for n, r in ((n, f()) for n, f in NAMED_RESOURCES.items())}
+    assert sizes["gpu.small"] == (8, 1, 32 * 1024)
+    assert sizes["cpu.nano"] == (1, 0, 512)
+    assert sizes["cpu.micro"] == (1, 0, 1024)
     assert specs.named_resources["cpu.nano"] == NAMED_RESOURCES["cpu.nano"]()
 
 

@@ -19,7 +19,7 @@ from tether.specs.checks import (
     got,
     is_int,
     max_replicas,
-    raise_problems,
+    raise_type_problems,
     short_repr,
     type_name,
 )
@@ -107,7 +107,7 @@ class Role:
         if isinstance(self.retry_policy, str) and not isinstance(self.retry_policy, RetryPolicy):
             with contextlib.suppress(ValueError):
                 self.retry_policy = RetryPolicy(self.retry_policy)
-        raise_problems(check_role(self), "Role")
+        raise_type_problems(check_role(self), "Role")
 
     def pre_proc(self, scheduler: str, dryrun_info: Any) -> Any:
         """Hook for roles that adjust the native request of a scheduler (identity by default).
@@ -139,7 +139,7 @@ class AppDef:
     def __post_init__(self) -> None:
         if isinstance(self.roles, tuple):
             self.roles = list(self.roles)
-        raise_problems(check_app(self), "AppDef")
+        raise_type_problems(check_app(self), "AppDef")
 
 
 def check_role(role: Any) -> list[Problem]:
@@ -157,10 +157,10 @@ def check_role(role: Any) -> list[Problem]:
     if not isinstance(role, Role):
         return [Problem(f"a role must be a Role, got {got(role)}", True)]
     name_problems = check_str("role name", role.name, empty_ok=False)
-    if name_problems:
+    if any(p.is_type for p in name_problems):
         return name_problems
     where = f"role {role.name!r}"
-    out = check_str(f"{where}: image", role.image)
+    out = name_problems + check_str(f"{where}: image", role.image)
     out += check_str(f"{where}: entrypoint", role.entrypoint)
     if not isinstance(role.args, list):
         out.append(

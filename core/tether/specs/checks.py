@@ -3,11 +3,13 @@
 :class:`~tether.specs.Resource`, :class:`~tether.specs.Role` and
 :class:`~tether.specs.AppDef` run their checks (:func:`tether.specs.resources.check_resource`,
 :func:`tether.specs.app.check_role`, :func:`tether.specs.app.check_app`, made of the checks
-here) when constructed; :func:`tether.specs.validate`
-runs them again on the whole app before anything is submitted (fields may have been changed
-since). Each check returns :class:`Problem` s naming the field, the value and what is allowed;
-:func:`raise_problems` turns them into a :class:`~tether.errors.SpecTypeError` (a wrong
-type) or a :class:`~tether.errors.SpecError`.
+here) when constructed, raising the wrong-type problems only; :func:`tether.specs.validate`
+runs them all on the whole app before anything is submitted (so, as in TorchX,
+``Role(num_replicas=0)`` is legal until the app is submitted, and fields may have been
+changed since). Each check returns :class:`Problem` s naming the field, the value and what
+is allowed; :func:`raise_problems` turns them into a
+:class:`~tether.errors.SpecTypeError` (a wrong type) or a
+:class:`~tether.errors.SpecError`.
 """
 
 from __future__ import annotations
@@ -213,3 +215,20 @@ def raise_problems(problems: Iterable[Problem], what: str) -> None:
     if any(p.is_type for p in probs):
         raise SpecTypeError(msg)
     raise SpecError(msg)
+
+
+def raise_type_problems(problems: Iterable[Problem], what: str) -> None:
+    """Raises the wrong-type problems only (what a spec's constructor checks).
+
+    A value of the right type that is out of range (``Role(num_replicas=0)``) is legal until
+    the app is submitted, as in TorchX: :func:`tether.specs.validate` (run by
+    ``submit_dryrun``) reports it. A value of the wrong type is reported at once.
+
+    Args:
+        problems: The problems.
+        what: What was checked, starting the message.
+
+    Raises:
+        SpecTypeError: Listing the wrong-type problems, when there are any.
+    """
+    raise_problems([p for p in problems if p.is_type], what)

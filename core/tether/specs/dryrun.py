@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from tether.specs.secrets import app_secret_values, mask_text
@@ -40,9 +41,10 @@ class AppDryRunInfo(Generic[T]):
         self._app = value
 
     @property
-    def cfg(self) -> Mapping[str, Any] | None:
-        """The resolved run options the request was rendered with."""
-        return self._cfg
+    def cfg(self) -> Mapping[str, Any]:
+        """The resolved run options the request was rendered with (read-only; empty until
+        ``submit_dryrun`` sets them, as in TorchX)."""
+        return MappingProxyType(dict(self._cfg or {}))
 
     @cfg.setter
     def cfg(self, value: Mapping[str, Any] | None) -> None:
@@ -57,10 +59,16 @@ class AppDryRunInfo(Generic[T]):
     def scheduler(self, value: str | None) -> None:
         self._scheduler = value
 
-    def __str__(self) -> str:
+    def _text(self) -> Any:
         text = self._fmt(self.request)
+        if not isinstance(text, str):  # a formatter that breaks its contract: given back as is
+            return text
         secrets = app_secret_values(self._app.roles) if self._app is not None else []
         return mask_text(text, secrets)
 
+    def __str__(self) -> str:
+        return str(self._text())
+
     def __repr__(self) -> str:
-        return str(self)
+        """The formatter's text for the request (as TorchX's ``repr``), secrets masked."""
+        return self._text()

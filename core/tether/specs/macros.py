@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 from string import Template
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tether.specs.app import Role
@@ -72,8 +72,25 @@ class macros:
                     return Template(text).safe_substitute(mapping)
             return text
 
+        def to_dict(self) -> dict[str, str]:
+            """The macro values by name (``base_img_root`` defaults to ``img_root``)."""
+            return self._mapping()
+
+        def _nested(self, value: Any) -> Any:
+            if isinstance(value, str):
+                return self.substitute(value)
+            if isinstance(value, dict):
+                return {k: self._nested(v) for k, v in value.items()}
+            if isinstance(value, list):
+                return [self._nested(v) for v in value]
+            return value
+
         def apply(self, role: Role) -> Role:
-            """Returns a copy of ``role`` with macros substituted in args, env and metadata.
+            """Returns a copy of ``role`` with macros substituted in args, env and metadata
+            (also inside metadata's nested dicts and lists).
+
+            The copy shares ``role.overrides`` (the same dict, not a copy: an override may be
+            a coroutine or future, which cannot be copied).
 
             Args:
                 role: The role (not modified).
@@ -81,11 +98,8 @@ class macros:
             Returns:
                 The substituted copy.
             """
-            out = copy.deepcopy(role)
+            out = copy.deepcopy(role, {id(role.overrides): role.overrides})
             out.args = [self.substitute(a) for a in out.args]
             out.env = {k: self.substitute(v) for k, v in out.env.items()}
-            out.metadata = {
-                k: self.substitute(v) if isinstance(v, str) else v
-                for k, v in out.metadata.items()
-            }
+            out.metadata = self._nested(out.metadata)
             return out

@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+
+from tether.errors import SpecError
+
+
+class MountOptionError(SpecError, KeyError):
+    """A mount without ``type=`` first, or with an option its type does not take.
+
+    Both a ``ValueError`` (tether's :class:`SpecError`) and a ``KeyError`` (what TorchX's
+    ``parse_mounts`` raises for these); ``str()`` is the message itself.
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 @dataclass
@@ -71,31 +85,34 @@ def _parse_one(spec: str) -> Mount:
         opts[key] = value.strip() if sep else ""
     kind = opts.pop("type", None)
     if kind is None:
-        raise ValueError(
+        raise MountOptionError(
             f"mount {spec!r} has no type: start it with type=bind, type=volume or type=device"
         )
     if kind not in _KEYS:
-        raise ValueError(f"mount {spec!r}: unknown type {kind!r}; allowed: bind, volume, device")
+        raise SpecError(f"mount {spec!r}: unknown type {kind!r}; allowed: bind, volume, device")
     unknown = set(opts) - _KEYS[kind]
     if unknown:
-        raise ValueError(
+        raise MountOptionError(
             f"mount {spec!r}: unknown option(s) {sorted(unknown)} for type={kind}; "
             f"allowed: {sorted(_KEYS[kind])}"
         )
     if "src" not in opts or not opts["src"]:
-        raise ValueError(f"mount {spec!r}: src= is required")
+        raise SpecError(f"mount {spec!r}: src= is required")
     readonly = "readonly" in opts and opts["readonly"].lower() not in ("false", "0", "no")
     if kind == "bind":
         if not opts.get("dst"):
-            raise ValueError(f"mount {spec!r}: dst= is required")
-        return BindMount(src_path=opts["src"], dst_path=opts["dst"], read_only=readonly)
+            raise SpecError(f"mount {spec!r}: dst= is required")
+        src = opts["src"]
+        if src.startswith("~"):  # as TorchX: a home-relative host path is expanded
+            src = os.path.expanduser(src)
+        return BindMount(src_path=src, dst_path=opts["dst"], read_only=readonly)
     if kind == "volume":
         if not opts.get("dst"):
-            raise ValueError(f"mount {spec!r}: dst= is required")
+            raise SpecError(f"mount {spec!r}: dst= is required")
         return VolumeMount(src=opts["src"], dst_path=opts["dst"], read_only=readonly)
     perm = opts.get("perm") or "rwm"
     if set(perm) - set("rwm"):
-        raise ValueError(f"mount {spec!r}: perm={perm!r} may only contain r, w and m")
+        raise SpecError(f"mount {spec!r}: perm={perm!r} may only contain r, w and m")
     return DeviceMount(src_path=opts["src"], dst_path=opts.get("dst") or opts["src"],
                        permissions=perm)
 
@@ -114,8 +131,13 @@ def parse_mounts(opts: list[str]) -> list[Mount]:
     Returns:
         The parsed mounts, in order.
 
+    A bind mount's ``src`` starting with ``~`` is expanded to the home directory.
+
     Raises:
-        ValueError: When a mount is malformed; the message names the mount and what is allowed.
+        MountOptionError: (a ``KeyError`` and a ``ValueError``) When a mount does not start
+            with ``type=`` or has an option its type does not take.
+        SpecError: When a mount is otherwise malformed; the message names the mount and what
+            is allowed.
     """
     specs: list[str] = []
     for raw in opts:

@@ -6,14 +6,15 @@ of the memory, and AWS Batch uses hard limits: a job asking for the full amount 
 The values equal TorchX's for the instance types TorchX lists.
 Each resource carries the instance type as the capability
 ``node.kubernetes.io/instance-type`` and network/accelerator devices (EFA, Neuron) in
-``devices``.
+``devices``, and its name (``aws_p4d.24xlarge``) as a tag (``Resource.get_resource_name()``).
+Each factory is also a module function named as TorchX names it: ``aws_p4d_24xlarge()``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from tether.specs.resources import Resource
+from tether.specs.resources import Resource, resource_tags
 
 K8S_ITYPE = "node.kubernetes.io/instance-type"
 EFA_DEVICE = "vpc.amazonaws.com/efa"
@@ -109,6 +110,7 @@ def _factory(itype: str) -> Callable[[], Resource]:
             memMB=mem_gib * GiB,
             capabilities={K8S_ITYPE: itype},
             devices=devices,
+            tags={resource_tags.RESOURCE_NAME: f"aws_{itype}"},
         )
 
     make.__name__ = "aws_" + itype.replace(".", "_")
@@ -118,3 +120,39 @@ def _factory(itype: str) -> Callable[[], Resource]:
 NAMED_RESOURCES: dict[str, Callable[[], Resource]] = {
     f"aws_{itype}": _factory(itype) for itype in _INSTANCES
 }
+
+
+def instance_type_from_resource(resource: Resource) -> str | None:
+    """The EC2 instance type a resource stands for (``p4d.24xlarge``), or None.
+
+    Read from the ``node.kubernetes.io/instance-type`` capability that the ``aws_*`` named
+    resources carry. As TorchX, warns when there is none (AWS Batch then cannot pick the
+    instance type on a compute environment with several).
+
+    Args:
+        resource: The resource.
+
+    Returns:
+        The instance type, or None for a resource that names none.
+    """
+    itype = resource.capabilities.get(K8S_ITYPE)
+    if not itype:
+        import warnings  # only on this path
+
+        warnings.warn(
+            "cannot tell the instance type of the resource (it has no "
+            f"{K8S_ITYPE!r} capability): a job on a compute environment with several "
+            "instance types may land on the wrong one; use an aws_* named resource or set "
+            "the capability",
+            stacklevel=2,
+        )
+        return None
+    return str(itype)
+
+
+def __getattr__(name: str) -> Callable[[], Resource]:
+    """``aws_p3_2xlarge`` and the like: TorchX's factory functions, one per instance type."""
+    for factory in NAMED_RESOURCES.values():
+        if factory.__name__ == name:
+            return factory
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,14 +3,14 @@
 They are defaults for components and examples (``dist.ddp -h gpu.small``); register your own
 named resources for the hosts you really have. The sizes are TorchX's: GPU hosts have 8 CPUs
 and 32 GiB per GPU; CPU hosts follow AWS's T2 general-purpose ratios. No devices (EFA...)
-are modelled.
+are modelled. Each resource is tagged with its name (``Resource.get_resource_name()``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from tether.specs.resources import Resource
+from tether.specs.resources import Resource, resource_tags
 
 GiB = 1024
 
@@ -33,7 +33,7 @@ def _factory(name: str) -> Callable[[], Resource]:
     cpu, gpu, mem = _SIZES[name]
 
     def make() -> Resource:
-        return Resource(cpu=cpu, gpu=gpu, memMB=mem)
+        return Resource(cpu=cpu, gpu=gpu, memMB=mem, tags={resource_tags.RESOURCE_NAME: name})
 
     make.__name__ = name.replace(".", "_")
     return make

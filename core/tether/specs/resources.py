@@ -12,9 +12,18 @@ from tether.specs.checks import (
     check_number,
     check_str,
     got,
-    raise_problems,
+    raise_type_problems,
     short_repr,
 )
+
+
+class resource_tags:
+    """Keys of :attr:`Resource.tags` that tether reads."""
+
+    RESOURCE_NAME = "resource_name"
+    """The named resource a Resource was made from (``named_resources`` sets it)."""
+    IS_FRACTIONAL = "is_fractional"
+    """True when the resource is part of a host rather than whole hosts."""
 
 
 @dataclass
@@ -28,7 +37,9 @@ class Resource:
         capabilities: Scheduler-specific capabilities (for example the instance type a
             named resource stands for); container schedulers turn them into node selectors.
         devices: Extended devices and their counts, e.g. ``{"vpc.amazonaws.com/efa": 4}``.
-        tags: Free-form labels describing the resource (not interpreted by schedulers).
+        tags: Free-form labels describing the resource (not interpreted by schedulers):
+            str keys, values of str, bool, int or float. A named resource carries its name
+            under :attr:`resource_tags.RESOURCE_NAME`.
     """
 
     cpu: float
@@ -36,7 +47,7 @@ class Resource:
     memMB: int
     capabilities: dict[str, Any] = field(default_factory=dict)
     devices: dict[str, int] = field(default_factory=dict)
-    tags: dict[str, str] = field(default_factory=dict)
+    tags: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         gpu: Any = self.gpu
@@ -45,7 +56,18 @@ class Resource:
             self.gpu = int(gpu)  # 2.0 GPUs: a whole number, kept as an int
         if isinstance(mem, float) and mem.is_integer():
             self.memMB = int(mem)
-        raise_problems(check_resource(self), "Resource")
+        raise_type_problems(check_resource(self), "Resource")
+
+    def is_fractional(self) -> bool:
+        """Whether the resource is a fraction of a host (tagged
+        ``resource_tags.IS_FRACTIONAL: True``, as a named resource for part of a machine)."""
+        return self.tags.get(resource_tags.IS_FRACTIONAL) is True
+
+    def get_resource_name(self) -> str | None:
+        """The named resource this was made from (its :attr:`resource_tags.RESOURCE_NAME`
+        tag), or None."""
+        name = self.tags.get(resource_tags.RESOURCE_NAME)
+        return None if name is None else str(name)
 
     @staticmethod
     def copy(original: Resource, **capabilities: Any) -> Resource:
@@ -87,7 +109,14 @@ def check_resource(res: Any, where: str = "resource") -> list[Problem]:
                 f"{where}.devices[{short_repr(dev)}]", count, integral=True, default_ok=False
             )
         for k, v in res.tags.items():
-            out += check_str(f"{where}.tags key", k) + check_str(f"{where}.tags[{k!r}]", v)
+            out += check_str(f"{where}.tags key", k)
+            if not isinstance(v, (str, bool, int, float)):
+                out.append(
+                    Problem(
+                        f"{where}.tags[{k!r}] must be a str, bool, int or float, got {got(v)}",
+                        True,
+                    )
+                )
         for k in res.capabilities:
             out += check_str(f"{where}.capabilities key", k)
     return out

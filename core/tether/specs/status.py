@@ -8,6 +8,7 @@ from enum import Enum, IntEnum
 
 from tether.errors import TetherError
 from tether.specs.secrets import mask_text
+from tether.specs.status_format import format_status, replica_line
 
 
 class AppState(IntEnum):
@@ -24,6 +25,9 @@ class AppState(IntEnum):
 
     def __str__(self) -> str:
         return self.name
+
+    def __repr__(self) -> str:
+        return f"{self.name} ({self.value})"
 
     def is_terminal(self) -> bool:
         """Whether the state is final (SUCCEEDED, FAILED or CANCELLED)."""
@@ -73,7 +77,8 @@ class ReplicaStatus:
         exit_code: Exit code of the last attempt, when known.
         msg: Human-readable detail (a failure reason).
         structured_error_msg: A JSON error document the replica wrote, or ``"<NONE>"``.
-        hostaddr: The replica's network address (IP), when the scheduler knows it.
+        hostaddr: The replica's network address (IP), when the scheduler knows it; defaults
+            to ``hostname`` (as TorchX).
     """
 
     id: int
@@ -84,6 +89,23 @@ class ReplicaStatus:
     msg: str = ""
     structured_error_msg: str = "<NONE>"
     hostaddr: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.hostaddr:
+            self.hostaddr = self.hostname
+
+    def to_json(self) -> dict[str, object]:
+        """TorchX's replica document: ``id``, ``state`` (its number), ``role``, ``hostname``,
+        ``structured_error_msg`` and ``hostaddr`` (see :meth:`AppStatus.to_dict` for all
+        fields)."""
+        return {
+            "id": self.id,
+            "state": int(self.state),
+            "role": self.role,
+            "hostname": self.hostname,
+            "structured_error_msg": self.structured_error_msg,
+            "hostaddr": self.hostaddr,
+        }
 
 
 @dataclass
@@ -97,6 +119,10 @@ class RoleStatus:
 
     role: str
     replicas: list[ReplicaStatus] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, object]:
+        """``{"role": ..., "replicas": [...]}`` with TorchX's replica documents."""
+        return {"role": self.role, "replicas": [r.to_json() for r in self.replicas]}
 
 
 class AppStatusError(TetherError):
@@ -140,49 +166,43 @@ class AppStatus:
         if self.state != AppState.SUCCEEDED:
             raise AppStatusError(self, f"job did not succeed:\n{self.format()}")
 
-    def _error_lines(self) -> list[str]:
-        if self.structured_error_msg in ("", "<NONE>"):
-            return []
-        try:
-            doc = json.loads(self.structured_error_msg)
-        except ValueError:
-            return [self.structured_error_msg]
-        msg = doc.get("message", doc) if isinstance(doc, dict) else doc
-        return [json.dumps(msg, indent=2) if not isinstance(msg, str) else msg]
+    def _roles(self, filter_roles: list[str] | None) -> list[RoleStatus]:
+        return [r for r in self.roles if not filter_roles or r.role in filter_roles]
 
     def format(self, filter_roles: list[str] | None = None) -> str:
-        """Renders the status as readable text, one line per replica.
+        """Renders the status as TorchX does: state, restarts, one entry per replica (a
+        failed one with its exit code, time, host and error message), message, structured
+        error and UI URL. Messages are masked.
 
         Args:
-            filter_roles: Show only these roles (all when None).
+            filter_roles: Show only these roles (all when None or empty).
 
         Returns:
             The text.
         """
-        lines = [
-            "AppStatus:",
-            f"  State: {self.state.name}",
-            f"  Num Restarts: {self.num_restarts}",
-        ]
-        if self.msg:
-            lines.append("  Msg: " + mask_text(self.msg).replace("\n", "\n       "))
-        err = self._error_lines()
-        if err:
-            text = mask_text("\n".join(err))
-            lines.append("  Error: " + "\n         ".join(text.splitlines()))
-        if self.ui_url:
-            lines.append(f"  UI URL: {self.ui_url}")
-        roles = [r for r in self.roles if filter_roles is None or r.role in filter_roles]
-        if roles:
-            lines.append("  Roles:")
-            for rs in roles:
-                for rep in rs.replicas:
-                    extra = f" exit_code={rep.exit_code}" if rep.exit_code is not None else ""
-                    host = f" on {rep.hostname}" if rep.hostname else ""
-                    lines.append(f"    {rs.role}[{rep.id}]: {rep.state.name}{extra}{host}")
-                    if rep.msg:
-                        lines.append("      " + mask_text(rep.msg).replace("\n", "\n      "))
-        return "\n".join(lines)
+        roles_text = "".join(
+            _replica_line(rs.role, rep)
+            for rs in self._roles(filter_roles)
+            for rep in sorted(rs.replicas, key=lambda r: r.id)
+        )
+        return format_status(
+            self.state.name, self.num_restarts, roles_text, self.msg,
+            self.structured_error_msg, self.ui_url,
+        )  # fmt: skip
+
+    def __repr__(self) -> str:
+        """TorchX's YAML form: fields in name order, states as ``FAILED (5)``, the structured
+        error parsed when it is JSON."""
+        import yaml  # only when a status is printed this way
+
+        doc = self.to_dict()
+        doc["state"] = repr(self.state)
+        doc["structured_error_msg"] = _parsed(self.structured_error_msg)
+        for role in doc["roles"]:  # type: ignore[attr-defined]
+            for rep in role["replicas"]:
+                rep["state"] = repr(AppState[rep["state"]])
+                rep["structured_error_msg"] = _parsed(rep["structured_error_msg"])
+        return str(yaml.safe_dump({"AppStatus": doc}))
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-serializable form (states as names)."""
@@ -196,26 +216,41 @@ class AppStatus:
         return d
 
     def to_json(self, filter_roles: list[str] | None = None) -> dict[str, object]:
-        """A JSON-serializable dict, keyed like TorchX's ``AppStatus.to_json``.
+        """A JSON-serializable dict, as TorchX's ``AppStatus.to_json``.
 
         Args:
-            filter_roles: Include only these roles (all when None).
+            filter_roles: Include only these roles (all when None or empty).
 
         Returns:
-            ``state`` (name), ``num_restarts``, ``roles``, ``msg``, ``structured_error_msg``
-            and ``url`` (the UI link).
+            ``state`` (name), ``num_restarts``, ``roles`` (TorchX's replica documents:
+            ``state`` is the state's number), ``msg``, ``structured_error_msg`` and ``url``
+            (the UI link).
         """
-        d = self.to_dict()
-        roles = d["roles"]
-        assert isinstance(roles, list)
         return {
-            "state": d["state"],
+            "state": self.state.name,
             "num_restarts": self.num_restarts,
-            "roles": [r for r in roles if filter_roles is None or r["role"] in filter_roles],
-            "msg": self.msg,
+            "roles": [r.to_json() for r in self._roles(filter_roles)],
+            "msg": mask_text(self.msg),
             "structured_error_msg": self.structured_error_msg,
             "url": self.ui_url,
         }
 
     def __str__(self) -> str:
         return self.format()
+
+
+def _replica_line(role: str, rep: ReplicaStatus) -> str:
+    failed = rep.state in (AppState.FAILED, AppState.CANCELLED)
+    return replica_line(
+        rep.role or role, rep.id, rep.state.name, rep.hostname, rep.exit_code, rep.msg,
+        rep.structured_error_msg, failed,
+    )  # fmt: skip
+
+
+def _parsed(text: str) -> object:
+    if text == "<NONE>":
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
