@@ -54,6 +54,33 @@ class runopt:
         """The option's type as text."""
         return _type_name(self.opt_type)
 
+    @property
+    def is_type_list_of_str(self) -> bool:
+        """Whether the option is a ``list[str]``."""
+        return typing.get_origin(self.opt_type) is list
+
+    @property
+    def is_type_dict_of_str(self) -> bool:
+        """Whether the option is a ``dict[str, str]``."""
+        return typing.get_origin(self.opt_type) is dict
+
+    def cast_to_type(self, value: str) -> CfgVal:
+        """Converts a value written as text to the option's type (as ``-cfg`` does).
+
+        ``"a,b"`` or ``"a;b"`` -> ``["a", "b"]``; ``"k:v,k2:v2"`` -> ``{"k": "v", ...}``;
+        booleans are ``true/false/1/0/yes/no/on/off``.
+
+        Args:
+            value: The text.
+
+        Returns:
+            The typed value.
+
+        Raises:
+            InvalidRunConfigException: When the text cannot be read as the type.
+        """
+        return _convert(f"({self.type_name()})", value, self.opt_type)
+
 
 def _matches(value: Any, t: Any) -> bool:
     if value is None:
@@ -119,8 +146,80 @@ class runopts:
         self._opts.update(other._opts)
 
     def get(self, name: str) -> runopt | None:
-        """The option called ``name``, or None."""
-        return self._opts.get(name)
+        """The option called ``name`` (or its camelCase spelling: ``clusterName`` finds
+        ``cluster_name``), or None."""
+        found = self._opts.get(name)
+        if found is None and isinstance(name, str):
+            snake = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
+            if snake != name:
+                found = self._opts.get(snake)
+        return found
+
+    @staticmethod
+    def is_type(obj: CfgVal, tp: Any) -> bool:
+        """``isinstance`` that also understands ``list[str]`` and ``dict[str, str]`` (as
+        TorchX's ``runopts.is_type``).
+
+        Args:
+            obj: A value.
+            tp: A run option type.
+
+        Returns:
+            Whether ``obj`` is of type ``tp`` (``None`` is of no type).
+        """
+        try:
+            return isinstance(obj, tp)
+        except TypeError:
+            origin = typing.get_origin(tp)
+            if origin is list and isinstance(obj, list):
+                return all(isinstance(e, str) for e in obj)
+            if origin is dict and isinstance(obj, dict):
+                return all(isinstance(k, str) and isinstance(v, str) for k, v in obj.items())
+            return False
+
+    def __or__(self, other: runopts) -> runopts:
+        """A new runopts with the options of both (``other``'s win on a clash)."""
+        merged = runopts()
+        merged.update(self)
+        merged.update(other)
+        return merged
+
+    def cfg_from_json_repr(self, json_repr: str) -> dict[str, CfgVal]:
+        """Reads options from a JSON object (``{"cluster": "c", "tags": ["a"]}``).
+
+        List and dict values are turned into strings as their options need; ``null`` stays
+        None. As with :meth:`cfg_from_str`, unknown keys are kept and :meth:`resolve` rejects
+        them naming a close match.
+
+        Args:
+            json_repr: The JSON text.
+
+        Returns:
+            The options.
+
+        Raises:
+            InvalidRunConfigException: When the text is not a JSON object.
+        """
+        import json  # only for this form
+
+        try:
+            doc = json.loads(json_repr)
+        except ValueError as e:
+            raise InvalidRunConfigException(f"run options are not valid JSON: {e}") from None
+        if not isinstance(doc, dict):
+            raise InvalidRunConfigException(
+                f"run options must be a JSON object, got {type(doc).__name__}"
+            )
+        out: dict[str, CfgVal] = {}
+        for key, val in doc.items():
+            opt = self.get(key)
+            if opt is not None and val is not None:
+                if opt.is_type_list_of_str and isinstance(val, list):
+                    val = [str(v) for v in val]
+                elif opt.is_type_dict_of_str and isinstance(val, dict):
+                    val = {str(k): str(v) for k, v in val.items()}
+            out[key] = val
+        return out
 
     def __iter__(self) -> Iterator[tuple[str, runopt]]:
         return iter(self._opts.items())
@@ -514,15 +613,32 @@ class StructuredOpts(Mapping[str, Any]):
         raise KeyError(key)
 
     def __iter__(self) -> Iterator[str]:
+        hints = _type_hints(type(self))
         for f in _cfg_fields(self):
             value = getattr(self, f.name)
             if isinstance(value, StructuredOpts):
                 yield from (f"{f.name}.{k}" for k in value)
-            else:
+            elif not _is_group(_unwrap_optional(hints[f.name])):  # an unset group: no keys
                 yield _cfg_key(f)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
+
+    def __or__(self, other: Mapping[str, Any]) -> dict[str, Any]:
+        """Both options objects merged into one cfg dict (``other``'s values win)."""
+        return {**dict(self), **dict(other)}
+
+    @classmethod
+    def get_docstrings(cls) -> dict[str, str]:
+        """The help text of each option: field name -> its docstring; a group's options
+        under ``group.option``."""
+        docs = dict(_field_docs(cls))
+        hints = _type_hints(cls)
+        for f in _cfg_fields(cls):
+            t = _unwrap_optional(hints[f.name])
+            if _is_group(t):
+                docs.update({f"{f.name}.{k}": v for k, v in t.get_docstrings().items()})
+        return docs
 
 
 @functools.cache
