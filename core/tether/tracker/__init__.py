@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         list_jobs,
         list_metadata,
         tracker_backends,
+        trackers_from_environ,
     )
     from tether.tracker.registry import (
         BUILTIN_TRACKERS,
@@ -76,6 +77,7 @@ _EXPORTS: dict[str, str] = {
     "list_jobs": "tether.tracker.query",
     "list_metadata": "tether.tracker.query",
     "tracker_backends": "tether.tracker.query",
+    "trackers_from_environ": "tether.tracker.query",
     "BUILTIN_TRACKERS": "tether.tracker.registry",
     "ENTRY_POINT_GROUP": "tether.tracker.registry",
     "TrackerRegistryError": "tether.tracker.registry",
@@ -129,5 +131,6 @@ __all__ = [
     "read_outputs",
     "tracker_backends",
     "tracker_config_env",
+    "trackers_from_environ",
     "write_output",
 ]

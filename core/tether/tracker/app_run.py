@@ -20,7 +20,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tether.specs.secrets import mask_text, mask_value, secret_values
@@ -77,7 +77,8 @@ class AppRun:
 
     Args:
         job_id: The run id (the app handle for tether jobs).
-        backends: Tracker name to backend.
+        backends: Tracker name to backend, or (as TorchX) a list of backends, each then named
+            after its class (``FsspecTracker``, ``FsspecTracker_1`` for a second one...).
         parent_run_id: The run this job was started from, if any.
         outputs_url: Where :meth:`add_output` publishes (default ``$TETHER_OUTPUTS_URL``).
         app_name: The app's name, when known.
@@ -86,14 +87,14 @@ class AppRun:
     def __init__(
         self,
         job_id: str,
-        backends: Mapping[str, TrackerBase] | None = None,
+        backends: Mapping[str, TrackerBase] | Iterable[TrackerBase] | None = None,
         parent_run_id: str | None = None,
         outputs_url: str | None = None,
         app_name: str | None = None,
     ) -> None:
         check_run_id(job_id)
         self._job_id = job_id
-        self._backends = dict(backends or {})
+        self._backends = _by_name(backends)
         self._parent_run_id = parent_run_id or None
         self._outputs_url = outputs_url
         self._app_name = app_name
@@ -271,6 +272,24 @@ class AppRun:
         """This run's lineage, from the first backend."""
         backend = self._first()
         return backend.lineage(self._job_id) if backend else Lineage(self._job_id)
+
+
+def _by_name(
+    backends: Mapping[str, TrackerBase] | Iterable[TrackerBase] | None,
+) -> dict[str, TrackerBase]:
+    if backends is None:
+        return {}
+    if isinstance(backends, Mapping):
+        return dict(backends)
+    out: dict[str, TrackerBase] = {}
+    for backend in backends:
+        name = base = type(backend).__name__
+        n = 0
+        while name in out:
+            n += 1
+            name = f"{base}_{n}"
+        out[name] = backend
+    return out
 
 
 def app_run_from_env() -> AppRun:

@@ -10,11 +10,18 @@ merged and the first configured tracker wins on conflicts. Errors are one line e
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tether.errors import NotFoundError, TetherError
-from tether.tracker.api import ENV_TRACKERS, Lineage, TrackerArtifact, TrackerBase
+from tether.tracker.api import (
+    ENV_TRACKERS,
+    Lineage,
+    TrackerArtifact,
+    TrackerBase,
+    tracker_config_env,
+)
 from tether.tracker.registry import build_trackers
 from tether.tracker.settings import configured_trackers
 
@@ -53,6 +60,21 @@ def tracker_backends() -> dict[str, TrackerBase]:
     if not trackers:
         raise TrackerNotConfiguredError()
     return build_trackers(trackers)
+
+
+def trackers_from_environ() -> list[TrackerBase]:
+    """The tracker backends the environment names (TorchX's ``trackers_from_environ``):
+    ``$TETHER_TRACKERS`` with each one's ``$TETHER_TRACKER_<NAME>_CONFIG``.
+
+    Returns:
+        The backends, in the order named; empty when ``$TETHER_TRACKERS`` is unset or empty.
+
+    Raises:
+        UnknownTrackerError: For a name that is neither registered nor ``module:function``.
+    """
+    names = [n.strip() for n in os.environ.get(ENV_TRACKERS, "").split(",") if n.strip()]
+    configs = {n: os.environ.get(tracker_config_env(n)) or None for n in names}
+    return list(build_trackers(configs).values())
 
 
 def _all_run_ids(backends: Mapping[str, TrackerBase]) -> list[str]:

@@ -88,7 +88,7 @@ def get_tracker_factory(name: str) -> TrackerFactory:
     """The factory of one tracker backend.
 
     Args:
-        name: The tracker's name.
+        name: The tracker's name, or (as TorchX) a factory as ``package.module:function``.
 
     Returns:
         Its factory.
@@ -97,6 +97,8 @@ def get_tracker_factory(name: str) -> TrackerFactory:
         UnknownTrackerError: For an unknown name, listing the available ones and close matches.
     """
     factories = get_tracker_factories()
+    if name not in factories and ":" in name:  # TorchX's form: a factory named module:function
+        return _lazy(name, name.replace(" ", ""))
     if name not in factories:
         close = difflib.get_close_matches(name, list(factories), n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(close)}?" if close else ""

@@ -92,14 +92,28 @@ class FsspecTracker(TrackerBase):
     """Tracker that stores runs as JSON files under an fsspec URL (see the module docs).
 
     Args:
-        url: The store's URL.
+        url: The store's URL, or (as TorchX) an fsspec filesystem object.
+        root_path: With a filesystem object: the store's path on it (required then).
+
+    Raises:
+        ValueError: When a filesystem object comes without ``root_path``.
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str | Any, root_path: str | None = None) -> None:
         import fsspec
 
-        self.url = url
-        fs, root = fsspec.core.url_to_fs(url)
+        if isinstance(url, str):
+            fs, root = fsspec.core.url_to_fs(url)
+            self.url = url
+        else:  # TorchX's FsspecTracker(fs, root_path)
+            if not root_path:
+                raise ValueError(
+                    "FsspecTracker(fs, root_path): root_path is required with a filesystem "
+                    "object (the directory of the store on it)"
+                )
+            fs, root = url, root_path
+            proto = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+            self.url = f"{proto}://{root_path}" if proto not in ("file", "local") else root_path
         self._fs = fs
         self._root = root.rstrip("/")
         protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
