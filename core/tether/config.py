@@ -20,7 +20,8 @@ An INI file with these sections::
     [tether:outputs]            # where jobs publish their outputs (an fsspec URL)
     url = s3://bucket/tether-outputs
 
-Lookup order: if ``$TETHERCONFIG`` is set, that file alone. Otherwise ``$HOME/.tetherconfig``
+Lookup order: if ``$TETHERCONFIG`` is set, that file alone (set but empty: no file at all).
+Otherwise ``$HOME/.tetherconfig``
 then ``./.tetherconfig``; values in the project file (the current directory) win over the
 ones in ``$HOME``.
 """
@@ -118,13 +119,15 @@ def config_files(cwd: str | None = None) -> list[str]:
         cwd: Directory of the project file (default: the current directory).
 
     Returns:
-        Existing files: ``$TETHERCONFIG`` alone when set, else ``~/.tetherconfig`` then
-        ``./.tetherconfig``.
+        Existing files: ``$TETHERCONFIG`` alone when set (none when it is set but empty),
+        else ``~/.tetherconfig`` then ``./.tetherconfig``.
 
     Raises:
         ConfigError: When ``$TETHERCONFIG`` names a missing file.
     """
     explicit = os.environ.get(ENV_TETHERCONFIG)
+    if explicit is not None and not explicit.strip():
+        return []  # set but empty: config files are off (as TorchX)
     if explicit:
         if not os.path.isfile(explicit):
             raise ConfigError(f"${ENV_TETHERCONFIG}={explicit!r} does not exist")

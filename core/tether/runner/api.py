@@ -189,7 +189,8 @@ class Runner(LaunchedApps):
     ) -> AppDryRunInfo[Any]:
         """Renders the native request for ``app`` on ``scheduler`` without submitting it.
 
-        The app is copied; the copy gets the tracking environment (``TETHER_JOB_ID``,
+        The app is copied (its roles' ``overrides`` values are shared, not copied); the copy
+        gets the tracking environment (``TETHER_JOB_ID``,
         ``TETHER_PARENT_RUN_ID``, ``TETHER_TRACKERS``, ``TETHER_OUTPUTS_URL``...), the job key
         in its metadata, the workspace, and ``.tetherconfig`` defaults for the options.
 
@@ -205,7 +206,9 @@ class Runner(LaunchedApps):
             The request; ``str()`` shows it with secrets redacted.
         """
         sched = self._scheduler(scheduler)
-        app = copy.deepcopy(app)
+        # a copy, but overrides are not deep-copied (as TorchX): they may hold coroutines or
+        # futures; each role's copy gets its own dict of the same values
+        app = copy.deepcopy(app, {id(r.overrides): dict(r.overrides) for r in app.roles})
         wire_env(app, scheduler, self._name, self.config, parent_run_id, job_key)
         if job_key:
             app.metadata[JOB_KEY] = job_key
@@ -240,6 +243,8 @@ class Runner(LaunchedApps):
         sched = self._scheduler(backend)
         app_id = sched.schedule(dryrun_info)
         handle = make_app_handle(backend, self._name, app_id)
+        if dryrun_info.app is not None:
+            self._submitted[handle] = dryrun_info.app
         app_name = dryrun_info.app.name if dryrun_info.app else "?"
         log.info("launched app %s as %s", app_name, handle)
         return handle

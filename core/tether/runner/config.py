@@ -4,12 +4,13 @@ The same names and behaviour as TorchX, so code that reads or writes ``.torchxco
 working after renaming the import (and the file to ``.tetherconfig``):
 
 * :func:`find_configs`: the files that apply, highest precedence first (``$TETHERCONFIG``
-  alone when set, else ``./.tetherconfig`` then ``~/.tetherconfig``);
+  alone when set, none when it is set but empty, else ``./.tetherconfig`` then
+  ``~/.tetherconfig``);
 * :func:`load`: one scheduler's section from an open file into a cfg dict (values already in
   the dict win), converted to the options' types;
 * :func:`apply`: :func:`load` over every file of :func:`find_configs`;
 * :func:`get_configs` / :func:`get_config`: the ``[prefix:name]`` section (e.g.
-  ``component:dist.ddp``);
+  ``component:dist.ddp``); :func:`load_sections`: every ``[prefix:*]`` section by name;
 * :func:`dump`: writes a template with every scheduler's run options.
 
 The :class:`tether.config.TetherConfig` object the Runner uses reads the same files with the
@@ -27,6 +28,8 @@ from tether.config import CONFIG_FILE, ENV_TETHERCONFIG, ConfigError, parse_ini
 from tether.specs import CfgVal, runopts
 
 CONFIG_PREFIX_DELIM = ":"
+NONE_VALUE = "None"
+"""How :func:`dump` writes an option without a default; :func:`load` reads it as None."""
 
 __all__ = [
     "CONFIG_FILE",
@@ -38,6 +41,7 @@ __all__ = [
     "get_config",
     "get_configs",
     "load",
+    "load_sections",
 ]
 
 
@@ -52,13 +56,15 @@ def find_configs(dirs: Iterable[str] | None = None) -> list[str]:
         dirs: Directories to look in (default: the current directory, then ``$HOME``).
 
     Returns:
-        ``[$TETHERCONFIG]`` when the variable is set, else each ``<dir>/.tetherconfig`` that
-        exists (each file once).
+        ``[$TETHERCONFIG]`` when the variable is set, none when it is set but empty (config
+        files off), else each ``<dir>/.tetherconfig`` that exists (each file once).
 
     Raises:
         ConfigError: When ``$TETHERCONFIG`` names a missing file.
     """
     explicit = os.environ.get(ENV_TETHERCONFIG)
+    if explicit is not None and not explicit.strip():
+        return []  # set but empty: config files are off (as TorchX)
     if explicit:
         if not os.path.isfile(explicit):
             raise ConfigError(f"${ENV_TETHERCONFIG}={explicit!r} does not exist")
@@ -87,8 +93,9 @@ def _scheduler_opts(scheduler: str) -> runopts:
 def load(scheduler: str, f: TextIO, cfg: dict[str, CfgVal]) -> None:
     """Loads ``[scheduler]`` of an open config file into ``cfg`` (keys already set win).
 
-    Values are converted to the scheduler's option types; keys the scheduler does not declare
-    are kept as strings (the scheduler's validation rejects them with a close match).
+    Values are converted to the scheduler's option types (``None`` is None); keys the
+    scheduler does not declare are kept as strings (the scheduler's validation rejects them
+    with a close match).
 
     Args:
         scheduler: The scheduler's name.
@@ -106,7 +113,9 @@ def load(scheduler: str, f: TextIO, cfg: dict[str, CfgVal]) -> None:
         if key in cfg:
             continue
         opt = opts.get(key)
-        if opt is None or opt.opt_type is str:
+        if val.strip() == NONE_VALUE:  # what dump writes for an option without a default
+            cfg[key] = None
+        elif opt is None or opt.opt_type is str:
             cfg[key] = val
         else:
             cfg[key] = opts.cfg_from_str(f"{key}={val}")[key]
@@ -123,6 +132,28 @@ def apply(scheduler: str, cfg: dict[str, CfgVal], dirs: Iterable[str] | None = N
     for path in find_configs(dirs):
         with open(path, encoding="utf-8") as f:
             load(scheduler, f, cfg)
+
+
+def load_sections(prefix: str, dirs: Iterable[str] | None = None) -> dict[str, dict[str, str]]:
+    """Every ``[prefix:name]`` section of the config files, by ``name`` (higher precedence
+    files win key by key).
+
+    Args:
+        prefix: E.g. ``component`` (for ``[component:dist.ddp]``).
+        dirs: Directories to look in (see :func:`find_configs`).
+
+    Returns:
+        Section name without the prefix -> its keys and values.
+    """
+    head = f"{prefix}{CONFIG_PREFIX_DELIM}"
+    out: dict[str, dict[str, str]] = {}
+    for path in reversed(find_configs(dirs)):
+        with open(path, encoding="utf-8") as f:
+            for section, values in parse_ini(f.read(), path).items():
+                name = section[len(head) :] if section.startswith(head) else ""
+                if name:
+                    out.setdefault(name, {}).update(values)
+    return out
 
 
 def get_configs(prefix: str, name: str, dirs: Iterable[str] | None = None) -> dict[str, str]:
@@ -170,17 +201,28 @@ def _text(val: CfgVal) -> str:
 def dump(f: TextIO, schedulers: list[str] | None = None, required_only: bool = False) -> None:
     """Writes a config template: one section per scheduler with its run options.
 
-    Options with a default are written as ``key = default``; options without one (and
-    required ones) are written commented out, with their help, for the user to fill in.
+    Options with a default are written as ``key = default``, optional ones without a default
+    as ``key = None`` (so :func:`load` gives every option back); required ones are written
+    commented out, with their help, for the user to fill in.
 
     Args:
         f: Where to write.
         schedulers: Which schedulers (default: every registered one).
         required_only: Write only the required options.
+
+    Raises:
+        ConfigError: (a ``ValueError``) For a scheduler name that is not registered.
     """
     from tether.schedulers import get_scheduler_factories
 
-    names = schedulers if schedulers is not None else list(get_scheduler_factories())
+    known = get_scheduler_factories()
+    names = schedulers if schedulers else list(known)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ConfigError(
+            f"cannot dump run options of unknown scheduler(s) {unknown}; known: "
+            f"{', '.join(known)}"
+        )
     for name in names:
         f.write(f"[{name}]\n")
         for key, opt in _scheduler_opts(name):
@@ -188,8 +230,10 @@ def dump(f: TextIO, schedulers: list[str] | None = None, required_only: bool = F
                 continue
             req = "required, " if opt.is_required else ""
             f.write(f"# {opt.help} ({req}{opt.type_name()})\n")
-            if opt.default is None or opt.default == [] or opt.default == {}:
+            if opt.is_required:
                 f.write(f"#{key} = \n")
+            elif opt.default is None or opt.default == [] or opt.default == {}:
+                f.write(f"{key} = {NONE_VALUE}\n")
             else:
                 f.write(f"{key} = {_text(opt.default)}\n")
         f.write("\n")

@@ -109,7 +109,8 @@ class LaunchedApps(SchedulerPool):
         sched.reconcile(app_id)
 
     def describe(self, app_handle: AppHandle) -> AppDef | None:
-        """Rebuilds the AppDef of an app as far as the scheduler can.
+        """The AppDef of an app: the one this runner submitted (as TorchX), else rebuilt as
+        far as the scheduler can (named after the app id).
 
         Args:
             app_handle: The handle.
@@ -117,6 +118,9 @@ class LaunchedApps(SchedulerPool):
         Returns:
             The AppDef, or None when the app does not exist.
         """
+        submitted = self._submitted.get(app_handle)
+        if submitted is not None:
+            return submitted
         sched, app_id = self._scheduler_for(app_handle)
         desc = sched.describe(app_id)
         if desc is None:

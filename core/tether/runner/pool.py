@@ -21,7 +21,7 @@ from tether.schedulers import (
 )
 from tether.schedulers.api import Scheduler
 from tether.schedulers.capabilities import Capabilities
-from tether.specs import AppHandle, CfgVal, parse_app_handle, runopts
+from tether.specs import AppDef, AppHandle, CfgVal, parse_app_handle, runopts
 
 if TYPE_CHECKING:
     from tether.schedulers import SchedulerFactory
@@ -52,6 +52,8 @@ class SchedulerPool:
         self._scheduler_params = dict(scheduler_params or {})
         self._config = config
         self._schedulers: dict[str, Scheduler[Any]] = {}
+        # the AppDefs this runner submitted, by handle: describe() gives them back as TorchX
+        self._submitted: dict[AppHandle, AppDef] = {}
 
     # ---- lifecycle -----------------------------------------------------------------------
     def __enter__(self) -> Self:
