@@ -89,7 +89,8 @@ def ddp(
 '''
 EXTRAS = {
     "ddp": ["metadata", "rdzv_conf", "tee"],  # newer TorchX's ddp (issue 14)
-    "spmd": ["rdzv_port"],  # the reference's spmd docstring documents it; default as ddp's
+    "spmd": ["rdzv_port", "metadata"],  # rdzv_port: the reference's spmd docstring; metadata:
+    # newer TorchX's spmd (issue 35)
 }
 """Parameters a builtin has beyond the reference (docs/migrating-from-torchx.md says so)."""
 

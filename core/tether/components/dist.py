@@ -161,7 +161,7 @@ def ddp(
     ]
     if rdzv_conf:
         cmd += ["--rdzv_conf", rdzv_conf]
-    if rdzv_backend == "static" and nnodes > 1:
+    if rdzv_backend == "static":  # as TorchX: every static rendezvous gets the node rank
         cmd += ["--node_rank", macros.replica_id]
     cmd += [script] if script is not None else ["-m", str(m)]
     cmd += list(script_args)
@@ -200,6 +200,7 @@ def spmd(
     rdzv_port: int = 29500,
     mounts: list[str] | None = None,
     debug: bool = False,
+    metadata: dict[str, str] | None = None,
 ) -> AppDef:
     """Single program, multiple data: ``nnodes x nproc_per_node`` copies of one program.
 
@@ -220,6 +221,7 @@ def spmd(
         rdzv_port: Port of the rendezvous store on rank 0's host (multi-node jobs).
         mounts: Mounts, e.g. type=bind,src=/data,dst=/data,readonly.
         debug: Set PyTorch/NCCL debug environment variables.
+        metadata: Metadata for the scheduler, K=V,K2=V2 (the app's ``metadata``).
 
     Returns:
         The AppDef.
@@ -237,4 +239,5 @@ def spmd(
         rdzv_port=rdzv_port,
         mounts=mounts,
         debug=debug,
+        metadata=metadata,
     )

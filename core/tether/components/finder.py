@@ -91,6 +91,11 @@ class ComponentInfo:
         return self._inspected
 
     @property
+    def fn_name(self) -> str:
+        """The function's name (``ddp`` for ``dist.ddp``), as TorchX's component record."""
+        return str(getattr(self.fn, "__name__", self.name.rpartition(".")[2]))
+
+    @property
     def description(self) -> str:
         """The docstring's summary."""
         return self._inspect()[0]
