@@ -26,7 +26,8 @@ from tether.schedulers.local.images import (
     apply_image_provider,
     join_path,
 )
-from tether.schedulers.local.render import LocalRequest, local_opts, role_cwd
+from tether.schedulers.local.options import LocalOpts
+from tether.schedulers.local.render import LocalRequest, role_cwd
 from tether.schedulers.local.scheduler import LocalScheduler as _LocalCwdScheduler
 from tether.specs import AppDef, AppDryRunInfo, CfgVal, SpecError
 
@@ -71,29 +72,24 @@ class LocalScheduler(_LocalCwdScheduler):
         self._cache_size = cache_size
         self._extra_paths = list(extra_paths or [])
 
-    def _placed(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> AppDef:
-        return apply_image_provider(app, self._image_provider_class(cfg))
+    def _placed(self, app: AppDef, opts: LocalOpts) -> AppDef:
+        return apply_image_provider(app, self._image_provider_class(opts))
 
-    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
-        placed = self._placed(app, cfg)
-        prepend = bool(local_opts(cfg).prepend_cwd)
-        opts_cwd = local_opts(cfg).cwd
-        default_cwd = os.path.expanduser(opts_cwd) if opts_cwd else os.getcwd()
+    def _validate(self, app: AppDef, scheduler: str, opts: LocalOpts) -> None:
+        placed = self._placed(app, opts)
+        default_cwd = os.path.expanduser(opts.cwd) if opts.cwd else os.getcwd()
         for role in placed.roles:  # an entrypoint found on the PATH the replica gets is fine
-            if not prepend and os.path.isdir(cwd := role_cwd(role, default_cwd)):
+            if not opts.prepend_cwd and os.path.isdir(cwd := role_cwd(role, default_cwd)):
                 base = role.env.get("PATH", os.environ.get("PATH", os.defpath))
                 role.env["PATH"] = join_path(*self._extra_paths, base, cwd)
-        super()._validate(placed, scheduler, cfg)
+        super()._validate(placed, scheduler, opts)
 
-    def _submit_dryrun(
-        self, app: AppDef, cfg: Mapping[str, CfgVal]
-    ) -> AppDryRunInfo[LocalRequest]:
-        info = super()._submit_dryrun(self._placed(app, cfg), cfg)
-        prepend = bool(local_opts(cfg).prepend_cwd)
+    def _submit_dryrun(self, app: AppDef, opts: LocalOpts) -> AppDryRunInfo[LocalRequest]:
+        info = super()._submit_dryrun(self._placed(app, opts), opts)
         for replicas in info.request.roles.values():
             for rep in replicas:
                 path = rep.env.get("PATH") or os.environ.get("PATH", "")
-                if prepend:  # the cwd is already first (prepend_cwd)
+                if opts.prepend_cwd:  # the cwd is already first
                     first, _, rest = path.partition(os.pathsep)
                     rep.env["PATH"] = join_path(first, *self._extra_paths, rest)
                 else:

@@ -42,9 +42,14 @@ class AppDryRunInfo(Generic[T]):
 
     @property
     def cfg(self) -> Mapping[str, Any]:
-        """The resolved run options the request was rendered with (read-only; empty until
-        ``submit_dryrun`` sets them, as in TorchX)."""
-        return MappingProxyType(dict(self._cfg or {}))
+        """The resolved run options the request was rendered with, read-only (a plain dict is
+        given as a read-only view; typed options as they are); empty until ``submit_dryrun``
+        sets them, as in TorchX."""
+        if self._cfg is None:
+            return MappingProxyType({})
+        if isinstance(self._cfg, dict):
+            return MappingProxyType(self._cfg)
+        return self._cfg
 
     @cfg.setter
     def cfg(self, value: Mapping[str, Any] | None) -> None:
