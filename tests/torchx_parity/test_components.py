@@ -26,3 +26,13 @@ def test_ddp_static_rendezvous_passes_node_rank_on_one_node_too() -> None:
 def test_ddp_defaults_loglevel() -> None:
     app = dist.ddp(script="train.py", j="1x1")
     assert app.roles[0].env["LOGLEVEL"]
+
+
+def test_ddp_sets_tracking_experiment_and_run_names() -> None:
+    app = dist.ddp(script="foo/bar.py")
+    env = app.roles[0].env
+    assert app.name == "bar" and env["TETHER_TRACKING_RUN_NAME"] == "bar"
+    assert env["TETHER_TRACKING_EXPERIMENT_NAME"] == "default-experiment"
+    named = dist.ddp(script="foo/bar.py", name="exp/run1").roles[0].env
+    assert (named["TETHER_TRACKING_EXPERIMENT_NAME"], named["TETHER_TRACKING_RUN_NAME"]) == (
+        "exp", "run1")

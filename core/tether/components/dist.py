@@ -40,6 +40,10 @@ RDZV_BACKENDS = ("c10d", "static")
 ENV_EXPERIMENT_NAME = "TETHER_TRACKING_EXPERIMENT_NAME"
 """Environment variable holding the experiment part of ``--name`` (read by trackers)."""
 
+ENV_RUN_NAME = "TETHER_TRACKING_RUN_NAME"
+"""Environment variable holding the run part of ``--name`` (TorchX's
+``TORCHX_TRACKING_RUN_NAME``)."""
+
 
 class _Raw(str):
     """An argument that goes into the bash command line unquoted (it holds ``${VAR}``)."""
@@ -146,6 +150,7 @@ def ddp(
     role_env.setdefault("LOGLEVEL", os.environ.get("LOGLEVEL", "WARNING"))
     role_env.setdefault("PYTHONUNBUFFERED", "1")
     role_env[ENV_EXPERIMENT_NAME] = names.experiment_name
+    role_env[ENV_RUN_NAME] = names.run_name
     if debug:
         role_env.update(TORCH_DEBUG_FLAGS)
 
