@@ -92,7 +92,7 @@ class Workspace:
 def _yaml_projects(text: str) -> dict[str, str]:
     import yaml  # only for this form (specs imports no third-party package at import time)
 
-    from tether.specs.errors import SpecError
+    from tether.errors import SpecError
 
     doc = yaml.safe_load(text)
     if isinstance(doc, str):

@@ -22,6 +22,7 @@ import os
 import signal
 from collections.abc import Mapping
 
+from tether.errors import TetherError
 from tether.specs import AppDef, CfgVal, Role, SpecError
 from tether.specs.workspace import Workspace
 
@@ -35,8 +36,8 @@ __all__ = [
 ]
 
 
-class SignalException(Exception):
-    """A termination signal (SIGTERM, SIGINT) turned into an exception.
+class SignalException(TetherError):
+    """A termination signal (SIGTERM, SIGINT) turned into an exception (TorchX's name).
 
     Args:
         msg: The message.

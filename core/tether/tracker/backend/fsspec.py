@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from tether.errors import SpecError
 from tether.tracker.api import (
     Lineage,
     TrackerArtifact,
@@ -96,7 +97,7 @@ class FsspecTracker(TrackerBase):
         root_path: With a filesystem object: the store's path on it (required then).
 
     Raises:
-        ValueError: When a filesystem object comes without ``root_path``.
+        SpecError: (a ``ValueError``) When a filesystem object comes without ``root_path``.
     """
 
     def __init__(self, url: str | Any, root_path: str | None = None) -> None:
@@ -107,7 +108,7 @@ class FsspecTracker(TrackerBase):
             self.url = url
         else:  # TorchX's FsspecTracker(fs, root_path)
             if not root_path:
-                raise ValueError(
+                raise SpecError(
                     "FsspecTracker(fs, root_path): root_path is required with a filesystem "
                     "object (the directory of the store on it)"
                 )
