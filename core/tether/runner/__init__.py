@@ -12,6 +12,7 @@ from tether.runner.api import (
     get_runner,
     tracker_config_env,
 )
+from tether.runner.follow import AppEvent
 from tether.runner.logs import LogLine, fan_in
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "ENV_JOB_KEY",
     "ENV_PARENT_RUN_ID",
     "ENV_TRACKERS",
+    "AppEvent",
     "ExistingJob",
     "LogLine",
     "RunOutcome",

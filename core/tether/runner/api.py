@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from tether.config import TetherConfig
+from tether.runner import follow
 from tether.runner.launched import LaunchedApps
 from tether.runner.launched import UnknownAppError as UnknownAppError
 from tether.runner.pool import DEFAULT_SESSION
@@ -364,6 +365,65 @@ class Runner(LaunchedApps):
                 return RunOutcome(existing.app_handle, reattached=True)
         info = self.dryrun(app, scheduler, cfg, workspace, parent_run_id, job_key)
         return RunOutcome(self.schedule(info), reattached=False)
+
+    # ---- following (through the process's watch hub: tether.runner.follow) ---------------
+    def status(self, app_handle: AppHandle) -> AppStatus | None:
+        """The app's status (from the process's watch when it follows the app, else read).
+
+        Args:
+            app_handle: The handle.
+
+        Returns:
+            The status, or None when the scheduler does not know the app.
+        """
+        return follow.status(self, app_handle)
+
+    def wait(
+        self, app_handle: AppHandle, wait_interval: float = 10, timeout: float | None = None
+    ) -> AppStatus | None:
+        """Blocks until the app is finished, following it through the process's watch hub.
+
+        Any number of waits, in any number of threads, share one watch per backend
+        connection. The scheduler's ``reconcile`` runs when the app changes (a failed one is
+        retried every ``wait_interval`` seconds).
+
+        Args:
+            app_handle: The handle.
+            wait_interval: Seconds between retries of a reconcile that failed.
+            timeout: Give up after this many seconds and return the last status.
+
+        Returns:
+            The final status, or None when the app does not exist (or was deleted).
+        """
+        return follow.wait(self, app_handle, wait_interval, timeout)
+
+    def watch(
+        self, app_handles: Iterable[AppHandle], timeout: float | None = None
+    ) -> Iterator[follow.AppEvent]:
+        """Each change of many apps until all are final (see :func:`tether.runner.follow.watch`).
+
+        Args:
+            app_handles: The apps.
+            timeout: The longest time in all, in seconds.
+
+        Returns:
+            The changes: each app's current state first, its final one exactly once.
+        """
+        return follow.watch(self, app_handles, timeout)
+
+    def wait_any(
+        self, app_handles: Iterable[AppHandle], timeout: float | None = None
+    ) -> follow.AppEvent | None:
+        """The first of the apps to finish (or be found gone).
+
+        Args:
+            app_handles: The apps.
+            timeout: The longest wait, in seconds.
+
+        Returns:
+            Its final event, or None after ``timeout``.
+        """
+        return follow.wait_any(self, app_handles, timeout)
 
     def __repr__(self) -> str:
         return f"Runner(name={self._name!r}, schedulers={list(self._schedulers)})"

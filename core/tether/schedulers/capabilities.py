@@ -23,6 +23,40 @@ class Stream(str, Enum):
     COMBINED = "combined"
 
 
+class FollowMode(str, Enum):
+    """How a process follows many jobs of a backend at once (see :mod:`tether.schedulers.watch`).
+
+    * ``list_watch``: one list + watch stream per connection (Kubernetes informers).
+    * ``batch_poll``: one batched read per interval for every followed job (``squeue`` +
+      ``sacct``, ``DescribeJobs`` with 100 ids, one jobs listing).
+    * ``state_scan``: one scan of a local state directory per interval.
+    * ``describe_each``: one ``describe`` per followed job per interval (the fallback).
+    """
+
+    LIST_WATCH = "list_watch"
+    BATCH_POLL = "batch_poll"
+    STATE_SCAN = "state_scan"
+    DESCRIBE_EACH = "describe_each"
+
+
+@dataclass(frozen=True)
+class Follow:
+    """How a backend is followed by the process's watch hub.
+
+    Attributes:
+        mode: The mechanism (for docs, the CLI and the benchmark).
+        source: Module holding ``follow_target(scheduler, app_id)``, which names the shared
+            view an app belongs to and builds its reader (imported only when a job of the
+            backend is followed). None: the generic one-``describe``-per-job reader.
+        interval: Seconds between two reads of the shared view (a watch stream delivers
+            changes at once; the interval then only bounds how stale a time-based state is).
+    """
+
+    mode: FollowMode = FollowMode.DESCRIBE_EACH
+    source: str | None = None
+    interval: float = 5.0
+
+
 class MountKind(str, Enum):
     """The kinds of :class:`~tether.specs.Mount`."""
 
@@ -80,6 +114,7 @@ class Capabilities:
             The KFP adapter relies on it: a one-replica job may run as the pipeline's own pod
             (a native step), and a launcher step's job goes to the pipeline's namespace with
             the step's node selectors and tolerations.
+        follow: How the watch hub follows many of its jobs at once (see :class:`Follow`).
     """
 
     runs_on_this_host: bool = False
@@ -100,6 +135,7 @@ class Capabilities:
     job_identity: bool = True
     max_roles: int | None = None
     kubernetes_pods: bool = False
+    follow: Follow = Follow()
 
     @property
     def retries(self) -> frozenset[RetryPolicy]:

@@ -24,7 +24,7 @@ from tether.schedulers.api import (
     Scheduler,
     Stream,
 )
-from tether.schedulers.capabilities import Capabilities, MountKind
+from tether.schedulers.capabilities import Capabilities, Follow, FollowMode, MountKind
 from tether.schedulers.ids import make_app_id
 from tether.schedulers.kubernetes.actions import (
     apply_actions,
@@ -67,15 +67,13 @@ from tether.schedulers.kubernetes.status import (
     STOPPED_STATE,
     VOLCANO_PHASE_STATE,
 )
-from tether.schedulers.kubernetes.views import AppView
+from tether.schedulers.kubernetes.views import AppView, describe_response
 from tether.specs import (
     AppDef,
     AppDryRunInfo,
     AppState,
     CfgVal,
-    ReplicaStatus,
     RetryPolicy,
-    RoleStatus,
 )
 from tether.specs.status import is_terminal
 from tether.workspace.image import (
@@ -120,6 +118,8 @@ class KubernetesScheduler(Scheduler[KubernetesRequest, KubernetesOpts], ImageWor
         mounts=frozenset(MountKind),
         secrets=True,
         kubernetes_pods=True,
+        # changes arrive on the watch at once; the interval re-reads time-based states
+        follow=Follow(FollowMode.LIST_WATCH, "tether.schedulers.kubernetes.watch", interval=5.0),
     )
     workspace_needs_push = True
 
@@ -267,24 +267,7 @@ class KubernetesScheduler(Scheduler[KubernetesRequest, KubernetesOpts], ImageWor
             return DescribeAppResponse(app_id=f"{ns}:{name}", state=AppState.UNKNOWN, msg=str(e))
         if view is None:
             return None
-        roles_statuses: dict[str, RoleStatus] = {}
-        for rep in sorted(view.replicas, key=lambda r: (r.role_index, r.replica_id)):
-            rs = roles_statuses.setdefault(rep.role, RoleStatus(rep.role))
-            status = ReplicaStatus(
-                id=rep.replica_id, state=rep.state, role=rep.role, hostname=rep.hostname,
-                exit_code=rep.exit_code, msg=rep.msg,
-            )  # fmt: skip
-            rs.replicas.append(status)
-        return DescribeAppResponse(
-            app_id=f"{ns}:{name}",
-            state=view.state,
-            num_restarts=view.num_restarts,
-            msg=view.msg,
-            roles_statuses=list(roles_statuses.values()),
-            roles=view.roles,
-            job_key=view.job_key,
-            ui_url=view.ui_url,
-        )
+        return describe_response(view)
 
     def reconcile(self, app_id: str) -> None:
         """Applies the ROLE/APPLICATION retries and final-failure stops the engine lacks.

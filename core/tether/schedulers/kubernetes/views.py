@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tether.specs import AppState, Role
+from tether.schedulers.api import DescribeAppResponse
+from tether.specs import AppState, ReplicaStatus, Role, RoleStatus
 
 
 @dataclass
@@ -105,3 +106,32 @@ def summary(reps: list[Replica], limit: int = 4) -> str:
     items = [f"{r.label}: {r.msg}" if r.msg else r.label for r in reps]
     more = f" (and {len(items) - limit} more)" if len(items) > limit else ""
     return "; ".join(items[:limit]) + more
+
+
+def describe_response(view: AppView) -> DescribeAppResponse:
+    """What ``describe`` answers for an analyzed app (also the watch hub's view of it).
+
+    Args:
+        view: The analyzed app.
+
+    Returns:
+        The description, replicas ordered by role and index.
+    """
+    roles_statuses: dict[str, RoleStatus] = {}
+    for rep in sorted(view.replicas, key=lambda r: (r.role_index, r.replica_id)):
+        rs = roles_statuses.setdefault(rep.role, RoleStatus(rep.role))
+        status = ReplicaStatus(
+            id=rep.replica_id, state=rep.state, role=rep.role, hostname=rep.hostname,
+            exit_code=rep.exit_code, msg=rep.msg,
+        )  # fmt: skip
+        rs.replicas.append(status)
+    return DescribeAppResponse(
+        app_id=view.app_id,
+        state=view.state,
+        num_restarts=view.num_restarts,
+        msg=view.msg,
+        roles_statuses=list(roles_statuses.values()),
+        roles=view.roles,
+        job_key=view.job_key,
+        ui_url=view.ui_url,
+    )

@@ -19,7 +19,7 @@ from tether.schedulers.api import (
     Scheduler,
     Stream,
 )
-from tether.schedulers.capabilities import Capabilities
+from tether.schedulers.capabilities import Capabilities, Follow, FollowMode
 from tether.schedulers.gpus import host_gpu_count
 from tether.schedulers.ids import make_app_id
 from tether.schedulers.local.options import LocalOpts
@@ -79,6 +79,8 @@ class LocalScheduler(Scheduler[LocalRequest, LocalOpts], WorkspaceMixin[None]):
         native_retries=frozenset(RetryPolicy),
         mounts=frozenset(),
         secrets=True,  # read at launch from $TETHER_SECRETS_DIR/<name>/<key>
+        # one stat() per followed app per scan; the scan's interval bounds how late a change is
+        follow=Follow(FollowMode.STATE_SCAN, "tether.schedulers.local.watch", interval=0.2),
     )
 
     def __init__(

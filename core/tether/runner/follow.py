@@ -1,0 +1,214 @@
+"""Following launched apps through the process's watch hub: status, wait, watch, wait_any.
+
+Every follower in a process shares one view per backend connection (see
+:mod:`tether.schedulers.watch`), so following N apps costs the backend about what one costs.
+:class:`~tether.runner.api.Runner` delegates its ``status``, ``wait``, ``watch`` and
+``wait_any`` here.
+
+Retries the engine lacks (``Scheduler.reconcile``) are driven by change: a follower
+reconciles an app when it starts following it, on each change it hears, and once more at the
+end; a reconcile that fails is retried every ``wait_interval`` until one succeeds. An app
+whose state does not change costs nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tether.schedulers.capabilities import FollowMode
+from tether.schedulers.watch import JobEvent, Subscription, WatchHub, get_hub
+from tether.specs import AppHandle, AppState, AppStatus
+
+if TYPE_CHECKING:
+    from tether.runner.pool import SchedulerPool
+    from tether.schedulers.api import Scheduler
+
+log: logging.Logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AppEvent:
+    """A change of a followed app.
+
+    Attributes:
+        app_handle: The app.
+        state: Its state (UNKNOWN when it is gone).
+        status: Its status (None when the scheduler confirmed it no longer exists).
+        msg: The scheduler's message, or why the app is gone.
+        final: Nothing more will be heard of it (a terminal state, or gone).
+        previous: The state heard before (None for the first event).
+    """
+
+    app_handle: AppHandle
+    state: AppState
+    status: AppStatus | None
+    msg: str
+    final: bool
+    previous: AppState | None = None
+
+
+def _app_event(ev: JobEvent) -> AppEvent:
+    handle = str(ev.ref)
+    return AppEvent(handle, ev.state, ev.status(), ev.msg, ev.final, ev.previous)
+
+
+class _Reconciler:
+    """Drives ``reconcile`` of the followed apps on change, retrying the ones that failed."""
+
+    def __init__(self, pool: SchedulerPool) -> None:
+        self._pool = pool
+        self._failed: set[AppHandle] = set()
+
+    def run(self, handle: AppHandle) -> None:
+        sched, app_id = self._pool._scheduler_for(handle)
+        try:
+            sched.reconcile(app_id)
+            self._failed.discard(handle)
+        except Exception as e:  # retried on the next tick; the status is still read
+            log.warning("reconcile of %s failed (%s); retrying", handle, e)
+            self._failed.add(handle)
+
+    def retry(self) -> None:
+        for handle in sorted(self._failed):
+            self.run(handle)
+
+
+def _follow(pool: SchedulerPool, sub: Subscription, handles: Iterable[AppHandle]) -> list[str]:
+    seen: list[str] = []
+    for handle in handles:
+        if handle in seen:
+            continue
+        sched, app_id = pool._scheduler_for(handle)
+        sub.follow(sched, app_id, ref=handle)
+        seen.append(handle)
+    return seen
+
+
+def watch(
+    pool: SchedulerPool,
+    handles: Iterable[AppHandle],
+    timeout: float | None = None,
+    wait_interval: float = 10.0,
+    hub: WatchHub | None = None,
+) -> Iterator[AppEvent]:
+    """Each change of the apps, until every one is final or ``timeout`` passed.
+
+    Each app's current state comes first, then its changes; its final state exactly once.
+
+    Args:
+        pool: The runner (its schedulers).
+        handles: The apps.
+        timeout: The longest time in all, in seconds (None: no limit).
+        wait_interval: Seconds between retries of a reconcile that failed.
+        hub: The hub (default: the process's).
+
+    Yields:
+        The changes.
+    """
+    reconciler = _Reconciler(pool)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    with Subscription(hub) as sub:
+        for handle in _follow(pool, sub, handles):
+            reconciler.run(handle)
+        while sub.open:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return
+            ev = sub.get(wait_interval if left is None else min(wait_interval, left))
+            if ev is None:
+                reconciler.retry()
+                continue
+            if not ev.gone:
+                reconciler.run(str(ev.ref))
+            yield _app_event(ev)
+
+
+def wait_any(
+    pool: SchedulerPool,
+    handles: Iterable[AppHandle],
+    timeout: float | None = None,
+    wait_interval: float = 10.0,
+    hub: WatchHub | None = None,
+) -> AppEvent | None:
+    """The first of the apps to be final (ended, or gone).
+
+    Args:
+        pool: The runner.
+        handles: The apps.
+        timeout: The longest wait, in seconds (None: no limit).
+        wait_interval: Seconds between retries of a reconcile that failed.
+        hub: The hub (default: the process's).
+
+    Returns:
+        Its final event, or None when none ended within ``timeout``.
+    """
+    for ev in watch(pool, handles, timeout, wait_interval, hub):
+        if ev.final:
+            return ev
+    return None
+
+
+def wait(
+    pool: SchedulerPool,
+    handle: AppHandle,
+    wait_interval: float = 10.0,
+    timeout: float | None = None,
+    hub: WatchHub | None = None,
+) -> AppStatus | None:
+    """Blocks until the app is finished (see :meth:`tether.runner.Runner.wait`).
+
+    Args:
+        pool: The runner.
+        handle: The app.
+        wait_interval: Seconds between retries of a reconcile that failed.
+        timeout: Give up after this many seconds and return the last status.
+        hub: The hub (default: the process's).
+
+    Returns:
+        The final status; the last one heard after ``timeout``; None when the app does not
+        exist (or was deleted while waiting).
+    """
+    last: AppEvent | None = None
+    for ev in watch(pool, [handle], timeout, wait_interval, hub):
+        last = ev
+    if last is None:  # timed out before the first read: read it now
+        return status(pool, handle, hub)
+    return last.status
+
+
+def status(pool: SchedulerPool, handle: AppHandle, hub: WatchHub | None = None) -> AppStatus | None:
+    """The app's status: from the hub's view when this process follows the app through a
+    watch or a scan, else one direct read.
+
+    Args:
+        pool: The runner.
+        handle: The app.
+        hub: The hub (default: the process's).
+
+    Returns:
+        The status, or None when the scheduler does not know the app.
+    """
+    sched, app_id = pool._scheduler_for(handle)
+    if sched.capabilities.follow.mode != FollowMode.DESCRIBE_EACH:
+        ev = (hub or get_hub()).current(sched, app_id)
+        if ev is not None and not ev.gone:
+            return ev.status()
+    return _describe(sched, app_id)
+
+
+def _describe(sched: Scheduler[Any], app_id: str) -> AppStatus | None:
+    desc = sched.describe(app_id)
+    if desc is None:
+        return None
+    return AppStatus(
+        state=desc.state,
+        num_restarts=desc.num_restarts,
+        msg=desc.msg if desc.msg != "<NONE>" else "",
+        structured_error_msg=desc.structured_error_msg,
+        ui_url=desc.ui_url,
+        roles=desc.roles_statuses,
+    )

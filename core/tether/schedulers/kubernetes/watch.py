@@ -1,0 +1,355 @@
+"""Following every tether app of a namespace with one list + watch per kind (an informer).
+
+:func:`follow_target` puts an app in the view of its (kubeconfig, context, namespace). The
+view's :class:`KubeReader` runs one :class:`Reflector` per kind tether reads (Jobs, pods,
+and the gang objects where the cluster serves them): a label-selected list, then a watch from
+its ``resourceVersion`` that keeps a cache of the objects; a watch that ends is reopened from
+the last version seen (bookmarks keep it fresh), ``410 Gone`` relists, and errors, 429 and
+5xx answers reconnect with backoff and jitter. Reads of the view analyze the cached objects
+with the same :func:`~tether.schedulers.kubernetes.status.analyze` as ``describe``: no
+request per app. An app the cache does not show is confirmed with :func:`fetch_app`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import threading
+from collections.abc import Callable, Collection, Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from tether.schedulers.api import DescribeAppResponse, Scheduler
+from tether.schedulers.kubernetes.client import KubeApi, KubernetesApiError, load_api_client
+from tether.schedulers.kubernetes.fetch import (
+    appwrapper_path,
+    fetch_app,
+    jobs_path,
+    pods_path,
+    selector,
+    volcano_path,
+)
+from tether.schedulers.kubernetes.naming import ANN_GANG, LABEL_APP_ID
+from tether.schedulers.kubernetes.options import GANG_APPWRAPPER
+from tether.schedulers.kubernetes.scheduler import KubernetesScheduler
+from tether.schedulers.kubernetes.status import analyze
+from tether.schedulers.kubernetes.views import describe_response
+from tether.schedulers.watch.backoff import Backoff
+from tether.schedulers.watch.events import FollowTarget, WatchKey
+
+log: logging.Logger = logging.getLogger(__name__)
+
+WATCH_SECONDS = (240, 360)
+"""Each watch asks the apiserver to end it after a random time in this range (seconds)."""
+
+KINDS: tuple[tuple[str, Callable[[str], str], bool], ...] = (
+    ("jobs", jobs_path, False),
+    ("pods", pods_path, False),
+    ("vcjobs", volcano_path, True),
+    ("aws", appwrapper_path, True),
+)
+"""(name, collection path of a namespace, optional: the cluster may not serve the kind)."""
+
+
+class Gone(Exception):
+    """The watch's resourceVersion is too old (``410 Gone``): relist."""
+
+
+class Reflector:
+    """One kind's list + watch in one namespace, keeping the matching objects by name.
+
+    Args:
+        api: The API.
+        kind: The kind's name in the view (``jobs``, ``pods``...).
+        path: The collection's path.
+        optional: The cluster may not serve it (then it stays empty).
+        changed: Called after each change of the cache.
+        stopped: Set when the reader stops.
+    """
+
+    def __init__(
+        self,
+        api: KubeApi,
+        kind: str,
+        path: str,
+        optional: bool,
+        changed: Callable[[], None],
+        stopped: threading.Event,
+    ) -> None:
+        self.kind = kind
+        self.path = path
+        self.optional = optional
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.synced = threading.Event()
+        self.served = True
+        self.lists = 0
+        self.watches = 0
+        self._api = api
+        self._changed = changed
+        self._stopped = stopped
+        self._lock = threading.Lock()
+        self._rv: str | None = None
+        self._resp: Any = None
+        self._thread = threading.Thread(target=self.run, name=f"tether-watch {path}", daemon=True)
+
+    def start(self) -> None:
+        """Starts the list + watch thread."""
+        self._thread.start()
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        """The cached objects.
+
+        Returns:
+            A copy of the list (the objects themselves are shared: do not change them).
+        """
+        with self._lock:
+            return list(self.objects.values())
+
+    def run(self) -> None:
+        """Lists and watches until stopped (the thread's body)."""
+        backoff = Backoff()
+        while not self._stopped.is_set():
+            try:
+                if self._rv is None:
+                    self._relist()
+                self._watch()
+                backoff.reset()
+            except Gone:
+                log.info("watch of %s: resourceVersion too old (410); relisting", self.path)
+                self._rv = None
+            except KubernetesApiError as e:
+                if self.optional and e.status in (403, 404, 405) and not self.synced.is_set():
+                    self._not_served(e)
+                    return
+                self._stopped.wait(self._pause(backoff, e))
+            except Exception as e:  # a dropped stream, a refused connection
+                self._stopped.wait(self._pause(backoff, e))
+
+    def _pause(self, backoff: Backoff, e: Exception) -> float:
+        pause = backoff.next()
+        log.warning("watch of %s failed (%s); reconnecting in %.1f s", self.path, e, pause)
+        return pause
+
+    def _not_served(self, e: KubernetesApiError) -> None:
+        log.debug("%s is not served here (%s); not watched", self.path, e.status)
+        self.served = False
+        self.synced.set()
+        self._changed()
+
+    def _relist(self) -> None:
+        items: dict[str, dict[str, Any]] = {}
+        token: str | None = None
+        rv: str | None = None
+        while True:
+            query = {"labelSelector": selector(), "limit": 500, "continue": token}
+            self.lists += 1
+            body = self._api.request("GET", self.path, query=query) or {}
+            kind = str(body.get("kind") or "")
+            for item in body.get("items") or []:
+                item.setdefault("apiVersion", body.get("apiVersion"))
+                if kind.endswith("List"):
+                    item.setdefault("kind", kind[: -len("List")])
+                items[str(item["metadata"]["name"])] = item
+            meta = body.get("metadata") or {}
+            rv = meta.get("resourceVersion")
+            token = meta.get("continue")
+            if not token:
+                break
+        with self._lock:
+            self.objects = items
+        self._rv = rv
+        self.synced.set()
+        self._changed()
+
+    def _watch(self) -> None:
+        seconds = random.randint(*WATCH_SECONDS)  # noqa: S311 (spreads reconnects)
+        query = {
+            "watch": "true",
+            "labelSelector": selector(),
+            "resourceVersion": self._rv,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": seconds,
+        }
+        self.watches += 1
+        resp = self._api._call(
+            "GET", self.path, query=query, timeout=(10.0, seconds + 30.0), stream=True
+        )
+        with self._lock:
+            self._resp = resp
+        try:
+            buf = b""
+            for chunk in resp.stream(65536, decode_content=True):
+                buf += chunk
+                while b"\n" in buf and not self._stopped.is_set():
+                    line, buf = buf.split(b"\n", 1)
+                    if line.strip():
+                        self._apply(json.loads(line))
+        finally:
+            with self._lock:
+                self._resp = None
+            resp.close()
+            resp.release_conn()
+
+    def stop(self) -> None:
+        """Interrupts the open watch (its thread then ends)."""
+        with self._lock:
+            resp = self._resp
+        if resp is not None:
+            try:
+                resp.shutdown()
+            except Exception:  # already closed
+                log.debug("interrupting the watch of %s failed", self.path, exc_info=True)
+
+    def _apply(self, event: Mapping[str, Any]) -> None:
+        kind = event.get("type")
+        obj = event.get("object") or {}
+        if kind == "ERROR":
+            code = int(obj.get("code") or 0)
+            if code == 410:
+                raise Gone()
+            raise KubernetesApiError(code, f"watch of {self.path}: {obj.get('message')}")
+        meta = obj.get("metadata") or {}
+        rv = meta.get("resourceVersion")
+        if kind in ("ADDED", "MODIFIED", "DELETED"):
+            with self._lock:
+                if kind == "DELETED":
+                    self.objects.pop(str(meta.get("name")), None)
+                else:
+                    self.objects[str(meta.get("name"))] = obj
+            self._changed()
+        if rv:
+            self._rv = str(rv)
+
+
+class KubeReader:
+    """The shared view of one namespace (see the module docs).
+
+    Args:
+        namespace: The namespace.
+        make_api: Returns the API and a function that closes it.
+    """
+
+    def __init__(
+        self, namespace: str, make_api: Callable[[], tuple[KubeApi, Callable[[], None]]]
+    ) -> None:
+        self.namespace = namespace
+        self._make_api = make_api
+        self._api: KubeApi | None = None
+        self._close: Callable[[], None] = lambda: None
+        self._stopped = threading.Event()
+        self.reflectors: dict[str, Reflector] = {}
+
+    def start(self, wake: Callable[[], None]) -> None:
+        """Opens the lists + watches.
+
+        Args:
+            wake: Called after each change.
+        """
+        self._api, self._close = self._make_api()
+        for kind, path, optional in KINDS:
+            ref = Reflector(self._api, kind, path(self.namespace), optional, wake, self._stopped)
+            self.reflectors[kind] = ref
+            ref.start()
+
+    def read(self, app_ids: Collection[str]) -> Mapping[str, DescribeAppResponse] | None:
+        """The followed apps the cache shows, analyzed; None before every first list is in.
+
+        Args:
+            app_ids: ``{namespace}:{name}`` of the followed apps.
+
+        Returns:
+            The apps with objects in the cache.
+        """
+        if not all(r.synced.is_set() for r in self.reflectors.values()):
+            return None
+        wanted = {app_id.partition(":")[2]: app_id for app_id in app_ids}
+        grouped: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        for kind, ref in self.reflectors.items():
+            for obj in ref.snapshot():
+                name = ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_APP_ID)
+                if name in wanted:
+                    grouped.setdefault(str(name), {}).setdefault(kind, []).append(obj)
+        now = datetime.now(timezone.utc)
+        out: dict[str, DescribeAppResponse] = {}
+        for name, kinds in grouped.items():
+            resp = _analyze(self.namespace, name, kinds, now)
+            if resp is not None:
+                out[wanted[name]] = resp
+        return out
+
+    def confirm(self, app_id: str) -> DescribeAppResponse | None:
+        """Reads one app directly from the apiserver.
+
+        Args:
+            app_id: ``{namespace}:{name}``.
+
+        Returns:
+            Its description; None when none of its objects exists.
+        """
+        if self._api is None:
+            raise KubernetesApiError(0, "the watch is not started")
+        view = fetch_app(self._api, self.namespace, app_id.partition(":")[2])
+        return describe_response(view) if view is not None else None
+
+    def stop(self) -> None:
+        """Ends the watches (their threads end at their next event or timeout) and closes
+        the API client when the reader made it."""
+        self._stopped.set()
+        for ref in self.reflectors.values():
+            ref.stop()
+        self._close()
+
+
+def _analyze(
+    ns: str, name: str, kinds: Mapping[str, list[dict[str, Any]]], now: datetime
+) -> DescribeAppResponse | None:
+    """Analyzes an app's cached objects as :func:`fetch_app` does its fresh ones."""
+    jobs = kinds.get("jobs", [])
+    gang = jobs[0]["metadata"].get("annotations", {}).get(ANN_GANG) if jobs else None
+    vcjob = aw = None
+    if not jobs or gang == GANG_APPWRAPPER:
+        if gang is None:
+            vcjob = next(iter(kinds.get("vcjobs", [])), None)
+        if vcjob is None:
+            aw = next(iter(kinds.get("aws", [])), None)
+    if not jobs and vcjob is None and aw is None:
+        return None
+    view = analyze(ns, name, jobs, kinds.get("pods", []), vcjob, aw, now)
+    return describe_response(view)
+
+
+def follow_target(scheduler: Scheduler[Any], app_id: str) -> FollowTarget:
+    """The view of the app's namespace on the scheduler's cluster.
+
+    Args:
+        scheduler: A :class:`KubernetesScheduler`.
+        app_id: ``{namespace}:{name}`` (or a bare name in the scheduler's namespace).
+
+    Returns:
+        The target.
+
+    Raises:
+        TypeError: For another scheduler.
+    """
+    if not isinstance(scheduler, KubernetesScheduler):
+        raise TypeError(f"not a kubernetes scheduler: {type(scheduler).__name__}")
+    ns, _ = scheduler._parse_app_id(app_id)
+    client = scheduler._client if not scheduler._own_client else None
+    kubeconfig, context = scheduler._kubeconfig, scheduler._context
+    if client is not None:
+        connection = f"client@{id(client):x}"
+    else:
+        where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        connection = f"{where}#{context or ''}"
+
+    def make_api() -> tuple[KubeApi, Callable[[], None]]:
+        if client is not None:
+            return KubeApi(client), lambda: None
+        own = load_api_client(kubeconfig, context)
+        return KubeApi(own), own.close
+
+    key = WatchKey(scheduler.backend, connection, ns)
+    interval = scheduler.capabilities.follow.interval
+    return FollowTarget(key, lambda: KubeReader(ns, make_api), interval)

@@ -1,0 +1,122 @@
+"""What the watch hub hands out and what it asks of a backend.
+
+A backend follows its jobs through a :class:`Reader` (one per :class:`WatchKey`): a batched
+read of every followed job at once (from a watch cache, one ``squeue``, one state-directory
+scan) and a direct read of one job (``describe``) that confirms a job the batched read did
+not show. :func:`follow_target` of the backend's ``Follow.source`` module names the key of
+an app and builds the reader; the hub does the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from tether.schedulers.api import DescribeAppResponse
+from tether.specs import AppState, AppStatus
+from tether.specs.status import is_terminal
+
+
+@dataclass(frozen=True)
+class WatchKey:
+    """Where a shared view lives: one per backend connection, partition and region.
+
+    Attributes:
+        backend: The backend (``kubernetes``, ``local_cwd``...).
+        connection: The connection (a kubeconfig and context, a state directory, a cluster).
+        partition: The namespace, partition or queue the view covers ("" for all).
+        region: The cloud region ("" where there is none).
+    """
+
+    backend: str
+    connection: str
+    partition: str = ""
+    region: str = ""
+
+    def __str__(self) -> str:
+        parts = [self.backend, self.connection, self.partition, self.region]
+        return "/".join(p for p in parts if p)
+
+
+class Reader(Protocol):
+    """A backend's reads of the jobs of one :class:`WatchKey`.
+
+    ``read`` must be cheap in requests (it runs every interval and after every change the
+    backend signals); ``confirm`` may cost one direct read per job: the hub calls it only
+    for a job ``read`` did not show twice in a row.
+    """
+
+    def start(self, wake: Callable[[], None]) -> None:
+        """Starts what the reader needs (watch streams); ``wake`` asks for a read now."""
+
+    def read(self, app_ids: Collection[str]) -> Mapping[str, DescribeAppResponse] | None:
+        """The followed jobs the shared view shows (absent ids: not shown); None: not ready."""
+
+    def confirm(self, app_id: str) -> DescribeAppResponse | None:
+        """A direct read of one job; None only when the backend says it does not exist."""
+
+    def stop(self) -> None:
+        """Stops the reader's streams and threads (idempotent)."""
+
+
+@dataclass(frozen=True)
+class FollowTarget:
+    """Where a job is followed.
+
+    Attributes:
+        key: The shared view's key.
+        make_reader: Builds the view's reader (called once per key while it is followed).
+        interval: Seconds between reads.
+    """
+
+    key: WatchKey
+    make_reader: Callable[[], Reader]
+    interval: float
+
+
+GONE_MSG = "the app no longer exists on {backend} (deleted outside tether?)"
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """A change of a followed job, as one subscriber receives it.
+
+    Attributes:
+        ref: What the subscriber named the job by (its handle, or the app id).
+        key: The shared view it belongs to.
+        app_id: The app id.
+        state: Its state (UNKNOWN for a job that no longer exists).
+        msg: The backend's message, or why the job is gone.
+        response: The backend's description (None when the job is gone).
+        gone: The backend confirmed, by a direct read, that the job does not exist.
+        previous: The state the subscriber last heard (None for the first event).
+    """
+
+    ref: Hashable
+    key: WatchKey
+    app_id: str
+    state: AppState
+    msg: str = ""
+    response: DescribeAppResponse | None = field(default=None, repr=False, compare=False)
+    gone: bool = False
+    previous: AppState | None = None
+
+    @property
+    def final(self) -> bool:
+        """The job ended (a terminal state) or is gone: nothing more will be heard of it."""
+        return self.gone or is_terminal(self.state)
+
+    def status(self) -> AppStatus | None:
+        """The event as an :class:`~tether.specs.AppStatus` (None when the job is gone)."""
+        resp = self.response
+        if resp is None:
+            return None
+        return AppStatus(
+            state=resp.state,
+            num_restarts=resp.num_restarts,
+            msg=resp.msg if resp.msg != "<NONE>" else "",
+            structured_error_msg=resp.structured_error_msg,
+            ui_url=resp.ui_url,
+            roles=resp.roles_statuses,
+        )
