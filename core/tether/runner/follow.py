@@ -6,9 +6,9 @@ Every follower in a process shares one view per backend connection (see
 ``wait_any`` here.
 
 Retries the engine lacks (``Scheduler.reconcile``) are driven by change: a follower
-reconciles an app when it starts following it, on each change it hears, and once more at the
-end; a reconcile that fails is retried every ``wait_interval`` until one succeeds. An app
-whose state does not change costs nothing.
+reconciles an app when the scheduler says work is due (``DescribeAppResponse.actions_due``:
+a restart or a stop it planned) and once at the end; a reconcile that fails is retried every
+``wait_interval`` until one succeeds. An app whose state does not change costs nothing.
 """
 
 from __future__ import annotations
@@ -112,8 +112,7 @@ def watch(
     reconciler = _Reconciler(pool)
     deadline = None if timeout is None else time.monotonic() + timeout
     with Subscription(hub) as sub:
-        for handle in _follow(pool, sub, handles):
-            reconciler.run(handle)
+        _follow(pool, sub, handles)
         while sub.open:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
@@ -122,7 +121,8 @@ def watch(
             if ev is None:
                 reconciler.retry()
                 continue
-            if not ev.gone:
+            due = ev.response is not None and ev.response.actions_due
+            if due or (ev.final and not ev.gone):
                 reconciler.run(str(ev.ref))
             yield _app_event(ev)
 

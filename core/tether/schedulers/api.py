@@ -77,6 +77,8 @@ class DescribeAppResponse:
         roles_statuses: Per-replica statuses.
         roles: The roles, rebuilt from the native objects where possible.
         job_key: The job identity the app was submitted with, if any.
+        actions_due: :meth:`Scheduler.reconcile` has work to do for the app (a restart or a
+            stop it planned); followers call it on such a change rather than on every poll.
     """
 
     app_id: str = "<NOT_SET>"
@@ -89,6 +91,7 @@ class DescribeAppResponse:
     roles_statuses: list[RoleStatus] = field(default_factory=list)
     roles: list[Role] = field(default_factory=list)
     job_key: str | None = None
+    actions_due: bool = False
 
 
 @dataclass

@@ -355,6 +355,20 @@ class KubeCluster:
         if self._own_workdir and not self.keep_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
+    def restart_apiserver(self) -> None:
+        """Stops kube-apiserver by PID and starts it again on the same port (etcd keeps the
+        data), waiting until it is ready: what clients see when an apiserver restarts."""
+        for i, (name, proc, log) in enumerate(self._procs):
+            if name == "kube-apiserver":
+                stop_process(proc)
+                log.close()
+                del self._procs[i]
+                break
+        port = int(self.server.rsplit(":", 1)[1])
+        self._spawn("kube-apiserver", self._apiserver_argv(port))
+        deadline = time.monotonic() + self.start_timeout
+        self._wait("kube-apiserver /readyz", lambda: self.request("/readyz")[0] == 200, deadline)
+
     @property
     def pids(self) -> dict[str, int]:
         """PIDs of the running children, by name (etcd, kube-apiserver, ...)."""

@@ -134,4 +134,5 @@ def describe_response(view: AppView) -> DescribeAppResponse:
         roles=view.roles,
         job_key=view.job_key,
         ui_url=view.ui_url,
+        actions_due=bool(view.stops or view.creates),
     )

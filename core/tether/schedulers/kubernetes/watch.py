@@ -120,6 +120,10 @@ class Reflector:
                 log.info("watch of %s: resourceVersion too old (410); relisting", self.path)
                 self._rv = None
             except KubernetesApiError as e:
+                if e.status == 410:  # refused at once rather than as a watch event
+                    log.info("watch of %s: 410 Gone; relisting", self.path)
+                    self._rv = None
+                    continue
                 if self.optional and e.status in (403, 404, 405) and not self.synced.is_set():
                     self._not_served(e)
                     return

@@ -69,7 +69,8 @@ class _Sub:
 def _signature(ev: JobEvent) -> tuple[Any, ...]:
     resp = ev.response
     restarts = resp.num_restarts if resp is not None else None
-    return (ev.state, ev.msg, restarts, ev.gone)
+    due = resp.actions_due if resp is not None else False
+    return (ev.state, ev.msg, restarts, due, ev.gone)
 
 
 def resolve_target(scheduler: Scheduler[Any], app_id: str) -> FollowTarget:
