@@ -16,6 +16,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +152,12 @@ class Collector:
         evs = [e for e in self.events if e.ref == ref]
         return evs[-1] if evs else None
 
+    def running(self, *refs: str) -> bool:
+        return all((e := self.last(r)) is not None and e.state == AppState.RUNNING for r in refs)
+
+    def ended(self, *refs: str) -> bool:
+        return all(self.finals(r) for r in refs)
+
     def finals(self, ref: str) -> list[JobEvent]:
         return [e for e in self.events if e.ref == ref and e.final]
 
@@ -265,9 +272,7 @@ def test_watch_drop_410_and_out_of_band_delete_miss_nothing(
                 sub.follow(*runner._scheduler_for(h), ref=h)
         cols = [Collector(s) for s in subs]
         for col in cols:
-            _until("every job running", lambda col=col: all(
-                (e := col.last(h)) is not None and e.state == AppState.RUNNING
-                for h in (forever, ends, deleted)))  # fmt: skip
+            _until("every job running", partial(col.running, forever, ends, deleted))
         lists_before = sum(r.lists for r in _reader(hub).reflectors.values())
         heard_before = [len(c.events) for c in cols]
 
@@ -291,8 +296,7 @@ def test_watch_drop_410_and_out_of_band_delete_miss_nothing(
 
         proxy.resume()
         for col in cols:
-            _until("the end and the deletion heard", lambda col=col: col.finals(ends)
-                   and col.finals(deleted), timeout=180)  # fmt: skip
+            _until("the end and the deletion heard", partial(col.ended, ends, deleted), 180)
         time.sleep(2.0)  # anything delivered twice would have come by now
         for col in cols:
             col.stop()
@@ -324,9 +328,7 @@ def test_apiserver_restart_loses_no_transition(
         for h in (forever, fails):
             sub.follow(*runner._scheduler_for(h), ref=h)
         col = Collector(sub)
-        _until("both running", lambda: all(
-            (e := col.last(h)) is not None and e.state == AppState.RUNNING
-            for h in (forever, fails)))  # fmt: skip
+        _until("both running", partial(col.running, forever, fails))
         kube_cluster.restart_apiserver()
         _until("the failure heard", lambda: col.finals(fails), timeout=240)
         time.sleep(2.0)
