@@ -17,6 +17,7 @@ import logging
 import os
 import random
 import threading
+import time
 from collections.abc import Callable, Collection, Mapping
 from datetime import datetime, timezone
 from typing import Any
@@ -44,6 +45,10 @@ log: logging.Logger = logging.getLogger(__name__)
 WATCH_SECONDS = (240, 360)
 """Each watch asks the apiserver to end it after a random time in this range (seconds)."""
 
+REANALYZE_S = 60.0
+"""Seconds after which every followed app is analyzed again, changed or not (an image pull
+that has failed for ``image_pull_timeout`` turns FAILED with no object changing)."""
+
 KINDS: tuple[tuple[str, Callable[[str], str], bool], ...] = (
     ("jobs", jobs_path, False),
     ("pods", pods_path, False),
@@ -65,7 +70,7 @@ class Reflector:
         kind: The kind's name in the view (``jobs``, ``pods``...).
         path: The collection's path.
         optional: The cluster may not serve it (then it stays empty).
-        changed: Called after each change of the cache.
+        changed: Called after each change of the cache with the app it concerns (None: any).
         stopped: Set when the reader stops.
     """
 
@@ -75,13 +80,14 @@ class Reflector:
         kind: str,
         path: str,
         optional: bool,
-        changed: Callable[[], None],
+        changed: Callable[[str | None], None],
         stopped: threading.Event,
     ) -> None:
         self.kind = kind
         self.path = path
         self.optional = optional
         self.objects: dict[str, dict[str, Any]] = {}
+        self.by_app: dict[str, dict[str, dict[str, Any]]] = {}
         self.synced = threading.Event()
         self.served = True
         self.lists = 0
@@ -98,14 +104,34 @@ class Reflector:
         """Starts the list + watch thread."""
         self._thread.start()
 
-    def snapshot(self) -> list[dict[str, Any]]:
-        """The cached objects.
+    def of_app(self, app: str) -> list[dict[str, Any]]:
+        """The cached objects of one app (shared: do not change them).
+
+        Args:
+            app: The app's Kubernetes name (its ``tether.dev/app-id`` label).
 
         Returns:
-            A copy of the list (the objects themselves are shared: do not change them).
+            The objects.
         """
         with self._lock:
-            return list(self.objects.values())
+            return list(self.by_app.get(app, {}).values())
+
+    def _put(self, name: str, obj: dict[str, Any] | None) -> str | None:
+        """Replaces (or with None removes) one object; returns the app it belongs to."""
+        old = self.objects.pop(name, None)
+        if old is not None:
+            app = _app_of(old)
+            if app is not None:
+                self.by_app.get(app, {}).pop(name, None)
+                if not self.by_app.get(app, True):
+                    del self.by_app[app]
+        if obj is None:
+            return _app_of(old) if old is not None else None
+        self.objects[name] = obj
+        app = _app_of(obj)
+        if app is not None:
+            self.by_app.setdefault(app, {})[name] = obj
+        return app
 
     def run(self) -> None:
         """Lists and watches until stopped (the thread's body)."""
@@ -129,6 +155,8 @@ class Reflector:
                     return
                 self._stopped.wait(self._pause(backoff, e))
             except Exception as e:  # a dropped stream, a refused connection
+                if self._stopped.is_set():
+                    return
                 self._stopped.wait(self._pause(backoff, e))
 
     def _pause(self, backoff: Backoff, e: Exception) -> float:
@@ -140,7 +168,7 @@ class Reflector:
         log.debug("%s is not served here (%s); not watched", self.path, e.status)
         self.served = False
         self.synced.set()
-        self._changed()
+        self._changed(None)
 
     def _relist(self) -> None:
         items: dict[str, dict[str, Any]] = {}
@@ -155,17 +183,19 @@ class Reflector:
                 item.setdefault("apiVersion", body.get("apiVersion"))
                 if kind.endswith("List"):
                     item.setdefault("kind", kind[: -len("List")])
-                items[str(item["metadata"]["name"])] = item
+                items[str(item["metadata"]["name"])] = _slim(item)
             meta = body.get("metadata") or {}
             rv = meta.get("resourceVersion")
             token = meta.get("continue")
             if not token:
                 break
         with self._lock:
-            self.objects = items
+            self.objects, self.by_app = {}, {}
+            for name, item in items.items():
+                self._put(name, item)
         self._rv = rv
         self.synced.set()
-        self._changed()
+        self._changed(None)
 
     def _watch(self) -> None:
         seconds = random.randint(*WATCH_SECONDS)  # noqa: S311 (spreads reconnects)
@@ -218,13 +248,26 @@ class Reflector:
         rv = meta.get("resourceVersion")
         if kind in ("ADDED", "MODIFIED", "DELETED"):
             with self._lock:
-                if kind == "DELETED":
-                    self.objects.pop(str(meta.get("name")), None)
-                else:
-                    self.objects[str(meta.get("name"))] = obj
-            self._changed()
+                gone = kind == "DELETED"
+                app = self._put(str(meta.get("name")), None if gone else _slim(dict(obj)))
+            if app is not None:
+                self._changed(app)
         if rv:
             self._rv = str(rv)
+
+
+def _app_of(obj: Mapping[str, Any]) -> str | None:
+    """The app an object belongs to (its ``tether.dev/app-id`` label)."""
+    app = ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_APP_ID)
+    return str(app) if app else None
+
+
+def _slim(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object without what no analysis reads (``managedFields``: often half its size)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
 
 
 class KubeReader:
@@ -244,6 +287,13 @@ class KubeReader:
         self._close: Callable[[], None] = lambda: None
         self._stopped = threading.Event()
         self.reflectors: dict[str, Reflector] = {}
+        self._lock = threading.Lock()
+        self._dirty: set[str] = set()
+        self._all_dirty = True
+        self._analyzed_at = 0.0
+        self._views: dict[str, DescribeAppResponse] = {}
+        self._wake: Callable[[], None] = lambda: None
+        self.analyses = 0
 
     def start(self, wake: Callable[[], None]) -> None:
         """Opens the lists + watches.
@@ -252,13 +302,26 @@ class KubeReader:
             wake: Called after each change.
         """
         self._api, self._close = self._make_api()
+        self._wake = wake
         for kind, path, optional in KINDS:
-            ref = Reflector(self._api, kind, path(self.namespace), optional, wake, self._stopped)
+            ns_path = path(self.namespace)
+            ref = Reflector(self._api, kind, ns_path, optional, self._changed, self._stopped)
             self.reflectors[kind] = ref
             ref.start()
 
+    def _changed(self, app: str | None) -> None:
+        with self._lock:
+            if app is None:
+                self._all_dirty = True
+            else:
+                self._dirty.add(app)
+        self._wake()
+
     def read(self, app_ids: Collection[str]) -> Mapping[str, DescribeAppResponse] | None:
         """The followed apps the cache shows, analyzed; None before every first list is in.
+
+        Only the apps whose objects changed since the last read are analyzed again, and all
+        of them every :data:`REANALYZE_S` seconds (states that change with time alone).
 
         Args:
             app_ids: ``{namespace}:{name}`` of the followed apps.
@@ -269,19 +332,24 @@ class KubeReader:
         if not all(r.synced.is_set() for r in self.reflectors.values()):
             return None
         wanted = {app_id.partition(":")[2]: app_id for app_id in app_ids}
-        grouped: dict[str, dict[str, list[dict[str, Any]]]] = {}
-        for kind, ref in self.reflectors.items():
-            for obj in ref.snapshot():
-                name = ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_APP_ID)
-                if name in wanted:
-                    grouped.setdefault(str(name), {}).setdefault(kind, []).append(obj)
-        now = datetime.now(timezone.utc)
-        out: dict[str, DescribeAppResponse] = {}
-        for name, kinds in grouped.items():
-            resp = _analyze(self.namespace, name, kinds, now)
-            if resp is not None:
-                out[wanted[name]] = resp
-        return out
+        now = time.monotonic()
+        with self._lock:
+            full = self._all_dirty or now - self._analyzed_at >= REANALYZE_S
+            dirty, self._dirty, self._all_dirty = self._dirty, set(), False
+        if full:
+            self._analyzed_at = now
+        self._views = {n: v for n, v in self._views.items() if n in wanted}
+        stamp = datetime.now(timezone.utc)
+        for name in wanted:
+            if full or name in dirty or name not in self._views:
+                self.analyses += 1
+                kinds = {kind: ref.of_app(name) for kind, ref in self.reflectors.items()}
+                resp = _analyze(self.namespace, name, kinds, stamp)
+                if resp is None:
+                    self._views.pop(name, None)
+                else:
+                    self._views[name] = resp
+        return {wanted[n]: v for n, v in self._views.items()}
 
     def confirm(self, app_id: str) -> DescribeAppResponse | None:
         """Reads one app directly from the apiserver.
