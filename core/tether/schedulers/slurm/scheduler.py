@@ -24,7 +24,7 @@ from tether.schedulers.api import (
     Stream,
     filter_regex,
 )
-from tether.schedulers.capabilities import Capabilities, MountKind
+from tether.schedulers.capabilities import Capabilities, Follow, FollowMode, MountKind
 from tether.schedulers.slurm.client import SlurmClient, SlurmCommandError
 from tether.schedulers.slurm.options import SlurmOpts
 from tether.schedulers.slurm.overlay import app_overlays
@@ -97,6 +97,8 @@ class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
         port_map=True,
         list_apps=True,
         job_identity=True,
+        # one squeue (and one sacct for jobs that left the queue) per interval for all jobs
+        follow=Follow(FollowMode.BATCH_POLL, "tether.schedulers.slurm.watch", interval=5.0),
     )
 
     def __init__(
@@ -212,6 +214,18 @@ class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
         app = self._fetch(app_id)
         if app is None:
             return None
+        return self.describe_app(app)
+
+    def describe_app(self, app: SlurmApp) -> DescribeAppResponse:
+        """What :meth:`describe` answers for a job already read (also the watch hub's view).
+
+        Args:
+            app: The job, from ``squeue`` or ``sacct``.
+
+        Returns:
+            The description.
+        """
+        app_id = app.app_id
         msg = app.msg
         if app.state == AppState.FAILED:
             msg += self._role_exit_note(app) + self._oom_note(app)
