@@ -44,7 +44,7 @@ from tether.schedulers.aws_client import (
     make_client,
     resolve_region,
 )
-from tether.schedulers.capabilities import Capabilities, MountKind
+from tether.schedulers.capabilities import Capabilities, Follow, FollowMode, MountKind
 from tether.schedulers.ids import make_app_id
 from tether.specs import (
     AppDef,
@@ -115,6 +115,8 @@ class AwsBatchScheduler(Scheduler[AwsBatchRequest, AwsBatchOpts]):
         list_apps=True,
         job_identity=True,
         max_roles=MAX_NODE_GROUPS,
+        # DescribeJobs with up to 100 ids a call for every followed job of a queue
+        follow=Follow(FollowMode.BATCH_POLL, "tether.schedulers.aws_batch.watch", interval=10.0),
     )
 
     def __init__(self, session_name: str, region: str | None = None, profile: str | None = None,
@@ -250,6 +252,18 @@ class AwsBatchScheduler(Scheduler[AwsBatchRequest, AwsBatchOpts]):
         job = self._job(app_id)
         if job is None:
             return None
+        return self.describe_job(app_id, job)
+
+    def describe_job(self, app_id: str, job: dict[str, Any]) -> DescribeAppResponse:
+        """What :meth:`describe` answers for a job already read (also the watch hub's view).
+
+        Args:
+            app_id: ``region:queue:job_name``.
+            job: The job as ``describe_jobs`` returned it.
+
+        Returns:
+            The description.
+        """
         state = app_state(job)
         tags = job.get("tags") or {}
         roles = parse_roles(str(tags.get(TAG_ROLES, ""))) or [("main", 1)]
