@@ -23,7 +23,7 @@ from tether.schedulers.api import (
     Stream,
     filter_regex,
 )
-from tether.schedulers.capabilities import Capabilities
+from tether.schedulers.capabilities import Capabilities, Follow, FollowMode
 from tether.schedulers.ids import make_app_id
 from tether.schedulers.ray import driver as driver_module
 from tether.schedulers.ray.driver import failed_replica, split_replica_line
@@ -147,6 +147,8 @@ class RayScheduler(Scheduler[RayJobRequest, RayOpts], WorkspaceMixin[None]):
         elastic=True,
         secrets=False,
         port_map=False,
+        # one jobs listing per interval for every followed job of the cluster
+        follow=Follow(FollowMode.BATCH_POLL, "tether.schedulers.ray.watch", interval=5.0),
     )
 
     def __init__(self, session_name: str, address: str | None = None, client: Any = None) -> None:
@@ -248,6 +250,18 @@ class RayScheduler(Scheduler[RayJobRequest, RayOpts], WorkspaceMixin[None]):
         info = self._info(app_id)
         if info is None:
             return None
+        return self.describe_info(app_id, info)
+
+    def describe_info(self, app_id: str, info: Any) -> DescribeAppResponse:
+        """What :meth:`describe` answers for a job already read (also the watch hub's view).
+
+        Args:
+            app_id: The submission id.
+            info: Its ``JobDetails`` (from ``get_job_info`` or ``list_jobs``).
+
+        Returns:
+            The description.
+        """
         state = app_state(info.status)
         meta = dict(info.metadata or {})
         roles = _roles_of(meta)
