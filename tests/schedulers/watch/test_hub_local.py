@@ -94,7 +94,7 @@ def test_a_job_deleted_out_of_band_ends_with_a_clear_message(tmp_path: Path) -> 
         handle, sched, app_id = _launch(runner, _sleeper(60))
         app_dir = sched.store.app_dir(app_id)
         kept = tmp_path / "kept"
-        with Subscription() as sub:
+        with Subscription(WatchHub()) as sub:
             sub.follow(sched, app_id, ref=handle)
             first = sub.get(timeout=30)
             assert first is not None and not first.final
@@ -186,4 +186,23 @@ def test_views_and_their_threads_end_with_their_last_subscriber() -> None:
             if t.name.startswith("tether-watch") and t.name not in before:
                 t.join(timeout=10)
                 assert not t.is_alive(), t.name
+    hub.close()
+
+
+def test_a_view_lingers_for_the_next_subscriber_then_ends() -> None:
+    hub = WatchHub(linger=1.0)
+    with get_runner() as runner:
+        handle, sched, app_id = _launch(runner, _sleeper(0.1))
+        assert runner.wait(handle, timeout=30) is not None
+        with Subscription(hub) as sub:
+            sub.follow(sched, app_id)
+            assert sub.get(timeout=10) is not None
+        (view,) = hub._views.values()
+        with Subscription(hub) as sub:  # within the linger: the same view, its state at once
+            sub.follow(sched, app_id)
+            ev = sub.get(timeout=0)
+            assert ev is not None and ev.state == AppState.SUCCEEDED
+        assert list(hub._views.values()) == [view]
+        view.driver.join(timeout=30)  # the view ends by itself once the linger is over
+        assert hub.stats()["views"] == 0
     hub.close()

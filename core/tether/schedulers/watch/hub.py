@@ -8,7 +8,10 @@ through the backend's reader, and hands each change to the subscribers of that j
 * a subscriber hears a job's terminal state (or that it is gone) exactly once, and nothing
   about that job after it;
 * a job is only ever "gone" after the backend said so on a direct read;
-* a view whose last subscriber left is dropped, and its thread and streams stopped.
+* a view whose last subscriber left is dropped, and its thread and streams stopped (the
+  process's hub keeps a job :data:`LINGER_S` seconds after its last subscriber left, so
+  that a caller that waits in short slices, such as ``tether wait``'s progress loop, does
+  not reopen the view each time).
 
 Subscribers hand the hub a ``deliver`` function that must not block (a queue's ``put``, a
 loop's ``call_soon_threadsafe``); it is called on the view's thread, in order. Use
@@ -25,6 +28,7 @@ import itertools
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +50,7 @@ class _Entry:
 
     event: JobEvent | None = None
     subs: set[int] = field(default_factory=set)
+    idle_since: float | None = None  # when its last subscriber left (it lingers)
 
 
 @dataclass
@@ -93,17 +98,25 @@ def resolve_target(scheduler: Scheduler[Any], app_id: str) -> FollowTarget:
     return target
 
 
+LINGER_S = 30.0
+"""Seconds the process's hub keeps following a job after its last subscriber left."""
+
+
 class WatchHub:
     """Shared views of followed jobs (see the module docs); one per process (:func:`get_hub`).
 
     Args:
         resolve: Maps a scheduler and app id to its follow target (tests may pass their own).
+        linger: Seconds a job stays followed after its last subscriber left (0: none).
     """
 
     def __init__(
-        self, resolve: Callable[[Scheduler[Any], str], FollowTarget] = resolve_target
+        self,
+        resolve: Callable[[Scheduler[Any], str], FollowTarget] = resolve_target,
+        linger: float = 0.0,
     ) -> None:
         self._resolve = resolve
+        self._linger = linger
         self._lock = threading.RLock()
         self._views: dict[WatchKey, _View] = {}
         self._subs: dict[int, _Sub] = {}
@@ -151,6 +164,7 @@ class WatchHub:
                 view.driver.start()
             entry = view.entries.setdefault(app_id, _Entry())
             entry.subs.add(sub_id)
+            entry.idle_since = None
             sub.refs[(key, app_id)] = app_id if ref is None else ref
             if entry.event is not None:
                 self._deliver(sub, entry.event)
@@ -244,6 +258,14 @@ class WatchHub:
             view = self._views.get(key)
             if view is None:
                 return frozenset()
+            now = time.monotonic()
+            for app_id, e in list(view.entries.items()):
+                if e.idle_since is not None and now - e.idle_since >= self._linger:
+                    del view.entries[app_id]
+            if not view.entries:
+                del self._views[key]
+                view.driver.stop()
+                return frozenset()
             return frozenset(
                 a for a, e in view.entries.items() if e.event is None or not e.event.final
             )
@@ -291,6 +313,9 @@ class WatchHub:
             return
         entry.subs.discard(sub_id)
         if not entry.subs:
+            if self._linger > 0:  # kept (and read) a while for the next subscriber
+                entry.idle_since = time.monotonic()
+                return
             del view.entries[app_id]
         if not view.entries:
             del self._views[key]
@@ -310,7 +335,7 @@ def get_hub() -> WatchHub:
     global _HUB
     with _HUB_LOCK:
         if _HUB is None:
-            _HUB = WatchHub()
+            _HUB = WatchHub(linger=LINGER_S)
         return _HUB
 
 
