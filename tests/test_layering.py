@@ -131,12 +131,18 @@ def test_schedulers_never_import_runner_cli_or_adapters() -> None:
     assert _violations("tether.schedulers", forbidden) == []
 
 
+SHARED_SCHEDULER_PACKAGES = frozenset({"tether.schedulers.watch"})
+"""Packages of the scheduler layer that every backend may use (not backends themselves)."""
+
+
 def _backend(name: str) -> str | None:
     """The backend package (``tether.schedulers.<backend>``) holding module ``name``, or None."""
     parts = name.split(".")
     if len(parts) < 3 or parts[:2] != ["tether", "schedulers"]:
         return None
     package = ".".join(parts[:3])
+    if package in SHARED_SCHEDULER_PACKAGES:
+        return None
     return package if package in MODULES and _is_package(package) else None
 
 

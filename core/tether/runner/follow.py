@@ -181,8 +181,8 @@ def wait(
 
 
 def status(pool: SchedulerPool, handle: AppHandle, hub: WatchHub | None = None) -> AppStatus | None:
-    """The app's status: from the hub's view when this process follows the app through a
-    watch or a scan, else one direct read.
+    """The app's status: from the hub's view while this process reads the unfinished app
+    through a watch or a scan, else one direct read.
 
     Args:
         pool: The runner.

@@ -58,7 +58,7 @@ KINDS: tuple[tuple[str, Callable[[str], str], bool], ...] = (
 """(name, collection path of a namespace, optional: the cluster may not serve the kind)."""
 
 
-class Gone(Exception):
+class _Gone(Exception):
     """The watch's resourceVersion is too old (``410 Gone``): relist."""
 
 
@@ -142,7 +142,7 @@ class Reflector:
                     self._relist()
                 self._watch()
                 backoff.reset()
-            except Gone:
+            except _Gone:
                 log.info("watch of %s: resourceVersion too old (410); relisting", self.path)
                 self._rv = None
             except KubernetesApiError as e:
@@ -242,7 +242,7 @@ class Reflector:
         if kind == "ERROR":
             code = int(obj.get("code") or 0)
             if code == 410:
-                raise Gone()
+                raise _Gone()
             raise KubernetesApiError(code, f"watch of {self.path}: {obj.get('message')}")
         meta = obj.get("metadata") or {}
         rv = meta.get("resourceVersion")

@@ -203,20 +203,25 @@ class WatchHub:
 
     # ---- reading the views -------------------------------------------------------------
     def current(self, scheduler: Scheduler[Any], app_id: str) -> JobEvent | None:
-        """The state a view holds of a job, without any request; None when not followed.
+        """The state of a job a view is reading now, without any request.
+
+        A job that ended is no longer read (it may have been deleted since): None for it, as
+        for a job no view follows.
 
         Args:
             scheduler: The job's scheduler.
             app_id: The job.
 
         Returns:
-            The last event of the job (its ``ref`` is the app id).
+            The last event of the job (its ``ref`` is the app id), or None.
         """
         key = self._resolve(scheduler, app_id).key
         with self._lock:
             view = self._views.get(key)
             entry = view.entries.get(app_id) if view is not None else None
-            return entry.event if entry is not None else None
+            if entry is None or entry.event is None or entry.event.final:
+                return None
+            return entry.event
 
     def stats(self) -> dict[str, int]:
         """Counts of views, followed jobs, subscribers and live view threads (for tests).
