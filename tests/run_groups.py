@@ -65,6 +65,7 @@ KUBE = [
     "tests/adapters/airflow/test_airflow_kubernetes.py",
     CONTRACT,
     "tests/e2e/matrix/test_matrix.py",
+    "tests/e2e/test_watch_hub_kube.py",
 ]
 SLURM_RAY = [
     "tests/e2e/test_slurm_e2e.py",
@@ -72,6 +73,8 @@ SLURM_RAY = [
     "tests/e2e/matrix/test_matrix_slurm.py",
     "tests/e2e/test_ray_e2e.py",
     "tests/e2e/matrix/test_matrix_ray.py",
+    "tests/e2e/test_slurm_watch.py",
+    "tests/e2e/test_ray_watch.py",
 ]
 SLURM_RAY_CONTRACT = ["slurm", "ray"]
 """The backends whose contract cases the slurm+ray group runs (a backend adds its id here)."""
@@ -84,6 +87,7 @@ CONTAINERS = [
     "tests/e2e/test_aws_sagemaker_e2e.py",
     "tests/e2e/matrix/test_matrix_aws_batch.py",
     "tests/e2e/matrix/test_matrix_local_docker.py",
+    "tests/e2e/test_aws_batch_watch.py",
 ]
 CONTAINERS_CONTRACT = ["aws_batch", "local_docker"]
 """The backends whose contract cases the containers group runs (podman, moto)."""
