@@ -1,22 +1,32 @@
 """The Slurm commands tether runs (sbatch, squeue, scontrol, scancel, sacct), as argv lists.
 
-Every command runs without a shell, with ``SLURM_CONF`` set when the scheduler was given a
-configuration file, and a failure raises :class:`SlurmCommandError` carrying Slurm's own
-error text.
+Every command runs through a :class:`~tether.schedulers.slurm.transport.Transport`: on this
+machine (``local``, without a shell, with ``SLURM_CONF`` set when the scheduler was given a
+configuration file) or on a login node (``ssh``, every argument quoted). A failure raises
+:class:`SlurmCommandError` carrying Slurm's own error text; an unreachable cluster raises
+:class:`~tether.schedulers.slurm.transport.SlurmTransportError`.
 """
 
 from __future__ import annotations
 
+import getpass
 import json
-import os
 import subprocess
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from tether.errors import BackendError
+from tether.schedulers.slurm.files import JobFiles, LocalFiles, ShellFiles
+from tether.schedulers.slurm.render import SlurmRequest
 from tether.schedulers.slurm.status import SACCT_FIELDS
-
-DEFAULT_TIMEOUT_S = 60.0
+from tether.schedulers.slurm.transport import (
+    DEFAULT_TIMEOUT_S,
+    LocalTransport,
+    Transport,
+    TransportCapabilities,
+    TransportSettings,
+)
 
 
 class SlurmCommandError(BackendError):
@@ -38,12 +48,13 @@ class SlurmCommandError(BackendError):
 
 
 class SlurmClient:
-    """Runs Slurm's client commands.
+    """Runs Slurm's client commands through a transport.
 
     Args:
         slurm_conf: A ``slurm.conf`` to use (``SLURM_CONF``); default: the usual lookup.
-        env: Extra environment for the commands.
+        env: Extra environment for the commands (``local`` only).
         timeout: Seconds a command may take.
+        transport: Where the commands run (default: this machine).
     """
 
     def __init__(
@@ -51,45 +62,114 @@ class SlurmClient:
         slurm_conf: str | None = None,
         env: Mapping[str, str] | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
+        transport: Transport | None = None,
     ) -> None:
         self.slurm_conf = slurm_conf
         self.extra_env = dict(env or {})
         self.timeout = timeout
+        if transport is None:
+            transport = LocalTransport(TransportSettings(slurm_conf=slurm_conf, timeout=timeout))
+        elif slurm_conf and not transport.settings.slurm_conf:
+            transport.settings = replace(transport.settings, slurm_conf=slurm_conf)
+        self.transport = transport
+        self._user: str | None = None
+        self.files: JobFiles = (
+            LocalFiles() if isinstance(transport, LocalTransport) else ShellFiles(transport)
+        )
+
+    @property
+    def capabilities(self) -> TransportCapabilities:
+        """What the transport can do."""
+        return self.transport.capabilities
+
+    @property
+    def where(self) -> str:
+        """The host the commands run on (for messages)."""
+        return self.transport.where
 
     def env(self) -> dict[str, str]:
-        """The environment the commands (and the jobs sbatch submits) get."""
-        env = {**os.environ, **self.extra_env}
-        if self.slurm_conf:
-            env["SLURM_CONF"] = self.slurm_conf
+        """The environment the commands (and the jobs sbatch submits) get (``local``)."""
+        env = LocalTransport(self.transport.settings).env()
+        env.update(self.extra_env)
         return env
 
-    def run(self, argv: Sequence[str], check: bool = True) -> subprocess.CompletedProcess[str]:
-        """Runs one command.
+    def run(
+        self, argv: Sequence[str], check: bool = True, retry: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """Runs one Slurm command through the transport (the watch hub's ``squeue`` too).
 
         Args:
             argv: The command line.
             check: Raise :class:`SlurmCommandError` on a non-zero exit.
+            retry: Whether it may run again after a dropped connection.
 
         Returns:
             The finished process.
 
         Raises:
             SlurmCommandError: When it fails, or the program is missing.
+            SlurmTransportError: When the cluster cannot be reached.
         """
         try:
-            res = subprocess.run(
-                list(argv), env=self.env(), capture_output=True, text=True,
-                timeout=self.timeout, stdin=subprocess.DEVNULL,
-            )  # fmt: skip
+            if isinstance(self.transport, LocalTransport):
+                res = subprocess.run(
+                    list(argv), env=self.env(), capture_output=True, text=True,
+                    errors="surrogateescape", timeout=self.timeout, stdin=subprocess.DEVNULL,
+                )  # fmt: skip
+            else:
+                res = self.transport.run(argv, timeout=self.timeout, retry=retry)
         except FileNotFoundError:
             raise SlurmCommandError(
                 argv, 127, f"{argv[0]} not found: install Slurm's client commands (slurm-client)"
             ) from None
         except subprocess.TimeoutExpired:
             raise SlurmCommandError(argv, 124, f"no answer within {self.timeout:.0f}s") from None
+        if res.returncode == 127 and "not found" in res.stderr:
+            raise SlurmCommandError(
+                argv, 127, f"{argv[0]} not found on {self.where}: install Slurm's client "
+                "commands there (slurm-client) or fix the login PATH",
+            )  # fmt: skip
         if check and res.returncode != 0:
             raise SlurmCommandError(argv, res.returncode, res.stderr or res.stdout)
         return res
+
+    def submit(self, req: SlurmRequest) -> tuple[str, str]:
+        """Writes the script into the job directory and submits it with ``sbatch``.
+
+        Args:
+            req: The rendered request.
+
+        Returns:
+            (job id, the script's path).
+
+        Raises:
+            SlurmCommandError: When Slurm refuses the job (the script is removed).
+            ConnectionDropped: When the connection broke during ``sbatch`` (unknown outcome).
+        """
+        path = self.files.write_new(req.job_dir, f".{req.job_name}-", req.script)
+        try:
+            job_id = self.sbatch(req.sbatch_args, path)
+        except SlurmCommandError:
+            self.files.remove(path)
+            raise
+        final = f"{req.job_dir}/{req.job_name}-{job_id}.sbatch"
+        self.files.rename(path, final)
+        return job_id, final
+
+    def login_user(self) -> str:
+        """The user Slurm's commands run as (this machine's, or the login node's)."""
+        if self._user is None:
+            if isinstance(self.transport, LocalTransport):
+                self._user = getpass.getuser()
+            elif self.transport.settings.user:
+                self._user = self.transport.settings.user
+            else:  # ssh's own choice (~/.ssh/config or the local name): ask
+                self._user = self.run(["id", "-un"]).stdout.strip()
+        return self._user
+
+    def close(self) -> None:
+        """Closes the transport's connection."""
+        self.transport.close()
 
     def sbatch(self, args: Sequence[str], script_path: str) -> str:
         """Submits a script with ``sbatch --parsable``.
@@ -101,7 +181,7 @@ class SlurmClient:
         Returns:
             The job id (of the het leader for a heterogeneous job).
         """
-        out = self.run(["sbatch", *args, script_path]).stdout.strip()
+        out = self.run(["sbatch", *args, script_path], retry=False).stdout.strip()
         return out.splitlines()[-1].split(";")[0].strip() if out else ""
 
     def squeue(self, job_id: str | None = None, user: str | None = None) -> list[dict[str, Any]]:

@@ -90,3 +90,42 @@ class SlurmOpts(StructuredOpts):
     sbatch_args: list[str] = field(default_factory=list)
     """Extra sbatch flags, each as one argument ('--reservation=r1'), given to every job
     component."""
+
+    # ---- transport (see tether.schedulers.slurm.transport); the scheduler's parameters
+    # (an Airflow connection, Prefect settings) give the defaults, these win for a submit.
+    transport: str | None = None
+    """How the cluster is reached: local (Slurm's commands on this machine), ssh (on a login
+    node over OpenSSH) or rest (slurmrestd with a JWT). Default: the scheduler's, else local."""
+
+    host: str | None = None
+    """transport=ssh: the login node."""
+
+    user: str | None = None
+    """transport=ssh: the login user; rest: the Slurm user the JWT belongs to."""
+
+    port: int | None = None
+    """transport=ssh: the sshd port (default: ssh's, 22)."""
+
+    identity_file: str | None = None
+    """transport=ssh: the private key file."""
+
+    jump_host: str | None = None
+    """transport=ssh: a bastion to go through ([user@]host[:port], ssh -J)."""
+
+    known_hosts: str | None = None
+    """transport=ssh: the known_hosts file the host key is checked against (default: ssh's)."""
+
+    verify_host_key: bool | None = None
+    """transport=ssh: refuse an unknown or changed host key (default: True)."""
+
+    rest_url: str | None = None
+    """transport=rest: slurmrestd's base URL, e.g. https://slurm.example:6820."""
+
+    jwt_file: str | None = None
+    """transport=rest: a file holding the JWT (default: $SLURM_JWT, else the connection's)."""
+
+    tls_verify: bool | None = None
+    """transport=rest: verify slurmrestd's TLS certificate (default: True)."""
+
+    ca_file: str | None = None
+    """transport=rest: a CA bundle for slurmrestd's certificate."""

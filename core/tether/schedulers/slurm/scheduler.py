@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import builtins
-import contextlib
-import getpass
+import codecs
 import logging
 import os
 import re
-import shutil
-import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
@@ -18,6 +15,7 @@ from typing import Any, ClassVar
 
 from tether.errors import BackendError
 from tether.schedulers.api import (
+    JOB_KEY,
     DescribeAppResponse,
     ListAppResponse,
     Scheduler,
@@ -25,25 +23,34 @@ from tether.schedulers.api import (
     filter_regex,
 )
 from tether.schedulers.capabilities import Capabilities, Follow, FollowMode, MountKind
-from tether.schedulers.slurm.client import SlurmClient, SlurmCommandError
+from tether.schedulers.slurm.client import SlurmCommandError
+from tether.schedulers.slurm.connect import SlurmApi, make_client, request_text
 from tether.schedulers.slurm.options import SlurmOpts
 from tether.schedulers.slurm.overlay import app_overlays
 from tether.schedulers.slurm.render import (
     EXIT_FILE_PREFIX,
     RESTARTS_FILE,
+    SlurmConfigError,
     SlurmRequest,
     check_app,
     check_opts,
     default_job_dir,
-    format_request,
     render,
 )
+from tether.schedulers.slurm.rest_job import job_description
 from tether.schedulers.slurm.status import (
     SlurmApp,
     from_sacct,
     from_squeue,
     role_statuses,
     roles,
+)
+from tether.schedulers.slurm.transport import (
+    SETTING_FIELDS,
+    ConnectionDropped,
+    SlurmTransportConfigError,
+    TransportSettings,
+    settings_from,
 )
 from tether.schedulers.slurm.workspace import build_role_workspace
 from tether.specs import (
@@ -77,7 +84,12 @@ class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
     Args:
         session_name: The runner's session.
         slurm_conf: The ``slurm.conf`` of the cluster (``SLURM_CONF``; default: Slurm's lookup).
-        client: A :class:`SlurmClient` (tests pass one).
+        client: A client (:class:`~.client.SlurmClient`; tests pass one).
+        jwt: ``transport=rest``: the token itself (a connection's secret; ``SLURM_JWT`` and
+            ``jwt_file`` are the other sources).
+        **transport: Transport settings (:class:`~.transport.TransportSettings`: ``transport``,
+            ``host``, ``user``, ``port``, ``identity_file``, ``jump_host``, ``rest_url``...);
+            the run options of the same names override them for a submission.
     """
 
     capabilities: ClassVar[Capabilities] = Capabilities(
@@ -105,19 +117,54 @@ class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
         self,
         session_name: str,
         slurm_conf: str | None = None,
-        client: SlurmClient | None = None,
+        client: SlurmApi | None = None,
+        jwt: str | None = None,
+        **transport: Any,
     ) -> None:
         super().__init__(BACKEND, session_name)
-        self._client = client or SlurmClient(slurm_conf=slurm_conf)
+        self._settings = settings_from({**transport, "slurm_conf": slurm_conf})
+        self._jwt = jwt
+        self._client: SlurmApi = client or make_client(self._settings, jwt)
+
+    @property
+    def client(self) -> SlurmApi:
+        """The client of the transport in use (``run`` runs one Slurm command there)."""
+        return self._client
+
+    def _settings_for(self, cfg: Mapping[str, CfgVal]) -> TransportSettings:
+        """The scheduler's transport settings with the run options' on top (checked)."""
+        settings = self._settings.overlay({k: cfg.get(k) for k in SETTING_FIELDS if k in cfg})
+        try:
+            settings.check()
+        except SlurmTransportConfigError as e:
+            raise SlurmConfigError(str(e)) from None
+        return settings
+
+    def _use(self, settings: TransportSettings) -> SlurmApi:
+        """Switches to the transport of ``settings`` (describe, logs... follow it)."""
+        if settings != self._settings:
+            self._client.close()
+            self._settings = settings
+            self._client = make_client(settings, self._jwt)
+        return self._client
+
+    def close(self) -> None:
+        """Closes the transport's connection (the ssh master)."""
+        self._client.close()
 
     # ---- options and render --------------------------------------------------------------
     def _validate(self, app: AppDef, scheduler: str, opts: SlurmOpts) -> None:
         check_opts(opts, app)
         check_app(app, opts)
         app_overlays(app)
+        self._settings_for(opts)
 
     def _submit_dryrun(self, app: AppDef, opts: SlurmOpts) -> AppDryRunInfo[SlurmRequest]:
-        return AppDryRunInfo(render(app, opts), format_request)
+        kind = self._settings_for(opts).transport
+        req = render(app, opts)
+        if kind == "rest":
+            job_description(req)  # refuses, now, a flag slurmrestd has no field for
+        return AppDryRunInfo(req, lambda r: request_text(r, kind))
 
     def caching_build_workspace_and_update_role(
         self, role: Role, cfg: Mapping[str, CfgVal], build_cache: dict[object, object]
@@ -148,20 +195,36 @@ class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
             SlurmSubmitError: When Slurm refuses the job, with its reason and the roles named.
         """
         req = dryrun_info.request
-        job_dir = Path(req.job_dir)
-        job_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(prefix=f".{req.job_name}-", suffix=".sbatch", dir=job_dir)
-        with os.fdopen(fd, "w") as f:  # mkstemp: mode 0600
-            f.write(req.script)
+        client = self._use(self._settings_for(dryrun_info.cfg or {}))
         try:
-            job_id = self._client.sbatch(req.sbatch_args, tmp)
+            return client.submit(req)[0]
         except SlurmCommandError as e:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
             raise SlurmSubmitError(self._explain(dryrun_info, e)) from None
-        with contextlib.suppress(OSError):
-            os.replace(tmp, job_dir / f"{req.job_name}-{job_id}.sbatch")
-        return job_id
+        except ConnectionDropped as e:
+            return self._after_drop(dryrun_info, e)
+
+    def _after_drop(self, info: AppDryRunInfo[SlurmRequest], e: ConnectionDropped) -> str:
+        """The connection broke during ``sbatch``: the job may or may not exist. With a job
+        key, look for it over a new connection and submit again only when it is not there,
+        so a job is never submitted twice."""
+        key = info.app.metadata.get(JOB_KEY) if info.app is not None else None
+        if not key:
+            raise ConnectionDropped(
+                e.transport,
+                e.where,
+                f"{e}; whether the job was submitted is unknown",
+                "give the app a job key (the Runner does) so a resubmission is safe, or look "
+                "with `squeue` before submitting again",
+            ) from None
+        found = self.find_jobs(key)
+        if found:
+            log.info("job %s with key %r was submitted before the connection dropped",
+                     found[-1].app_id, key)  # fmt: skip
+            return found[-1].app_id
+        try:
+            return self._client.submit(info.request)[0]
+        except SlurmCommandError as err:
+            raise SlurmSubmitError(self._explain(info, err)) from None
 
     @staticmethod
     def _explain(info: AppDryRunInfo[SlurmRequest], e: SlurmCommandError) -> str:
@@ -200,7 +263,7 @@ class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
 
     def _deleted(self, app: SlurmApp) -> bool:
         path = self._tombstone(app)
-        return path is not None and path.exists()
+        return path is not None and self._client.files.exists(str(path))
 
     def describe(self, app_id: str) -> DescribeAppResponse | None:
         """The job's state from ``squeue --json`` (``sacct`` once squeue forgot it).
@@ -239,52 +302,45 @@ class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
             job_key=app.marker.job_key,
         )
 
-    @staticmethod
-    def _replica_restarts(app: SlurmApp) -> int:
+    def _replica_restarts(self, app: SlurmApp) -> int:
         """The restarts of tasks by ``RetryPolicy.REPLICA`` (counted in the log directory)."""
         if not app.job_dir:
             return 0
-        total = 0
-        with contextlib.suppress(OSError):
-            for entry in os.scandir(Path(app.job_dir) / f"{app.name}-{app.app_id}"):
-                if entry.name.startswith(RESTARTS_FILE):
-                    total += entry.stat().st_size
-        return total
+        found = self._client.files.sizes(f"{app.job_dir}/{app.name}-{app.app_id}")
+        return sum(n for name, n in found.items() if name.startswith(RESTARTS_FILE))
 
-    @staticmethod
-    def _role_exit_note(app: SlurmApp) -> str:
+    def _role_exit_note(self, app: SlurmApp) -> str:
         """``; exit codes by role: a=143 (stopped), b=5`` for a heterogeneous job."""
         if len(app.marker.roles) < 2 or not app.job_dir:
             return ""
         logs = Path(app.job_dir) / f"{app.name}-{app.app_id}"
         codes = []
         for (name, _), stem in zip(app.marker.roles, app.log_stems):
-            try:
-                rc = (logs / f"{EXIT_FILE_PREFIX}{stem}").read_text().strip()
-            except OSError:
+            data = self._client.files.read(str(logs / f"{EXIT_FILE_PREFIX}{stem}"))
+            if data is None:
                 continue
+            rc = data.decode(errors="replace").strip()
             codes.append(f"{name}={rc}" + (" (stopped)" if rc == "143" else ""))
         return f"; exit codes by role: {', '.join(codes)}" if codes else ""
 
-    @staticmethod
-    def _oom_note(app: SlurmApp) -> str:
+    def _oom_note(self, app: SlurmApp) -> str:
         """``; out of memory: <Slurm's line>`` when a log of the job says a step was killed
         for exceeding its memory (Slurm reports such a job as FAILED unless it enforces memory
         with cgroups, where the state is OUT_OF_MEMORY)."""
         if not app.job_dir:
             return ""
+        files = self._client.files
         base = Path(app.job_dir)
-        files = [base / f"{app.name}-{app.app_id}.out"]
+        paths = [base / f"{app.name}-{app.app_id}.out"]
         logs = base / f"{app.name}-{app.app_id}"
-        with contextlib.suppress(OSError):
-            files += sorted(logs.iterdir())
-        for path in files:
-            try:
-                with open(path, "rb") as f:
-                    f.seek(max(0, path.stat().st_size - OOM_SCAN_BYTES))
-                    tail = f.read().decode("utf-8", errors="replace")
-            except OSError:
+        sizes = files.sizes(str(logs))
+        paths += [logs / name for name in sorted(sizes)]
+        for path in paths:
+            size = sizes.get(path.name) if path.parent == logs else files.size(str(path))
+            data = files.read(str(path), max(0, (size or 0) - OOM_SCAN_BYTES))
+            if data is None:
                 continue
+            tail = data.decode("utf-8", errors="replace")
             for line in tail.splitlines():
                 if _OOM.search(line):
                     return f"; out of memory ({path.name}): {line.strip()}"
@@ -309,7 +365,7 @@ class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
         Returns:
             One entry per job.
         """
-        user = getpass.getuser()
+        user = self._client.login_user()
         apps = {a.app_id: a for a in from_squeue(self._client.squeue(user=user))}
         text = self._client.sacct(user=user)
         if text:
@@ -343,6 +399,12 @@ class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
         should_tail: bool,
         streams: Stream,
     ) -> Iterable[str]:
+        if not self._client.capabilities.reads_files:
+            raise SlurmConfigError(
+                f"the logs of job {app_id} are files in its job_dir on the cluster, which "
+                f"transport {self._settings.transport} ({self._client.where}) cannot read; read "
+                "them there, or use transport=ssh"
+            )
         app = self._fetch(app_id)
         if app is None:
             raise ValueError(f"slurm knows no tether job {app_id!r}")
@@ -381,17 +443,16 @@ class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
     def _lines(self, app_id: str, path: Path, follow: bool) -> Iterator[str]:
         pos = 0
         pending = ""
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         while True:
             done = True
             if follow:
                 app = self._fetch(app_id)
                 done = app is None or is_terminal(app.state)
-            if path.exists():
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    f.seek(pos)
-                    chunk = f.read()
-                    pos = f.tell()
-                text = pending + chunk
+            data = self._client.files.read(str(path), pos)
+            if data is not None:
+                pos += len(data)
+                text = pending + decoder.decode(data, final=False)
                 lines = text.splitlines(keepends=True)
                 pending = lines.pop() if lines and not lines[-1].endswith("\n") else ""
                 yield from lines
@@ -410,13 +471,10 @@ class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
         tombstone = self._tombstone(app) if app is not None else None
         if app is None or tombstone is None:
             return
-        tombstone.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tombstone.touch()
-        base = Path(app.job_dir)
-        shutil.rmtree(base / f"{app.name}-{app.app_id}", ignore_errors=True)
-        for f in (base / f"{app.name}-{app.app_id}.out", base / f"{app.name}-{app.app_id}.sbatch"):
-            with contextlib.suppress(FileNotFoundError):
-                f.unlink()
+        files = self._client.files
+        files.touch(str(tombstone))
+        base = f"{app.job_dir}/{app.name}-{app.app_id}"
+        files.remove(base, f"{base}.out", f"{base}.sbatch")
 
 
 def create_scheduler(session_name: str, **kwargs: Any) -> SlurmScheduler:
@@ -424,13 +482,14 @@ def create_scheduler(session_name: str, **kwargs: Any) -> SlurmScheduler:
 
     Args:
         session_name: The runner's session.
-        **kwargs: ``slurm_conf`` and ``client`` (see :class:`SlurmScheduler`); other keys
-            (options meant for other backends) are ignored.
+        **kwargs: ``slurm_conf``, ``client``, ``jwt`` and the transport settings (see
+            :class:`SlurmScheduler`); other keys (options meant for other backends) are ignored.
 
     Returns:
         The scheduler.
     """
-    known = {k: kwargs.pop(k) for k in ("slurm_conf", "client") if k in kwargs}
+    names = ("slurm_conf", "client", "jwt", *SETTING_FIELDS)
+    known = {k: kwargs.pop(k) for k in names if k in kwargs}
     if kwargs:
         log.debug("slurm ignores scheduler arguments %s", sorted(kwargs))
     return SlurmScheduler(session_name, **known)

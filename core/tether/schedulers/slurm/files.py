@@ -1,0 +1,231 @@
+"""The job directory as the scheduler sees it, through the transport.
+
+The scheduler writes each job's script there and reads logs, exit codes and restart counts
+back; ``delete`` leaves a marker and removes logs. :class:`LocalFiles` does that on this
+machine (``local``); :class:`ShellFiles` with POSIX commands over a command transport
+(``ssh``: ``cat``, ``tail -c``, ``find``, ``rm``, every argument quoted by the transport);
+:class:`NoFiles` stands for a transport without file access (``rest``), whose reads find
+nothing and whose writes are refused with what to do instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from tether.schedulers.slurm.transport import SlurmTransportError, Transport
+
+
+class JobFiles:
+    """Files under the job directory (paths are absolute, on the cluster's filesystem)."""
+
+    def write_new(self, directory: str, prefix: str, text: str) -> str:
+        """Creates ``directory`` (0700) and a new private (0600) file in it holding ``text``.
+
+        Args:
+            directory: Where.
+            prefix: The file name's start.
+            text: The content.
+
+        Returns:
+            The file's path.
+        """
+        raise NotImplementedError
+
+    def rename(self, src: str, dst: str) -> None:
+        """Renames a file (best effort)."""
+        raise NotImplementedError
+
+    def read(self, path: str, offset: int = 0, limit: int | None = None) -> bytes | None:
+        """Bytes of a file from ``offset`` (at most ``limit``), or None when it is missing."""
+        raise NotImplementedError
+
+    def size(self, path: str) -> int | None:
+        """A file's size, or None when it is missing."""
+        raise NotImplementedError
+
+    def sizes(self, directory: str) -> dict[str, int]:
+        """File name -> size of the files in ``directory`` (empty when it is missing)."""
+        raise NotImplementedError
+
+    def exists(self, path: str) -> bool:
+        """Whether ``path`` exists."""
+        raise NotImplementedError
+
+    def touch(self, path: str) -> None:
+        """Creates an empty file (and its directory)."""
+        raise NotImplementedError
+
+    def remove(self, *paths: str) -> None:
+        """Removes files and directory trees (missing ones are fine)."""
+        raise NotImplementedError
+
+
+class LocalFiles(JobFiles):
+    """The job directory on this machine."""
+
+    def write_new(self, directory: str, prefix: str, text: str) -> str:
+        Path(directory).mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".sbatch", dir=directory)
+        with os.fdopen(fd, "w") as f:  # mkstemp: mode 0600
+            f.write(text)
+        return tmp
+
+    def rename(self, src: str, dst: str) -> None:
+        with contextlib.suppress(OSError):
+            os.replace(src, dst)
+
+    def read(self, path: str, offset: int = 0, limit: int | None = None) -> bytes | None:
+        try:
+            with open(path, "rb") as f:
+                f.seek(offset)
+                return f.read() if limit is None else f.read(limit)
+        except OSError:
+            return None
+
+    def size(self, path: str) -> int | None:
+        try:
+            return os.stat(path).st_size
+        except OSError:
+            return None
+
+    def sizes(self, directory: str) -> dict[str, int]:
+        out: dict[str, int] = {}
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(directory):
+                if entry.is_file():
+                    out[entry.name] = entry.stat().st_size
+        return out
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def touch(self, path: str) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        Path(path).touch()
+
+    def remove(self, *paths: str) -> None:
+        for p in paths:
+            if os.path.isdir(p) and not os.path.islink(p):
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(p)
+
+
+class ShellFiles(JobFiles):
+    """The job directory on the cluster, through POSIX commands run by ``transport``.
+
+    Args:
+        transport: A command transport (``ssh``).
+    """
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+
+    def _sh(self, script: str, *args: str, input: str | None = None) -> tuple[int, str]:
+        """Runs a fixed ``sh -c`` program with ``args`` as its positional parameters (never
+        spliced into the program text)."""
+        res = self.transport.run(["sh", "-c", script, "tether", *args], input=input)
+        return res.returncode, res.stdout
+
+    def write_new(self, directory: str, prefix: str, text: str) -> str:
+        rc, out = self._sh(
+            'umask 077 && mkdir -p -- "$1" && f=$(mktemp -- "$1/$2XXXXXXXX.sbatch") '
+            '&& cat > "$f" && printf %s "$f"',
+            directory, prefix, input=text,
+        )  # fmt: skip
+        if rc != 0 or not out.strip():
+            raise SlurmTransportError(
+                self.transport.kind, self.transport.where,
+                f"cannot write the job script into {directory}",
+                "check that job_dir is writable by the login user",
+            )  # fmt: skip
+        return out.strip()
+
+    def rename(self, src: str, dst: str) -> None:
+        self._sh('mv -f -- "$1" "$2"', src, dst)
+
+    def read(self, path: str, offset: int = 0, limit: int | None = None) -> bytes | None:
+        # tail -c +N is 1-based; head -c bounds the read
+        program = '[ -f "$1" ] || exit 3; tail -c "+$2" -- "$1"'
+        if limit is not None:
+            program += ' | head -c "$3"'
+        res = self.transport.run(
+            ["sh", "-c", program, "tether", path, str(offset + 1), str(limit or 0)]
+        )
+        if res.returncode != 0:
+            return None
+        return res.stdout.encode("utf-8", errors="surrogateescape")
+
+    def size(self, path: str) -> int | None:
+        rc, out = self._sh('[ -f "$1" ] && wc -c < "$1"', path)
+        return int(out.strip()) if rc == 0 and out.strip().isdigit() else None
+
+    def sizes(self, directory: str) -> dict[str, int]:
+        _, out = self._sh(
+            '[ -d "$1" ] || exit 0; find "$1" -mindepth 1 -maxdepth 1 -type f -printf "%s %f\\n"',
+            directory,
+        )
+        found: dict[str, int] = {}
+        for line in out.splitlines():
+            n, _, name = line.partition(" ")
+            if n.isdigit() and name:
+                found[name] = int(n)
+        return found
+
+    def exists(self, path: str) -> bool:
+        return self._sh('[ -e "$1" ]', path)[0] == 0
+
+    def touch(self, path: str) -> None:
+        self._sh('umask 077 && mkdir -p -- "$(dirname -- "$1")" && touch -- "$1"', path)
+
+    def remove(self, *paths: str) -> None:
+        if paths:
+            self._sh('rm -rf -- "$@"', *paths)
+
+
+class NoFiles(JobFiles):
+    """A transport without access to the job directory (``rest``).
+
+    Args:
+        transport: The transport's name, for messages.
+        where: Its URL.
+    """
+
+    def __init__(self, transport: str, where: str) -> None:
+        self.transport = transport
+        self.where = where
+
+    def _refuse(self, what: str) -> SlurmTransportError:
+        return SlurmTransportError(
+            self.transport, self.where, f"{what} needs the job directory, which slurmrestd "
+            "does not serve", "use transport=ssh (or local on a login node) for this",
+        )  # fmt: skip
+
+    def write_new(self, directory: str, prefix: str, text: str) -> str:
+        raise self._refuse("writing the job script")
+
+    def rename(self, src: str, dst: str) -> None:
+        return None
+
+    def read(self, path: str, offset: int = 0, limit: int | None = None) -> bytes | None:
+        return None
+
+    def size(self, path: str) -> int | None:
+        return None
+
+    def sizes(self, directory: str) -> dict[str, int]:
+        return {}
+
+    def exists(self, path: str) -> bool:
+        return False
+
+    def touch(self, path: str) -> None:
+        raise self._refuse("delete (leaving its marker)")
+
+    def remove(self, *paths: str) -> None:
+        raise self._refuse("delete (removing logs)")

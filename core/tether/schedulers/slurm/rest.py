@@ -1,0 +1,300 @@
+"""The ``rest`` transport: Slurm's REST daemon, ``slurmrestd``, with a JWT.
+
+Nothing runs on this machine and nothing needs Slurm's client commands. The API version is
+negotiated from what the daemon offers (its OpenAPI document lists the ``/slurm/vX/`` paths;
+tether takes the newest of :data:`VERSIONS` it finds). The token comes, in this order, from
+``jwt_file``, the connection's secret, or ``SLURM_JWT`` (Slurm's own variable); the user
+from ``user`` or the token's ``sun`` claim. TLS certificates are verified unless
+``tls_verify`` is off; ``ca_file`` adds a CA bundle.
+
+What the API does not offer is stated in :data:`RestClient.capabilities`: no file access
+(the job directory's logs are read on the cluster), no accounting (``sacct``) and no Slurm
+command (the watch hub's squeue is :meth:`RestClient.squeue`).
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import os
+import re
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from tether.schedulers.slurm.client import SlurmCommandError
+from tether.schedulers.slurm.files import JobFiles, NoFiles
+from tether.schedulers.slurm.render import SlurmRequest
+from tether.schedulers.slurm.rest_job import job_description
+from tether.schedulers.slurm.transport import (
+    ConnectionDropped,
+    SlurmTransportError,
+    TransportCapabilities,
+    TransportSettings,
+)
+
+VERSIONS = ("v0.0.38", "v0.0.37", "v0.0.36")
+"""API versions tether speaks, newest first (Slurm 21.08-22.05's job shape)."""
+_AUTH_ERRORS = ("zero bytes were transmitted", "unspecified error", "authentication")
+"""How slurmrestd 22.05 reports a request slurmctld refused for its token."""
+_VERSION_PATH = re.compile(r"^/slurm/(v\d+\.\d+\.\d+)/job/submit$")
+_MINT_HINT = (
+    "mint a new one on the cluster (scontrol token username=USER lifespan=SECONDS) and give "
+    "it as SLURM_JWT, jwt_file or the connection's password"
+)
+
+
+class RestClient:
+    """The cluster through slurmrestd (see the module docs).
+
+    Args:
+        settings: ``rest_url`` (required), ``user``, ``jwt_file``, ``tls_verify``,
+            ``ca_file``, ``timeout``.
+        jwt: The token from a connection's secret.
+    """
+
+    kind: ClassVar[str] = "rest"
+    capabilities: ClassVar[TransportCapabilities] = TransportCapabilities(
+        runs_commands=False, reads_files=False, copies_workspaces=False, accounting=False
+    )
+
+    def __init__(self, settings: TransportSettings, jwt: str | None = None) -> None:
+        self.settings = settings
+        self._jwt = jwt
+        self._version: str | None = None
+        self.files: JobFiles = NoFiles("rest", self.where)
+
+    @property
+    def where(self) -> str:
+        """The base URL."""
+        return (self.settings.rest_url or "").rstrip("/")
+
+    def _fail(self, problem: str, hint: str = "") -> SlurmTransportError:
+        return SlurmTransportError("rest", self.where, problem, hint)
+
+    # ---- credentials -------------------------------------------------------------------
+    def token(self) -> str:
+        """The JWT (read at each call, so a renewed file or variable is picked up)."""
+        if self.settings.jwt_file:
+            try:
+                with open(self.settings.jwt_file) as f:
+                    text = f.read().strip()
+            except OSError as e:
+                raise self._fail(f"cannot read jwt_file {self.settings.jwt_file!r}: "
+                                 f"{e.strerror}", "check jwt_file") from None  # fmt: skip
+            return text.partition("SLURM_JWT=")[2] or text
+        token = self._jwt or os.environ.get("SLURM_JWT", "")
+        if not token:
+            raise self._fail("no JWT", "set SLURM_JWT, jwt_file or the connection's password; "
+                             + _MINT_HINT)  # fmt: skip
+        return token.strip()
+
+    def login_user(self) -> str:
+        """``user``, else the token's ``sun`` (Slurm user name) claim."""
+        if self.settings.user:
+            return self.settings.user
+        claims = self._claims()
+        if claims is None or not claims.get("sun"):
+            raise self._fail("the JWT names no user (no 'sun' claim)", "give user=NAME")
+        return str(claims["sun"])
+
+    # ---- HTTP --------------------------------------------------------------------------
+    def _context(self) -> ssl.SSLContext | None:
+        if not self.where.startswith("https://"):
+            return None
+        if not self.settings.tls_verify:
+            ctx = ssl.create_default_context()
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+            return ctx
+        return ssl.create_default_context(cafile=self.settings.ca_file)
+
+    def _call(self, method: str, path: str, body: Any = None, auth: bool = True) -> Any:
+        headers = {"Accept": "application/json"}
+        if auth:
+            headers["X-SLURM-USER-TOKEN"] = self.token()
+            headers["X-SLURM-USER-NAME"] = self.login_user()
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        # rest_url is checked to be http(s) (TransportSettings.check)
+        url = self.where + path
+        req = urllib.request.Request(url, data=data, method=method, headers=headers)  # noqa: S310
+        try:
+            with urllib.request.urlopen(  # noqa: S310
+                req, timeout=self.settings.timeout, context=self._context()
+            ) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as e:
+            raw = e.read()
+            if e.code in (401, 403):
+                raise self._fail(f"the JWT was refused (HTTP {e.code})", _MINT_HINT) from None
+            if e.code == 404 and not raw.strip().startswith(b"{"):
+                raise self._fail(f"{path} does not exist (HTTP 404)",
+                                 "check rest_url (slurmrestd's base URL)") from None  # fmt: skip
+            # Slurm's errors come as JSON with a 4xx/5xx status
+        except urllib.error.URLError as e:
+            raise self._url_error(e.reason, method) from None
+        except (TimeoutError, http.client.HTTPException, ConnectionError) as e:
+            raise self._url_error(e, method) from None
+        try:
+            doc = json.loads(raw or b"{}")
+        except ValueError:
+            raise self._fail(f"{path} answered something that is not JSON: {raw[:200]!r}",
+                             "check rest_url: is it slurmrestd?") from None  # fmt: skip
+        if auth and any(a in e.lower() for e in self._errors(doc) for a in _AUTH_ERRORS):
+            raise self._token_problem()
+        return doc
+
+    def _claims(self) -> dict[str, Any] | None:
+        """The token's claims (read, not verified: slurmctld verifies), or None."""
+        try:
+            payload = self.token().split(".")[1]
+            claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        except (IndexError, ValueError):
+            return None
+        return claims if isinstance(claims, dict) else None
+
+    def _token_problem(self) -> SlurmTransportError:
+        """slurmrestd 22.05 answers a refused token with a generic error: say what the token
+        itself shows (not a JWT, expired, another user) or what else it can be."""
+        claims = self._claims()
+        if claims is None:
+            why = "the JWT was refused: it is not a JWT"
+        elif isinstance(claims.get("exp"), (int, float)) and claims["exp"] < time.time():
+            when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(claims["exp"]))
+            why = f"the JWT was refused: it expired at {when}"
+        elif self.settings.user and claims.get("sun") not in (None, self.settings.user):
+            why = (f"the JWT was refused: it is for user {claims.get('sun')!r}, not "
+                   f"{self.settings.user!r}")  # fmt: skip
+        else:
+            why = ("the JWT was refused or slurmctld did not answer slurmrestd: the token "
+                   "may be signed with another key (or slurmctld is down)")  # fmt: skip
+        return self._fail(why, _MINT_HINT)
+
+    def _url_error(self, reason: object, method: str) -> SlurmTransportError:
+        if isinstance(reason, ssl.SSLCertVerificationError):
+            return self._fail(
+                f"its TLS certificate is not trusted ({reason.verify_message})",
+                "give ca_file=BUNDLE (tls_verify=False only for a test server)",
+            )
+        if isinstance(reason, ConnectionRefusedError):
+            return self._fail(
+                "nothing accepts connections there (is slurmrestd running?)",
+                "check rest_url's host and port, and that slurmrestd runs",
+            )
+        if isinstance(reason, socket.gaierror):
+            return self._fail(f"the host name does not resolve ({reason})", "check rest_url")
+        if isinstance(reason, (TimeoutError, socket.timeout)):
+            return self._fail("no answer within the timeout", "check rest_url and the network")
+        if method == "POST":  # the request may have reached slurmctld
+            return ConnectionDropped("rest", self.where, f"the connection broke: {reason}",
+                                     "check the network")  # fmt: skip
+        return self._fail(f"the connection broke: {reason}", "check the network")
+
+    @staticmethod
+    def _errors(doc: Any) -> list[str]:
+        errs = doc.get("errors") if isinstance(doc, dict) else None
+        out = []
+        for e in errs or []:
+            if isinstance(e, dict) and (e.get("error_number") or e.get("error")):
+                out.append(str(e.get("description") or e.get("error") or e))
+                if e.get("error") and e.get("description") and e["error"] not in out[-1]:
+                    out[-1] = f"{e['error']}: {e['description']}"
+        return out
+
+    # ---- version -----------------------------------------------------------------------
+    @property
+    def version(self) -> str:
+        """The API version: the newest of :data:`VERSIONS` slurmrestd offers."""
+        if self._version is None:
+            doc = self._call("GET", "/openapi/v3", auth=True)
+            offered = {
+                m.group(1) for p in (doc.get("paths") or {}) if (m := _VERSION_PATH.match(p))
+            }
+            usable = [v for v in VERSIONS if v in offered]
+            if not usable:
+                raise self._fail(
+                    f"slurmrestd offers API {', '.join(sorted(offered)) or '(none)'}; tether "
+                    f"speaks {', '.join(VERSIONS)}",
+                    "load one of those (slurmrestd -s openapi/v0.0.38)",
+                )
+            self._version = usable[0]
+        return self._version
+
+    # ---- the scheduler's calls ---------------------------------------------------------
+    def run(
+        self, argv: Sequence[str], check: bool = True, retry: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """Refused: slurmrestd runs no command (use :meth:`squeue`)."""
+        raise self._fail(f"cannot run {argv[0] if argv else 'a command'}: slurmrestd runs no "
+                         "Slurm command", "use squeue() or transport=ssh")  # fmt: skip
+
+    def submit(self, req: SlurmRequest) -> tuple[str, str]:
+        """Posts the job description (:func:`.rest_job.job_description`).
+
+        Returns:
+            (job id, '').
+
+        Raises:
+            SlurmCommandError: When Slurm refuses the job (with its reason).
+        """
+        body = job_description(req)
+        doc = self._call("POST", f"/slurm/{self.version}/job/submit", body)
+        job_id = doc.get("job_id") if isinstance(doc, dict) else None
+        errs = self._errors(doc)
+        if errs or job_id is None:
+            raise SlurmCommandError(["slurmrestd job/submit"], 1, "; ".join(errs) or str(doc))
+        return str(job_id), ""
+
+    def squeue(self, job_id: str | None = None, user: str | None = None) -> list[dict[str, Any]]:
+        """Job records (the same shape as ``squeue --json``).
+
+        Args:
+            job_id: Only this job (and its het components).
+            user: Only this user's jobs.
+
+        Returns:
+            The records (empty when Slurm no longer knows the job).
+        """
+        path = f"/slurm/{self.version}/" + (f"job/{job_id}" if job_id else "jobs")
+        doc = self._call("GET", path)
+        jobs: list[dict[str, Any]] = doc.get("jobs") or []
+        errs = self._errors(doc)
+        if errs and not jobs:
+            if job_id is not None and any("invalid job id" in e.lower() for e in errs):
+                return []
+            raise SlurmCommandError([f"GET {path}"], 1, "; ".join(errs))
+        if job_id is not None:
+            jobs = [
+                j for j in jobs
+                if str(j.get("job_id")) == job_id or str(j.get("het_job_id")) == job_id
+            ]  # fmt: skip
+        if user is not None:
+            jobs = [j for j in jobs if j.get("user_name") == user]
+        return jobs
+
+    def sacct(self, job_id: str | None = None, user: str | None = None) -> str | None:
+        """None: accounting is not read over slurmrestd (see the capabilities)."""
+        return None
+
+    def scancel(self, job_id: str) -> None:
+        """Cancels a job (``DELETE .../job/ID``); a job already gone is not an error."""
+        doc = self._call("DELETE", f"/slurm/{self.version}/job/{job_id}")
+        errs = [
+            e for e in self._errors(doc)
+            if "already completing or completed" not in e.lower()
+            and "invalid job id" not in e.lower()
+        ]  # fmt: skip
+        if errs:
+            raise SlurmCommandError([f"DELETE job/{job_id}"], 1, "; ".join(errs))
+
+    def close(self) -> None:
+        """Nothing to release (one HTTP connection per call)."""
