@@ -33,13 +33,15 @@ import pytest
 if TYPE_CHECKING:
     from tests.e2e.infra.kube import KubeBinaries, KubeCluster
     from tests.e2e.infra.slurm import SlurmCluster
+    from tests.e2e.infra.slurm_remote import SlurmRestd, SshServer
     from tests.e2e.infra.tether_image import TetherImage
 
 
 @pytest.fixture(scope="session")
 def slurm_cluster() -> Iterator[SlurmCluster]:
-    """A running two-node Slurm cluster shared by the session (stopped by PID at the end)."""
-    from tests.e2e.infra.slurm import SlurmCluster, missing_tools
+    """A running two-node Slurm cluster shared by the session (stopped by PID at the end);
+    it also accepts JWTs (for slurmrestd) where Slurm's JWT plugin is installed."""
+    from tests.e2e.infra.slurm import SlurmCluster, jwt_available, missing_tools
 
     missing = missing_tools()
     if missing:
@@ -47,8 +49,39 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
             f"Slurm is not installed (missing {', '.join(missing)}); run "
             "tests/e2e/infra/setup.d/30-slurm.sh"
         )
-    with SlurmCluster() as cluster:
+    with SlurmCluster(jwt=jwt_available()) as cluster:
         yield cluster
+
+
+def _need_remote_tools() -> None:
+    from tests.e2e.infra.slurm_remote import INSTALL_HINT, missing_remote_tools
+
+    missing = missing_remote_tools()
+    if missing:
+        pytest.skip(f"missing {', '.join(missing)}; {INSTALL_HINT}")
+
+
+@pytest.fixture(scope="session")
+def slurm_sshd(slurm_cluster: SlurmCluster) -> Iterator[SshServer]:
+    """An sshd on a loopback port in front of the Slurm cluster: a dedicated user and key,
+    its host key in its own known_hosts (``tests/e2e/infra/slurm_remote.py``)."""
+    _need_remote_tools()
+    from tests.e2e.infra.slurm_remote import SshServer
+
+    assert slurm_cluster.dir is not None
+    slurm_cluster.dir.chmod(0o711)  # the login user's Slurm commands read slurm.conf
+    with SshServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def slurm_restd(slurm_cluster: SlurmCluster) -> Iterator[SlurmRestd]:
+    """slurmrestd with auth/jwt in front of the Slurm cluster, on a loopback port."""
+    _need_remote_tools()
+    from tests.e2e.infra.slurm_remote import SlurmRestd
+
+    with SlurmRestd(slurm_cluster) as restd:
+        yield restd
 
 
 @pytest.fixture(scope="session")

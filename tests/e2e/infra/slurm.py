@@ -89,7 +89,11 @@ def free_ports(n: int) -> list[int]:
 
 
 def slurm_conf(
-    d: Path, ctld_port: int, node_ports: dict[str, int], dbd_port: int | None = None
+    d: Path,
+    ctld_port: int,
+    node_ports: dict[str, int],
+    dbd_port: int | None = None,
+    jwt_key: Path | None = None,
 ) -> str:
     """The ``slurm.conf`` of a test cluster rooted at ``d``.
 
@@ -98,6 +102,8 @@ def slurm_conf(
         ctld_port: slurmctld's port.
         node_ports: Each node's slurmd port.
         dbd_port: slurmdbd's port, for a cluster with accounting.
+        jwt_key: The HS256 key of ``auth/jwt`` (slurmrestd's tokens), as an alternative
+            authentication next to munge.
 
     Returns:
         The file's text.
@@ -116,6 +122,7 @@ def slurm_conf(
         f"CPUs={CPUS_PER_NODE} RealMemory={MEMORY_MB_PER_NODE} State=UNKNOWN"
         for n, p in node_ports.items()
     )
+    jwt = f"AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={jwt_key}\n" if jwt_key else ""
     return f"""\
 ClusterName={CLUSTER}
 SlurmctldHost=localhost(127.0.0.1)
@@ -124,7 +131,7 @@ SlurmdPort={next(iter(node_ports.values()))}
 AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket={d}/munge/munge.sock,cred_expire=30
-SlurmUser=root
+{jwt}SlurmUser=root
 SlurmdUser=root
 StateSaveLocation={d}/state
 SlurmdSpoolDir={d}/spool-%n
@@ -175,6 +182,13 @@ LogFile={d}/slurmdbd.log
 """
 
 
+def jwt_available() -> bool:
+    """Whether Slurm's ``auth/jwt`` plugin is installed (Debian's slurm-wlm-jwt-plugin)."""
+    import glob
+
+    return bool(glob.glob("/usr/lib/*/slurm-wlm/auth_jwt.so"))
+
+
 def missing_accounting_tools() -> list[str]:
     """What accounting (slurmdbd + MariaDB) needs that this host lacks."""
     return [
@@ -201,11 +215,16 @@ class SlurmCluster:
         start_timeout: Seconds to wait for both nodes to be idle.
         accounting: Also start MariaDB and slurmdbd (``sacct`` then works); install them
             with ``tests/e2e/infra/setup.d/31-slurmdbd.sh``.
+        jwt: Also accept JWTs (``AuthAltTypes=auth/jwt``, a random key in the cluster's
+            directory), as slurmrestd needs; ``scontrol token`` then mints them.
     """
 
-    def __init__(self, start_timeout: float = 60.0, accounting: bool = False) -> None:
+    def __init__(
+        self, start_timeout: float = 60.0, accounting: bool = False, jwt: bool = False
+    ) -> None:
         self.start_timeout = start_timeout
         self.accounting = accounting
+        self.jwt = jwt
         self.dir: Path | None = None
         self._procs: list[tuple[str, int]] = []
         self._popen: dict[int, subprocess.Popen[bytes]] = {}
@@ -275,7 +294,8 @@ class SlurmCluster:
             node_ports = dict(zip(NODES, ports[3:]))
             (self.dir / "state").mkdir()
             dbd_port = ports[1] if self.accounting else None
-            self.conf.write_text(slurm_conf(self.dir, ports[0], node_ports, dbd_port))
+            jwt_key = self._write_jwt_key() if self.jwt else None
+            self.conf.write_text(slurm_conf(self.dir, ports[0], node_ports, dbd_port, jwt_key))
             if self.accounting:
                 self._start_accounting(ports[1], ports[2])
             self._spawn("slurmctld", ["slurmctld", "-D", "-i", "-f", str(self.conf)])
@@ -287,6 +307,27 @@ class SlurmCluster:
             self.stop()
             raise
         return self
+
+    def _write_jwt_key(self) -> Path:
+        assert self.dir is not None
+        key = self.dir / "jwt_hs256.key"
+        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # owned by SlurmUser
+        with os.fdopen(fd, "wb") as f:
+            f.write(os.urandom(32))
+        return key
+
+    def token(self, user: str, lifespan_s: int = 3600) -> str:
+        """A JWT for ``user`` (``scontrol token``; the cluster needs ``jwt=True``).
+
+        Args:
+            user: The Slurm user.
+            lifespan_s: Seconds it is valid.
+
+        Returns:
+            The token.
+        """
+        out = self.run("scontrol", "token", f"username={user}", f"lifespan={lifespan_s}").stdout
+        return out.strip().partition("SLURM_JWT=")[2]
 
     def _start_munge(self) -> None:
         assert self.dir is not None

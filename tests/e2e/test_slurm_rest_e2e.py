@@ -1,0 +1,163 @@
+"""The ``slurm`` scheduler over the ``rest`` transport: slurmrestd with JWTs, real cluster.
+
+slurmrestd (``tests/e2e/infra/slurm_remote.py``) listens on a loopback port with
+``rest_auth/jwt``; tokens are minted with ``scontrol token`` for the dedicated user. The tests
+run with an empty PATH: nothing but HTTP reaches the cluster. slurmrestd serves no files, so
+the job directory is made beforehand, as a site's home directories are.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.infra.slurm import SlurmCluster, free_ports
+from tests.e2e.infra.slurm_remote import SSH_USER, SlurmRestd, ensure_user
+from tether.schedulers.api import JOB_KEY, DescribeAppResponse
+from tether.schedulers.slurm.render import SlurmConfigError
+from tether.schedulers.slurm.scheduler import SlurmScheduler, SlurmSubmitError, create_scheduler
+from tether.schedulers.slurm.transport import SlurmTransportError
+from tether.specs import AppDef, AppState, Role
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+DEADLINE_S = 120.0
+
+
+@pytest.fixture
+def token(slurm_cluster: SlurmCluster) -> str:
+    return slurm_cluster.token(SSH_USER)
+
+
+@pytest.fixture
+def no_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No program on PATH at all: no Slurm client, no ssh."""
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    assert shutil.which("squeue") is None
+
+
+@pytest.fixture
+def sched(
+    slurm_restd: SlurmRestd, token: str, no_path: None, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[SlurmScheduler]:
+    monkeypatch.setenv("SLURM_JWT", token)
+    s = create_scheduler("e2e", transport="rest", rest_url=slurm_restd.url)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def cfg() -> Iterator[dict[str, Any]]:
+    user = ensure_user(SSH_USER)
+    job_dir = Path(user.pw_dir) / "tether-rest-e2e" / uuid.uuid4().hex[:12]
+    job_dir.mkdir(parents=True)
+    for p in (job_dir, job_dir.parent):
+        os.chown(p, user.pw_uid, user.pw_gid)
+    yield {"job_dir": str(job_dir)}
+    shutil.rmtree(job_dir, ignore_errors=True)
+
+
+def sh(name: str, script: str, n: int = 1) -> Role:
+    return Role(name, entrypoint="bash", args=["-c", script], num_replicas=n)
+
+
+def done(sched: SlurmScheduler, app_id: str, want: set[AppState] | None = None) -> Any:
+    states = want or {AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED}
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        desc: DescribeAppResponse | None = sched.describe(app_id)
+        assert desc is not None, f"slurm forgot job {app_id}"
+        if desc.state in states:
+            return desc
+        assert time.monotonic() < deadline, f"job {app_id} still {desc.state}: {desc.msg}"
+        time.sleep(0.3)
+
+
+def test_submit_describe_list_over_rest(sched: SlurmScheduler, cfg: dict[str, Any]) -> None:
+    key = f"k-{uuid.uuid4().hex[:8]}"
+    ok = sched.submit(
+        AppDef("restok", roles=[sh("w", "echo hello $TETHER_REPLICA_ID", 2)],
+               metadata={JOB_KEY: key}),
+        {**cfg, "time": "5", "partition": "debug"},
+    )  # fmt: skip
+    bad = sched.submit(AppDef("restbad", roles=[sh("w", "exit 3")]), cfg)
+    assert done(sched, ok).state == AppState.SUCCEEDED
+    d_bad = done(sched, bad)
+    assert d_bad.state == AppState.FAILED and "exit code 3" in d_bad.msg
+    # the job ran as the token's user, in the job directory, with both replicas
+    out = Path(cfg["job_dir"]) / f"restok-{ok}"
+    assert sorted(p.read_text() for p in out.glob("w-*.out")) == ["hello 0\n", "hello 1\n"]
+    assert [a.app_id for a in sched.find_jobs(key)] == [ok]
+    listed = {a.app_id: a.state for a in sched.list()}
+    assert listed[ok] == AppState.SUCCEEDED and listed[bad] == AppState.FAILED
+
+
+def test_heterogeneous_job_and_cancel_over_rest(
+    sched: SlurmScheduler, cfg: dict[str, Any]
+) -> None:
+    app = AppDef("resthet", roles=[sh("a", "exec sleep 600"), sh("b", "exec sleep 600")])
+    app_id = sched.submit(app, cfg)
+    desc = done(sched, app_id, {AppState.RUNNING})
+    assert [r.role for r in desc.roles_statuses] == ["a", "b"]
+    sched.cancel(app_id)
+    assert done(sched, app_id).state == AppState.CANCELLED
+    sched.cancel(app_id)  # idempotent
+
+
+def test_logs_and_unsupported_flags_are_refused_with_what_to_do(
+    sched: SlurmScheduler, cfg: dict[str, Any]
+) -> None:
+    app_id = sched.submit(AppDef("restlog", roles=[sh("w", "echo x")]), cfg)
+    with pytest.raises(SlurmConfigError, match=r"transport rest .* cannot read; read them there"):
+        list(sched.log_iter(app_id, "w", 0))
+    with pytest.raises(SlurmConfigError, match=r"'--exclude=n2' has no field"):
+        sched.submit(AppDef("x", roles=[sh("w", "true")]), {**cfg, "exclude": "n2"})
+
+
+def test_slurm_refusal_is_a_submit_error(sched: SlurmScheduler, cfg: dict[str, Any]) -> None:
+    with pytest.raises(SlurmSubmitError, match="slurm rejected job 'nopart'"):
+        sched.submit(AppDef("nopart", roles=[sh("w", "true")]), {**cfg, "partition": "nope"})
+
+
+@pytest.fixture
+def expired(slurm_cluster: SlurmCluster) -> str:
+    """A token that has expired."""
+    tok = slurm_cluster.token(SSH_USER, lifespan_s=1)
+    time.sleep(2.5)  # let it expire (setting up the case, not a timing assertion)
+    return tok
+
+
+def test_bad_tokens_and_a_down_daemon_name_transport_url_and_fix(
+    expired: str, slurm_restd: SlurmRestd, cfg: dict[str, Any], no_path: None, tmp_path: Path
+) -> None:
+    app = AppDef("nope", roles=[sh("w", "true")])
+    cases = {
+        "invalid": (slurm_restd.url, "not-a-jwt", "JWT was refused"),
+        "expired": (slurm_restd.url, expired, "JWT was refused"),
+        "down": (f"http://127.0.0.1:{free_ports(1)[0]}", expired, "is slurmrestd running"),
+    }
+    for name, (url, tok, want) in cases.items():
+        jwt_file = tmp_path / f"{name}.jwt"
+        jwt_file.write_text(tok)
+        sched = create_scheduler("e2e", transport="rest", rest_url=url, user=SSH_USER,
+                                 jwt_file=str(jwt_file))  # fmt: skip
+        with pytest.raises(SlurmTransportError) as err:
+            sched.submit(app, cfg)
+        text = str(err.value)
+        assert text.startswith(f"slurm transport rest to {url}:"), (name, text)
+        assert want in text, (name, text)
+        assert tok not in text or name == "down"
+
+
+def test_version_is_negotiated(sched: SlurmScheduler, slurm_restd: SlurmRestd) -> None:
+    newest = max(p.split("/")[1] for p in slurm_restd.offered)
+    assert sched.client.version == newest  # type: ignore[attr-defined]

@@ -1,0 +1,228 @@
+"""The ``slurm`` scheduler over the ``ssh`` transport, against the real cluster.
+
+A private sshd on a loopback port (``tests/e2e/infra/slurm_remote.py``) lets the dedicated
+user :data:`~tests.e2e.infra.slurm_remote.SSH_USER` in with a session key; the tests run with
+no Slurm client on their PATH (only ``ssh``), so every Slurm command and every file of the job
+directory goes through the transport. The job directory is in that user's home.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.infra.slurm import SlurmCluster
+from tests.e2e.infra.slurm_remote import SshServer, ensure_user
+from tether.runner import Runner
+from tether.schedulers.api import JOB_KEY, DescribeAppResponse
+from tether.schedulers.slurm.scheduler import SlurmScheduler, create_scheduler
+from tether.schedulers.slurm.ssh import SshTransport
+from tether.schedulers.slurm.transport import ConnectionDropped, SlurmTransportError
+from tether.specs import AppDef, AppState, Role
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+DEADLINE_S = 120.0
+
+
+@pytest.fixture
+def no_slurm_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PATH holds only ssh (and the shell tools tests use): no sbatch, squeue, scancel."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("ssh", "ssh-keygen", "sh"):
+        found = shutil.which(tool)
+        assert found is not None
+        (bin_dir / tool).symlink_to(found)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    assert shutil.which("sbatch") is None and shutil.which("squeue") is None
+
+
+@pytest.fixture
+def remote(slurm_cluster: SlurmCluster, slurm_sshd: SshServer) -> dict[str, Any]:
+    """Scheduler parameters for the ssh transport to the test cluster."""
+    return {**slurm_sshd.settings(), "slurm_conf": str(slurm_cluster.conf)}
+
+
+@pytest.fixture
+def sched(remote: dict[str, Any], no_slurm_client: None) -> Iterator[SlurmScheduler]:
+    s = create_scheduler("e2e", **remote)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def cfg(slurm_sshd: SshServer) -> Iterator[dict[str, Any]]:
+    home = Path(ensure_user(slurm_sshd.user).pw_dir)
+    job_dir = home / "tether-e2e" / uuid.uuid4().hex[:12]
+    yield {"job_dir": str(job_dir)}
+    shutil.rmtree(job_dir, ignore_errors=True)
+
+
+def sh(name: str, script: str, n: int = 1, **kw: Any) -> Role:
+    return Role(name, entrypoint="bash", args=["-c", script], num_replicas=n, **kw)
+
+
+def done(sched: SlurmScheduler, app_id: str, states: set[AppState] | None = None) -> Any:
+    want = states or {AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED}
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        desc: DescribeAppResponse | None = sched.describe(app_id)
+        assert desc is not None, f"slurm forgot job {app_id}"
+        if desc.state in want:
+            return desc
+        assert time.monotonic() < deadline, f"job {app_id} still {desc.state}: {desc.msg}"
+        time.sleep(0.3)
+
+
+def accepted(server: SshServer) -> int:
+    """How many ssh connections the server has accepted so far (its log)."""
+    assert server.dir is not None
+    return (server.dir / "sshd.log").read_text().count("Accepted publickey")
+
+
+def test_submit_describe_logs_list_over_ssh(
+    sched: SlurmScheduler, cfg: dict[str, Any], slurm_sshd: SshServer
+) -> None:
+    wait_trainer = 'until grep -q t "$TETHER_SLURM_LOGS"/trainer-0.out; do sleep 0.1; done; exit 4'
+    app = AppDef("het", roles=[sh("trainer", "echo t $TETHER_ROLE_NAME"), sh("ps", wait_trainer)])
+    app_id = sched.submit(app, cfg)
+    desc = done(sched, app_id)
+    assert desc.state == AppState.FAILED and "exit code 4" in desc.msg
+    # the exit codes by role are read from the job directory on the login node
+    assert "exit codes by role: trainer=0, ps=4" in desc.msg, desc.msg
+    assert list(sched.log_iter(app_id, "trainer", 0)) == ["t trainer\n"]
+    [listed] = [a for a in sched.list() if a.app_id == app_id]
+    assert listed.name == "het" and listed.state == AppState.FAILED
+    owner = Path(cfg["job_dir"]).stat().st_uid  # written as the login user, not as us
+    assert owner == ensure_user(slurm_sshd.user).pw_uid
+
+
+def test_one_connection_for_many_calls_and_a_dropped_one_is_replaced(
+    sched: SlurmScheduler, cfg: dict[str, Any], slurm_sshd: SshServer
+) -> None:
+    before = accepted(slurm_sshd)
+    app_id = sched.submit(AppDef("many", roles=[sh("w", "echo hi")]), cfg)
+    done(sched, app_id)
+    for _ in range(5):
+        assert sched.describe(app_id) is not None
+    assert accepted(slurm_sshd) == before + 1  # every call multiplexed over one connection
+    transport = sched.client.transport  # type: ignore[attr-defined]
+    assert isinstance(transport, SshTransport)
+    subprocess.run([*transport.base_argv(), "-O", "exit", "--", "127.0.0.1"],
+                   check=True, capture_output=True)  # fmt: skip  # the connection drops
+    assert sched.describe(app_id) is not None  # re-established
+    assert accepted(slurm_sshd) == before + 2
+
+
+def test_hostile_names_args_and_env_cross_ssh_quoted(
+    sched: SlurmScheduler, cfg: dict[str, Any], tmp_path: Path
+) -> None:
+    pwned = Path("/tmp") / f"tether-pwned-{uuid.uuid4().hex[:8]}"
+    evil = f"$(touch {pwned}); `touch {pwned}` ' \" ; touch {pwned} #"
+    role = Role("w", entrypoint="printf", args=["%s|%s\\n", evil, "${HOME}"],
+                env={"EVIL": evil})  # fmt: skip
+    app = AppDef(f"n;touch {pwned}", roles=[role])
+    app_id = sched.submit(app, {**cfg, "comment": evil})
+    assert done(sched, app_id).state == AppState.SUCCEEDED
+    assert list(sched.log_iter(app_id, "w", 0)) == [f"{evil}|${{HOME}}\n"]
+    [listed] = [a for a in sched.list() if a.app_id == app_id]
+    assert listed.state == AppState.SUCCEEDED
+    assert not pwned.exists()
+
+
+def test_cancel_and_reattach_by_job_key_from_a_new_scheduler(
+    remote: dict[str, Any], cfg: dict[str, Any], no_slurm_client: None
+) -> None:
+    key = f"dag/run-{uuid.uuid4().hex[:8]}/task"
+    app = AppDef("keyed", roles=[sh("w", "echo up; exec sleep 600")])
+    with Runner("e2e", scheduler_params={"slurm": remote}) as r:
+        first = r.run_or_attach(app, "slurm", cfg, job_key=key)
+    with Runner("e2e", scheduler_params={"slurm": remote}) as r:  # another process's view
+        second = r.run_or_attach(app, "slurm", cfg, job_key=key)
+        assert second.reattached and second.app_handle == first.app_handle
+        r.cancel(first.app_handle)
+        status = r.wait(first.app_handle, wait_interval=0.5, timeout=DEADLINE_S)
+        assert status is not None and status.state == AppState.CANCELLED
+
+
+class LostReply(SshTransport):
+    """Runs sbatch for real, then loses the reply once (as a connection dropping right
+    after the command ran); the one injected fault of these tests, since a real drop cannot
+    be timed between sbatch's effect and its answer."""
+
+    dropped = False
+
+    def run(self, argv: Any, input: Any = None, timeout: Any = None, retry: bool = True) -> Any:
+        res = super().run(argv, input=input, timeout=timeout, retry=retry)
+        if argv and argv[0] == "sbatch" and not LostReply.dropped:
+            LostReply.dropped = True
+            raise ConnectionDropped("ssh", self.where, "the connection dropped", "retry")
+        return res
+
+
+def test_submit_is_idempotent_on_the_job_key_across_a_dropped_connection(
+    sched: SlurmScheduler, cfg: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = sched.client
+    lossy = LostReply(client.transport.settings)  # type: ignore[attr-defined]
+    monkeypatch.setattr(client, "transport", lossy)
+    from tether.schedulers.slurm.files import ShellFiles
+
+    monkeypatch.setattr(client, "files", ShellFiles(lossy))
+    key = f"k-{uuid.uuid4().hex[:8]}"
+    app = AppDef("once", roles=[sh("w", "echo once")], metadata={JOB_KEY: key})
+    app_id = sched.submit(app, cfg)
+    assert LostReply.dropped
+    assert [a.app_id for a in sched.find_jobs(key)] == [app_id]  # submitted once
+    lossy.close()
+
+
+@pytest.mark.parametrize("fault", ["port", "key", "host_key"])
+def test_connection_errors_name_transport_host_and_fix(
+    fault: str, remote: dict[str, Any], cfg: dict[str, Any], tmp_path: Path
+) -> None:
+    params = dict(remote)
+    if fault == "port":
+        params["port"] = 1  # nothing listens there
+        want = "check host and port"
+    elif fault == "key":
+        other = tmp_path / "other_key"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)],
+                       check=True)  # fmt: skip
+        params["identity_file"] = str(other)
+        want = "login was refused"
+    else:
+        empty = tmp_path / "known_hosts"
+        empty.write_text("")
+        params["known_hosts"] = str(empty)
+        want = "host key is unknown"
+    sched = create_scheduler("e2e", **params)
+    try:
+        with pytest.raises(SlurmTransportError) as err:
+            sched.submit(AppDef("nope", roles=[sh("w", "true")]), cfg)
+    finally:
+        sched.close()
+    text = str(err.value)
+    assert text.startswith("slurm transport ssh to tether-ssh@127.0.0.1:"), text
+    assert want in text, text
+    assert not Path(cfg["job_dir"]).exists()  # nothing was submitted
+
+
+def test_close_stops_the_shared_connection(
+    sched: SlurmScheduler, cfg: dict[str, Any]
+) -> None:
+    sched.list()
+    transport = sched.client.transport  # type: ignore[attr-defined]
+    path = transport.control_path
+    assert os.path.exists(path)
+    sched.close()
+    assert not os.path.exists(path)
