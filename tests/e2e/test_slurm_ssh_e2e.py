@@ -35,10 +35,10 @@ DEADLINE_S = 120.0
 
 @pytest.fixture
 def no_slurm_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """PATH holds only ssh (and the shell tools tests use): no sbatch, squeue, scancel."""
+    """PATH holds only ssh and rsync (and the shell tools tests use): no sbatch, squeue."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for tool in ("ssh", "ssh-keygen", "sh"):
+    for tool in ("ssh", "ssh-keygen", "sh", "rsync"):
         found = shutil.which(tool)
         assert found is not None
         (bin_dir / tool).symlink_to(found)
@@ -92,7 +92,9 @@ def accepted(server: SshServer) -> int:
 def test_submit_describe_logs_list_over_ssh(
     sched: SlurmScheduler, cfg: dict[str, Any], slurm_sshd: SshServer
 ) -> None:
-    wait_trainer = 'until grep -q t "$TETHER_SLURM_LOGS"/trainer-0.out; do sleep 0.1; done; exit 4'
+    # ps fails once the trainer's step has ended (its exit file is written), so the trainer
+    # is not stopped by ps's failure
+    wait_trainer = 'until [ -s "$TETHER_SLURM_LOGS"/.exit-trainer ]; do sleep 0.1; done; exit 4'
     app = AppDef("het", roles=[sh("trainer", "echo t $TETHER_ROLE_NAME"), sh("ps", wait_trainer)])
     app_id = sched.submit(app, cfg)
     desc = done(sched, app_id)
@@ -226,3 +228,35 @@ def test_close_stops_the_shared_connection(
     assert os.path.exists(path)
     sched.close()
     assert not os.path.exists(path)
+
+
+def test_dir_workspace_is_copied_over_ssh_once_per_content(
+    sched: SlurmScheduler, cfg: dict[str, Any], tmp_path: Path
+) -> None:
+    project = tmp_path / "proj"
+    (project / "pkg").mkdir(parents=True)
+    (project / "pkg" / "data.txt").write_text("from the workspace\n")
+    (project / ".tetherignore").write_text("secret.env\n")
+    (project / "secret.env").write_text("TOKEN=x\n")
+    role = Role("w", entrypoint="bash", args=["-c", "cat pkg/data.txt; ls secret.env 2>&1"])
+    first = sched.submit(AppDef("ws", roles=[role]), cfg, workspace=str(project))
+    assert done(sched, first).state == AppState.FAILED  # ls of the ignored file fails
+    lines = list(sched.log_iter(first, "w", 0))
+    assert lines[0] == "from the workspace\n" and "No such file" in lines[1]
+    copies = Path(cfg["job_dir"]) / "workspaces"
+    [copy] = copies.iterdir()
+    os.utime(project / "pkg" / "data.txt", (1, 1))  # same content, other time: not sent again
+    second = sched.submit(AppDef("ws", roles=[role]), cfg, workspace=str(project))
+    done(sched, second)
+    assert list(copies.iterdir()) == [copy]
+    (project / "pkg" / "data.txt").write_text("changed\n")
+    third = sched.submit(AppDef("ws", roles=[role]), cfg, workspace=str(project))
+    done(sched, third)
+    assert next(iter(sched.log_iter(third, "w", 0))) == "changed\n"
+    assert len(list(copies.iterdir())) == 2
+
+
+def test_remote_transport_needs_a_job_dir(remote: dict[str, Any]) -> None:
+    sched = create_scheduler("e2e", **remote)
+    with pytest.raises(ValueError, match="transport=ssh needs the run option job_dir"):
+        sched.submit_dryrun(AppDef("x", roles=[sh("w", "true")]), {})

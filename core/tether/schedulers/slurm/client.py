@@ -14,7 +14,7 @@ import json
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tether.errors import BackendError
 from tether.schedulers.slurm.files import JobFiles, LocalFiles, ShellFiles
@@ -27,6 +27,9 @@ from tether.schedulers.slurm.transport import (
     TransportCapabilities,
     TransportSettings,
 )
+
+if TYPE_CHECKING:
+    from tether.schedulers.slurm.workspace import RemoteCopy
 
 
 class SlurmCommandError(BackendError):
@@ -155,6 +158,16 @@ class SlurmClient:
         final = f"{req.job_dir}/{req.job_name}-{job_id}.sbatch"
         self.files.rename(path, final)
         return job_id, final
+
+    def workspace_copier(self) -> RemoteCopy | None:
+        """How a ``dir`` workspace reaches the cluster: None (a local copy) or rsync over ssh."""
+        if isinstance(self.transport, LocalTransport):
+            return None
+        from tether.schedulers.slurm.ssh import SshTransport
+        from tether.schedulers.slurm.workspace import rsync_copier
+
+        assert isinstance(self.transport, SshTransport)
+        return rsync_copier(self.transport)
 
     def login_user(self) -> str:
         """The user Slurm's commands run as (this machine's, or the login node's)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tether.schedulers.slurm.files import JobFiles
 from tether.schedulers.slurm.render import SlurmRequest, format_request
@@ -21,6 +21,9 @@ from tether.schedulers.slurm.transport import (
     TransportCapabilities,
     TransportSettings,
 )
+
+if TYPE_CHECKING:
+    from tether.schedulers.slurm.workspace import RemoteCopy
 
 
 class SlurmApi(Protocol):
@@ -61,6 +64,10 @@ class SlurmApi(Protocol):
 
     def scancel(self, job_id: str) -> None:
         """Cancels a job (idempotent)."""
+        ...
+
+    def workspace_copier(self) -> RemoteCopy | None:
+        """How a ``dir`` workspace reaches the cluster (None: copied on this machine)."""
         ...
 
     def login_user(self) -> str:

@@ -281,6 +281,12 @@ class RestClient:
             jobs = [j for j in jobs if j.get("user_name") == user]
         return jobs
 
+    def workspace_copier(self) -> None:
+        """Refused: slurmrestd cannot receive files (see the capabilities)."""
+        raise self._fail("a dir workspace cannot be copied over slurmrestd",
+                         "put the code on the cluster (image or shared path), or use "
+                         "transport=ssh, which copies it with rsync")  # fmt: skip
+
     def sacct(self, job_id: str | None = None, user: str | None = None) -> str | None:
         """None: accounting is not read over slurmrestd (see the capabilities)."""
         return None

@@ -72,6 +72,12 @@ OOM_SCAN_BYTES = 8192
 _OOM = re.compile(r"exceeded (job )?memory limit|oom[-_ ]kill|out of memory", re.IGNORECASE)
 
 
+_NEEDS_JOB_DIR = (
+    "transport={transport} needs the run option job_dir: a directory on the cluster that the "
+    "nodes see (e.g. /home/USER/tether-jobs); the default is a path of this machine"
+)
+
+
 class SlurmSubmitError(BackendError, ValueError):
     """Slurm refused the job (sbatch failed); nothing was submitted. Carries Slurm's text."""
 
@@ -157,7 +163,9 @@ class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
         check_opts(opts, app)
         check_app(app, opts)
         app_overlays(app)
-        self._settings_for(opts)
+        settings = self._settings_for(opts)
+        if settings.transport != "local" and not opts.job_dir:
+            raise SlurmConfigError(_NEEDS_JOB_DIR.format(transport=settings.transport))
 
     def _submit_dryrun(self, app: AppDef, opts: SlurmOpts) -> AppDryRunInfo[SlurmRequest]:
         kind = self._settings_for(opts).transport
@@ -178,8 +186,12 @@ class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
             build_cache: Shared between the roles of one submission.
         """
         opts = self.resolve_opts(cfg)
+        settings = self._settings_for(opts)
+        if settings.transport != "local" and not opts.job_dir:
+            raise SlurmConfigError(_NEEDS_JOB_DIR.format(transport=settings.transport))
         base = opts.workspace_dir or os.path.join(opts.job_dir or default_job_dir(), "workspaces")
-        build_role_workspace(role, base, build_cache)
+        copier = self._use(settings).workspace_copier()
+        build_role_workspace(role, base, build_cache, copier)
 
     # ---- submit --------------------------------------------------------------------------
     def schedule(self, dryrun_info: AppDryRunInfo[SlurmRequest]) -> str:

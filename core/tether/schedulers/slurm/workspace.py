@@ -4,6 +4,11 @@ The copy lands in ``<workspace_dir or job_dir/workspaces>/<name>-<digest>/`` (th
 every file's path, size and modification time, so an unchanged project is copied once and
 roles sharing it share the copy); ``.tetherignore`` is honoured. The role then runs there: its
 step is started with ``srun --chdir=<copy>`` (see :data:`META_WORKSPACE_DIR`).
+
+Over the ``ssh`` transport (:func:`copy_workspace_remote`) the copy is made on the cluster with
+rsync over the transport's shared connection, named by a digest of the files' contents (not
+their times: a fresh checkout of the same tree is not sent again); a tree already there is not
+sent at all.
 """
 
 from __future__ import annotations
@@ -11,10 +16,16 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import secrets
+import shlex
 import shutil
+import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
+from tether.schedulers.slurm.ssh import SshTransport
+from tether.schedulers.slurm.transport import SlurmTransportError
 from tether.specs import Role
 from tether.workspace import Workspace
 from tether.workspace.api import walk_workspace
@@ -69,16 +80,98 @@ def copy_workspace(ws: Workspace, base: str) -> str:
     return str(dest)
 
 
-def build_role_workspace(role: Role, base: str, cache: dict[object, object]) -> None:
+def content_digest(ws: Workspace) -> str:
+    """A short digest of the workspace's files by content (relative path, bytes) and mapping."""
+    h = hashlib.sha256()
+    for src, dst in sorted(ws.projects.items()):
+        h.update(f"{dst}\0".encode())
+        for rel in sorted(walk_workspace(src)):
+            h.update(f"{rel}\0".encode())
+            with open(os.path.join(src, rel), "rb") as f:
+                h.update(hashlib.file_digest(f, "sha256").digest())
+    return h.hexdigest()[:16]
+
+
+def copy_workspace_remote(ws: Workspace, base: str, copy: RemoteCopy) -> str:
+    """Copies the workspace to ``base`` on the cluster (once per content).
+
+    Args:
+        ws: The workspace.
+        base: A directory on the cluster the nodes see.
+        copy: Sends a local directory's listed files to a remote directory.
+
+    Returns:
+        The copy's path on the cluster.
+    """
+    first = os.path.basename(os.path.abspath(next(iter(ws.projects)))) or "workspace"
+    dest = f"{base}/{first}-{content_digest(ws)}"
+    copy(ws, dest)
+    return dest
+
+
+RemoteCopy = Callable[[Workspace, str], None]
+"""Makes ``dest`` on the cluster hold the workspace (nothing when it is there already)."""
+
+
+def build_role_workspace(
+    role: Role, base: str, cache: dict[object, object], remote: RemoteCopy | None = None
+) -> None:
     """Copies ``role.workspace`` (once per workspace in ``cache``) and records the copy.
 
     Args:
         role: The role (its metadata gets :data:`META_WORKSPACE_DIR`).
         base: Where copies go.
         cache: Shared between the roles of one submission.
+        remote: Copies to the cluster (``ssh``); None copies on this machine.
     """
     assert role.workspace is not None
     key = ("slurm", str(role.workspace), base)
     if key not in cache:
-        cache[key] = copy_workspace(role.workspace, base)
+        cache[key] = (
+            copy_workspace(role.workspace, base)
+            if remote is None
+            else copy_workspace_remote(role.workspace, base, remote)
+        )
     role.metadata[META_WORKSPACE_DIR] = cache[key]
+
+
+def rsync_copier(transport: SshTransport) -> RemoteCopy:
+    """A :data:`RemoteCopy` that sends files with rsync over the transport's connection.
+
+    The files go to a temporary directory next to ``dest``, renamed into place once complete,
+    so an interrupted copy is never taken for a finished one.
+
+    Args:
+        transport: The ``ssh`` transport.
+
+    Returns:
+        The copier.
+    """
+
+    def copy(ws: Workspace, dest: str) -> None:
+        if transport.run(["test", "-d", dest]).returncode == 0:
+            return  # the same content was sent before
+        tmp = f"{dest}.part-{secrets.token_hex(4)}"
+        transport.connect()
+        rsh = shlex.join([*transport.base_argv(), "-o", "ControlMaster=no"])
+        try:
+            for src, dst in ws.projects.items():
+                files = "\n".join(walk_workspace(src)) + "\n"
+                target = f"{tmp}/{dst}/" if dst else f"{tmp}/"
+                res = subprocess.run(
+                    ["rsync", "-a", "--secluded-args", "--mkpath", "--files-from=-", "-e", rsh,
+                     f"{os.path.abspath(src)}/", f"{transport.settings.host}:{target}"],
+                    input=files, capture_output=True, text=True, timeout=3600,
+                )  # fmt: skip
+                if res.returncode != 0:
+                    raise SlurmTransportError(
+                        "ssh", transport.where, f"copying workspace {src} with rsync failed: "
+                        f"{res.stderr.strip()[-500:]}", "rsync must be installed on both ends",
+                    )  # fmt: skip
+            transport.run(["sh", "-c", 'mv -T -- "$1" "$2" 2>/dev/null || rm -rf -- "$1"',
+                           "tether", tmp, dest])  # fmt: skip
+        except BaseException:
+            transport.run(["rm", "-rf", "--", tmp])
+            raise
+
+    return copy
