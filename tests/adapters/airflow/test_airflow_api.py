@@ -311,7 +311,6 @@ def test_connections_give_the_runner_its_cluster(tmp_path: Path) -> None:
 
 
 def test_slurm_connection_picks_the_cluster_and_default_partition() -> None:
-    from tether.adapters.airflow.attempts import AirflowAdapterError
     from tether.adapters.airflow.connections import (
         cfg_from_connection,
         merge_run_defaults,
@@ -326,10 +325,9 @@ def test_slurm_connection_picks_the_cluster_and_default_partition() -> None:
     assert params_from_connection("s", "tether_slurm", {}) == {}
     assert cfg_from_connection("tether_slurm", extra) == {"partition": "gpu"}
     assert cfg_from_connection("tether_kubernetes", extra) == {}
-    with pytest.raises(AirflowAdapterError) as e:
-        params_from_connection("s", "tether_slurm", extra, "login.hpc.example")
-    assert "conn_id 's': host='login.hpc.example' is not allowed" in str(e.value)
-    assert "slurm_conf" in str(e.value)
+    # another host: the ssh transport (as Airflow's SSH connection); the conf is the cluster's
+    assert params_from_connection("s", "tether_slurm", extra, "login.hpc.example") == {
+        "transport": "ssh", "host": "login.hpc.example", "slurm_conf": "/etc/slurm/gpu.conf"}
 
     with get_runner(**params_from_connection("s", "tether_slurm", extra)) as runner:
         opts = runner.scheduler_run_opts("slurm")
@@ -342,6 +340,39 @@ def test_slurm_connection_picks_the_cluster_and_default_partition() -> None:
         local: dict[str, Any] = {}  # a scheduler without the option gets nothing
         merge_run_defaults(local, runner.scheduler_run_opts("local_cwd"), {"partition": "gpu"})
         assert local == {}
+
+
+def test_slurm_connection_ssh_and_rest_forms_keep_secrets_out_of_files_and_text() -> None:
+    from tether.adapters.airflow.attempts import AirflowAdapterError
+    from tether.adapters.airflow.connections import ConnectionFields, params_from_connection
+
+    key = "-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----"
+    ssh = params_from_connection(
+        "s", "tether_slurm",
+        {"private_key": key, "host_key": "ssh-ed25519 AAAAC3", "jump_host": "bastion"},
+        fields=ConnectionFields(host="login", port=2222, login="alice"),
+    )  # fmt: skip
+    key_file, known = Path(ssh.pop("identity_file")), Path(ssh.pop("known_hosts"))
+    assert ssh == {"transport": "ssh", "host": "login", "port": 2222, "user": "alice",
+                   "jump_host": "bastion"}  # fmt: skip
+    assert key_file.read_text() == key + "\n" and (key_file.stat().st_mode & 0o777) == 0o600
+    assert known.read_text() == "[login]:2222 ssh-ed25519 AAAAC3\n"
+    with pytest.raises(AirflowAdapterError, match="password login is not supported"):
+        params_from_connection("s", "tether_slurm", {},
+                               fields=ConnectionFields(host="login", password="pw"))  # fmt: skip
+
+    rest = params_from_connection(
+        "r", "tether_slurm", {"transport": "rest", "tls_verify": "false"},
+        fields=ConnectionFields(host="slurm.example", port=6820, login="bob", password="JWT"),
+    )  # fmt: skip
+    assert rest == {"transport": "rest", "rest_url": "https://slurm.example:6820", "user": "bob",
+                    "jwt": "JWT", "tls_verify": False}  # fmt: skip
+    assert "JWT" not in repr(ConnectionFields(password="JWT"))
+    url = params_from_connection("r", "tether_slurm", {},
+                                 fields=ConnectionFields(host="http://127.0.0.1:6820"))
+    assert url == {"transport": "rest", "rest_url": "http://127.0.0.1:6820"}
+    with pytest.raises(AirflowAdapterError, match="transport='scp' is not allowed"):
+        params_from_connection("r", "tether_slurm", {"transport": "scp"})
 
 
 def test_job_ttl_becomes_the_kubernetes_ttl_option() -> None:

@@ -8,11 +8,23 @@ environment, so each task can pick its cluster. Connection types:
   written to a private 0600 file), ``in_cluster`` (the pod's service account), ``context`` /
   ``cluster_context``, ``namespace`` (where ``list`` and ``find_jobs`` look by default; the run
   option ``namespace`` still decides where a job goes).
-* ``tether_slurm``: Slurm's commands run on the Airflow worker (a Slurm login or
-  submit host). Host: empty, ``local`` or ``localhost`` (tether has no SSH transport: a
-  remote host is refused, with what to do instead). Extras ``slurm_conf`` (the cluster's
-  ``slurm.conf``, so each task can pick its cluster; default: Slurm's own lookup) and
-  ``partition`` (the ``partition`` run option when the task's ``cfg`` sets none).
+* ``tether_slurm``: where the cluster is reached, in three forms (the ``slurm`` transports):
+
+  - local: host empty, ``local`` or ``localhost`` (and no login, port or key): Slurm's
+    commands run on the Airflow worker (a Slurm login or submit host);
+  - ssh (another host, as Airflow's SSH connection): host, port, login, and the key as the
+    extra ``key_file`` (a path) or ``private_key`` (the key itself, written to a private 0600
+    file); extras ``host_key`` (the login node's public host key, ``ssh-ed25519 AAAA...``;
+    default: the worker's known_hosts), ``no_host_key_check`` (off by default),
+    ``jump_host``, ``known_hosts``. A password is refused: OpenSSH runs non-interactively,
+    so use a key;
+  - rest (extra ``transport: rest``, or a host given as ``http(s)://...``): slurmrestd at
+    ``rest_url`` (else the host as a URL, with the port), login = the Slurm user, password =
+    the JWT (a secret, never printed); extras ``jwt_file``, ``tls_verify``, ``ca_file``.
+
+  Extras for all: ``slurm_conf`` (the cluster's ``slurm.conf``; default: Slurm's own lookup)
+  and ``partition`` / ``job_dir`` (run options when the task's ``cfg`` sets none; a remote
+  transport needs ``job_dir``).
 * ``tether_local``: no settings (the local schedulers).
 
 Example (an environment variable, as Airflow reads connections)::
@@ -28,6 +40,7 @@ import hashlib
 import os
 import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -63,23 +76,128 @@ def _kubeconfig_file(content: Any) -> str:
     return str(path)
 
 
-def _slurm_params(conn_id: str, host: str | None, extra: Mapping[str, Any]) -> dict[str, Any]:
-    where = (host or "").strip().lower()
-    if where not in LOCAL_HOSTS:
+def _private_file(kind: str, content: str, suffix: str = "") -> str:
+    """Writes ``content`` to a private 0600 file (one per content) and returns its path."""
+    digest = hashlib.sha256(content.encode()).hexdigest()[:16]
+    folder = Path(tempfile.gettempdir()) / f"tether-{kind}-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    path = folder / f"{digest}{suffix}"
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(content if content.endswith("\n") else content + "\n")
+    return str(path)
+
+
+@dataclass(frozen=True)
+class ConnectionFields:
+    """The standard fields of an Airflow Connection (besides its type and extras).
+
+    Attributes:
+        host: Host (or a URL).
+        port: Port.
+        login: Login (user).
+        password: Password (a secret: the JWT of the rest form).
+        schema: Schema (``https`` / ``http`` for the rest form).
+    """
+
+    host: str | None = None
+    port: int | None = None
+    login: str | None = None
+    password: str | None = field(default=None, repr=False)
+    schema: str | None = None
+
+
+def _slurm_rest(conn_id: str, fields: ConnectionFields, extra: Mapping[str, Any]) -> dict[str, Any]:
+    url = str(extra.get("rest_url") or "")
+    if not url:
+        host = (fields.host or "").strip()
+        if not host:
+            raise AirflowAdapterError(
+                f"conn_id {conn_id!r}: a rest tether_slurm connection needs the extra rest_url "
+                "or a host (slurmrestd's URL, e.g. https://slurm.example:6820)"
+            )
+        if "://" not in host:
+            host = f"{fields.schema or 'https'}://{host}"
+        url = host + (f":{fields.port}" if fields.port and host.count(":") < 2 else "")
+    params: dict[str, Any] = {"transport": "rest", "rest_url": url}
+    if fields.login:
+        params["user"] = fields.login
+    if fields.password:
+        params["jwt"] = fields.password
+    for key in ("jwt_file", "ca_file"):
+        if extra.get(key):
+            params[key] = str(extra[key])
+    if "tls_verify" in extra:
+        params["tls_verify"] = _flag(extra["tls_verify"])
+    return params
+
+
+def _slurm_ssh(conn_id: str, fields: ConnectionFields, extra: Mapping[str, Any]) -> dict[str, Any]:
+    if fields.password and not (extra.get("key_file") or extra.get("private_key")):
         raise AirflowAdapterError(
-            f"conn_id {conn_id!r}: host={host!r} is not allowed for a tether_slurm connection: "
-            "tether runs Slurm's commands (sbatch, squeue, scancel) on the Airflow worker; "
-            "leave host empty (or 'local') and run the worker on a Slurm submit host, with "
-            "the extra 'slurm_conf' naming the cluster's slurm.conf"
+            f"conn_id {conn_id!r}: a password login is not supported by tether's ssh transport "
+            "(OpenSSH runs non-interactively); give the extra key_file (a path) or private_key "
+            "(the key itself), and leave the password empty"
+        )
+    params: dict[str, Any] = {"transport": "ssh", "host": str(fields.host).strip()}
+    if fields.port:
+        params["port"] = int(fields.port)
+    if fields.login:
+        params["user"] = fields.login
+    if extra.get("private_key"):
+        params["identity_file"] = _private_file("sshkey", str(extra["private_key"]))
+    elif extra.get("key_file"):
+        params["identity_file"] = str(extra["key_file"])
+    if extra.get("host_key"):
+        where = params["host"] if not fields.port else f"[{params['host']}]:{fields.port}"
+        params["known_hosts"] = _private_file("knownhosts", f"{where} {extra['host_key']}")
+    elif extra.get("known_hosts"):
+        params["known_hosts"] = str(extra["known_hosts"])
+    if _flag(extra.get("no_host_key_check", False)):
+        params["verify_host_key"] = False
+    for key in ("jump_host",):
+        if extra.get(key):
+            params[key] = str(extra[key])
+    return params
+
+
+def _slurm_params(
+    conn_id: str, fields: ConnectionFields, extra: Mapping[str, Any]
+) -> dict[str, Any]:
+    host = (fields.host or "").strip()
+    kind = str(extra.get("transport") or "").strip().lower()
+    if not kind:
+        if host.startswith(("http://", "https://")) or extra.get("rest_url"):
+            kind = "rest"
+        else:  # this machine, unless ssh settings say to log in (to it, too)
+            login = fields.login or fields.port or extra.get("key_file") or extra.get("private_key")
+            kind = "local" if host.lower() in LOCAL_HOSTS and not login else "ssh"
+    if kind not in ("local", "ssh", "rest"):
+        raise AirflowAdapterError(
+            f"conn_id {conn_id!r}: extra transport={extra.get('transport')!r} is not allowed; "
+            "allowed: local, ssh, rest"
+        )
+    if kind == "ssh" and host.lower() in ("", "local"):
+        raise AirflowAdapterError(
+            f"conn_id {conn_id!r}: transport ssh needs a host (the Slurm login node)"
         )
     params: dict[str, Any] = {}
+    if kind == "rest":
+        params = _slurm_rest(conn_id, fields, extra)
+    elif kind == "ssh":
+        params = _slurm_ssh(conn_id, fields, extra)
     if extra.get("slurm_conf"):
         params["slurm_conf"] = str(extra["slurm_conf"])
     return params
 
 
 def params_from_connection(
-    conn_id: str, conn_type: str | None, extra: Mapping[str, Any], host: str | None = None
+    conn_id: str,
+    conn_type: str | None,
+    extra: Mapping[str, Any],
+    host: str | None = None,
+    fields: ConnectionFields | None = None,
 ) -> dict[str, Any]:
     """The Runner's scheduler parameters that a Connection describes.
 
@@ -88,6 +206,7 @@ def params_from_connection(
         conn_type: Its type.
         extra: Its extras.
         host: Its host (``tether_slurm``: where Slurm's commands run).
+        fields: Its host, port, login, password and schema (``host`` then is ignored).
 
     Returns:
         Keyword arguments for :func:`tether.runner.get_runner`.
@@ -100,7 +219,7 @@ def params_from_connection(
     if kind == CONN_TYPE_LOCAL:
         return {}
     if kind == CONN_TYPE_SLURM:
-        return _slurm_params(conn_id, host, extra)
+        return _slurm_params(conn_id, fields or ConnectionFields(host=host), extra)
     if kind not in _KUBERNETES_ALIASES:
         raise AirflowAdapterError(
             f"conn_id {conn_id!r} has type {conn_type!r}; tether takes the connection types "
@@ -133,12 +252,12 @@ def cfg_from_connection(conn_type: str | None, extra: Mapping[str, Any]) -> dict
         extra: Its extras.
 
     Returns:
-        Run option name to value (``tether_slurm``: ``partition``).
+        Run option name to value (``tether_slurm``: ``partition``, ``job_dir``).
     """
     kind = (conn_type or "").strip().lower()
-    if kind == CONN_TYPE_SLURM and extra.get("partition"):
-        return {"partition": str(extra["partition"])}
-    return {}
+    if kind != CONN_TYPE_SLURM:
+        return {}
+    return {k: str(extra[k]) for k in ("partition", "job_dir") if extra.get(k)}
 
 
 def merge_run_defaults(cfg: dict[str, Any], opts: Any, defaults: Mapping[str, Any]) -> None:
@@ -170,8 +289,12 @@ def connection_settings(conn_id: str | None) -> tuple[dict[str, Any], dict[str, 
 
     conn = Connection.get(conn_id)
     extra = conn.extra_dejson or {}
+    fields = ConnectionFields(
+        host=conn.host, port=conn.port, login=conn.login, password=conn.password,
+        schema=conn.schema,
+    )  # fmt: skip
     return (
-        params_from_connection(conn_id, conn.conn_type, extra, conn.host),
+        params_from_connection(conn_id, conn.conn_type, extra, fields=fields),
         cfg_from_connection(conn.conn_type, extra),
     )
 
