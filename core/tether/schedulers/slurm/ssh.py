@@ -2,9 +2,11 @@
 
 One connection per process: the first call starts an OpenSSH master (``ControlMaster``) on a
 private socket (``ControlPath`` in a 0700 directory of this process); every later call is a
-session multiplexed over it, without a new handshake. The master exits ``idle_s`` seconds
-after the last call (``ControlPersist``) or at :meth:`SshTransport.close`, so a killed process
-leaves nothing behind for long. A dropped master is noticed at the next call and started again.
+session multiplexed over it, without a new handshake. Commands run in one long-lived remote
+``sh`` on that connection (:mod:`.ssh_shell`), so a command costs a fork on the login node, not
+a new session. The master exits ``idle_s`` seconds after the last call (``ControlPersist``) or
+at :meth:`SshTransport.close`, so a killed process leaves nothing behind for long. A dropped
+connection is noticed at the next call and made again.
 
 Every command crosses as one string that the remote shell splits: each argument is quoted
 with :func:`shlex.quote`, so no job name, argument or environment value can run anything.
@@ -26,6 +28,7 @@ import threading
 from collections.abc import Sequence
 from typing import ClassVar
 
+from tether.schedulers.slurm.ssh_shell import RemoteShell, ShellGone
 from tether.schedulers.slurm.transport import (
     ConnectionDropped,
     SlurmTransportError,
@@ -34,8 +37,6 @@ from tether.schedulers.slurm.transport import (
     TransportSettings,
 )
 
-SSH_FAILED = 255
-"""ssh's own exit status for a connection or authentication failure."""
 IDLE_S = 60
 CONNECT_TIMEOUT_S = 15
 
@@ -121,6 +122,8 @@ class SshTransport(Transport):
         super().__init__(settings)
         self.idle_s = idle_s
         self._lock = threading.Lock()
+        self._shell_lock = threading.Lock()
+        self._shell: RemoteShell | None = None
         self._dir: str | None = None
         self._ssh = shutil.which("ssh") or "ssh"
 
@@ -229,25 +232,44 @@ class SshTransport(Transport):
         """
         env = {"SLURM_CONF": self.settings.slurm_conf} if self.settings.slurm_conf else None
         command = remote_command(argv, env)
-        for attempt in (0, 1):
-            self.connect()
-            res = subprocess.run(
-                [*self.base_argv(), "-o", "ControlMaster=no", "--", str(self.settings.host),
-                 command],
-                capture_output=True, text=True, errors="surrogateescape", input=input,
-                stdin=None if input is not None else subprocess.DEVNULL,
-                timeout=timeout or self.settings.timeout,
-            )  # fmt: skip
-            if res.returncode != SSH_FAILED or not _ssh_error(res.stderr):
-                return res
-            problem, hint = diagnose(res.stderr)
-            if retry and attempt == 0:
-                continue  # connect again (connect() starts a new master if this one died)
-            raise ConnectionDropped("ssh", self.where, problem, hint)
+        wait = timeout or self.settings.timeout
+        with self._shell_lock:
+            for attempt in (0, 1):
+                shell = self._open_shell(fresh=attempt > 0)
+                try:
+                    rc, out, err = shell.run(command, input, wait)
+                except ShellGone as e:
+                    self._shell = None
+                    if e.timed_out:
+                        raise subprocess.TimeoutExpired(list(argv), wait) from None
+                    if retry and attempt == 0:
+                        continue  # connect again (or say why it cannot)
+                    problem, hint = diagnose(shell.ssh_error() or str(e))
+                    raise ConnectionDropped("ssh", self.where, problem, hint) from None
+                return subprocess.CompletedProcess(list(argv), rc, out, err)
         raise AssertionError("unreachable")
 
+    def _open_shell(self, fresh: bool) -> RemoteShell:
+        """The remote shell, started (after the master: its errors are diagnosed) if needed."""
+        if self._shell is not None and self._shell.alive and not fresh:
+            return self._shell
+        if self._shell is not None:
+            self._shell.close()
+            self._shell = None
+        self.connect()
+        self._shell = RemoteShell(
+            [*self.base_argv(), "-T", "-o", "ControlMaster=auto",
+             "-o", f"ControlPersist={self.idle_s}", "--", str(self.settings.host), "exec sh"],
+            os.path.join(os.path.dirname(self.control_path), "shell.log"),
+        )  # fmt: skip
+        return self._shell
+
     def close(self) -> None:
-        """Stops the shared connection and removes its directory."""
+        """Stops the remote shell and the shared connection; removes its directory."""
+        with self._shell_lock:
+            if self._shell is not None:
+                self._shell.close()
+                self._shell = None
         if self._dir is None:
             return
         if os.path.exists(self.control_path):
@@ -259,12 +281,3 @@ class SshTransport(Transport):
         shutil.rmtree(self._dir, ignore_errors=True)
         self._dir = None
 
-
-def _ssh_error(stderr: str) -> bool:
-    """Whether a 255 exit is ssh's own (a remote program may exit 255 too)."""
-    low = stderr.lower()
-    return any(
-        s in low
-        for s in ("ssh:", "connection", "permission denied", "host key", "control socket",
-                  "mux_client", "broken pipe", "kex_exchange")
-    )  # fmt: skip
