@@ -260,3 +260,16 @@ def test_remote_transport_needs_a_job_dir(remote: dict[str, Any]) -> None:
     sched = create_scheduler("e2e", **remote)
     with pytest.raises(ValueError, match="transport=ssh needs the run option job_dir"):
         sched.submit_dryrun(AppDef("x", roles=[sh("w", "true")]), {})
+
+
+def test_delete_over_ssh_hides_the_job_and_removes_its_files(
+    sched: SlurmScheduler, cfg: dict[str, Any]
+) -> None:
+    app_id = sched.submit(AppDef("gone", roles=[sh("w", "echo bye")]), cfg)
+    done(sched, app_id)
+    logs = Path(cfg["job_dir"]) / f"gone-{app_id}"
+    assert logs.is_dir()
+    sched.delete(app_id)
+    assert sched.describe(app_id) is None
+    assert app_id not in [a.app_id for a in sched.list()]
+    assert not logs.exists() and (Path(cfg["job_dir"]) / f".gone-{app_id}.deleted").exists()

@@ -55,6 +55,11 @@ class JobFiles:
         """Whether ``path`` exists."""
         raise NotImplementedError
 
+    def probe(self, directory: str, path: str) -> tuple[dict[str, int], bool]:
+        """:meth:`sizes` of ``directory`` and :meth:`exists` of ``path`` (one round trip
+        where the transport is remote)."""
+        return self.sizes(directory), self.exists(path)
+
     def touch(self, path: str) -> None:
         """Creates an empty file (and its directory)."""
         raise NotImplementedError
@@ -179,6 +184,21 @@ class ShellFiles(JobFiles):
 
     def exists(self, path: str) -> bool:
         return self._sh('[ -e "$1" ]', path)[0] == 0
+
+    def probe(self, directory: str, path: str) -> tuple[dict[str, int], bool]:
+        _, out = self._sh(
+            '[ -e "$2" ] && echo D; [ -d "$1" ] || exit 0; '
+            'find "$1" -mindepth 1 -maxdepth 1 -type f -printf "%s %f\\n"',
+            directory, path,
+        )  # fmt: skip
+        lines = out.splitlines()
+        found = bool(lines) and lines[0] == "D"
+        sizes: dict[str, int] = {}
+        for line in lines[1:] if found else lines:
+            n, _, name = line.partition(" ")
+            if n.isdigit() and name:
+                sizes[name] = int(n)
+        return sizes, found
 
     def touch(self, path: str) -> None:
         self._sh('umask 077 && mkdir -p -- "$(dirname -- "$1")" && touch -- "$1"', path)

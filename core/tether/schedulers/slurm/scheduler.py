@@ -257,6 +257,11 @@ class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
 
     # ---- query ---------------------------------------------------------------------------
     def _fetch(self, app_id: str) -> SlurmApp | None:
+        app = self._lookup(app_id)
+        return None if app is None or self._deleted(app) else app
+
+    def _lookup(self, app_id: str) -> SlurmApp | None:
+        """The job as Slurm knows it (``delete``'s marker not checked)."""
         if not app_id.isdigit():
             return None
         found = from_squeue(self._client.squeue(job_id=app_id))
@@ -265,7 +270,7 @@ class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
             text = self._client.sacct(job_id=app_id)
             if text:
                 app = next((a for a in from_sacct(text) if a.app_id == app_id), None)
-        return None if app is None or self._deleted(app) else app
+        return app
 
     @staticmethod
     def _tombstone(app: SlurmApp) -> Path | None:
@@ -286,40 +291,48 @@ class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
         Returns:
             The description, or None when Slurm does not know the job (or it is not tether's).
         """
-        app = self._fetch(app_id)
+        app = self._lookup(app_id)
         if app is None:
             return None
-        return self.describe_app(app)
+        sizes: dict[str, int] = {}
+        if app.job_dir:  # delete's marker and the REPLICA restarts: one look at the files
+            sizes, deleted = self._client.files.probe(self._log_dir(app), str(self._tombstone(app)))
+            if deleted:
+                return None
+        return self.describe_app(app, sizes)
 
-    def describe_app(self, app: SlurmApp) -> DescribeAppResponse:
+    @staticmethod
+    def _log_dir(app: SlurmApp) -> str:
+        return f"{app.job_dir}/{app.name}-{app.app_id}"
+
+    def describe_app(
+        self, app: SlurmApp, log_sizes: Mapping[str, int] | None = None
+    ) -> DescribeAppResponse:
         """What :meth:`describe` answers for a job already read (also the watch hub's view).
 
         Args:
             app: The job, from ``squeue`` or ``sacct``.
+            log_sizes: The files of its log directory and their sizes, when already listed.
 
         Returns:
             The description.
         """
         app_id = app.app_id
+        if log_sizes is None:
+            log_sizes = self._client.files.sizes(self._log_dir(app)) if app.job_dir else {}
+        restarts = sum(n for name, n in log_sizes.items() if name.startswith(RESTARTS_FILE))
         msg = app.msg
         if app.state == AppState.FAILED:
             msg += self._role_exit_note(app) + self._oom_note(app)
         return DescribeAppResponse(
             app_id=app_id,
             state=app.state,
-            num_restarts=app.num_restarts + self._replica_restarts(app),
+            num_restarts=app.num_restarts + restarts,
             msg=msg,
             roles_statuses=role_statuses(app),
             roles=roles(app),
             job_key=app.marker.job_key,
         )
-
-    def _replica_restarts(self, app: SlurmApp) -> int:
-        """The restarts of tasks by ``RetryPolicy.REPLICA`` (counted in the log directory)."""
-        if not app.job_dir:
-            return 0
-        found = self._client.files.sizes(f"{app.job_dir}/{app.name}-{app.app_id}")
-        return sum(n for name, n in found.items() if name.startswith(RESTARTS_FILE))
 
     def _role_exit_note(self, app: SlurmApp) -> str:
         """``; exit codes by role: a=143 (stopped), b=5`` for a heterogeneous job."""
