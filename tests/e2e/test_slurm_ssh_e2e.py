@@ -142,13 +142,17 @@ def test_hostile_names_args_and_env_cross_ssh_quoted(
 
 
 def test_cancel_and_reattach_by_job_key_from_a_new_scheduler(
-    remote: dict[str, Any], cfg: dict[str, Any], no_slurm_client: None
-) -> None:
+    remote: dict[str, Any], cfg: dict[str, Any], no_slurm_client: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
     key = f"dag/run-{uuid.uuid4().hex[:8]}/task"
     app = AppDef("keyed", roles=[sh("w", "echo up; exec sleep 600")])
     with Runner("e2e", scheduler_params={"slurm": remote}) as r:
         first = r.run_or_attach(app, "slurm", cfg, job_key=key)
-    with Runner("e2e", scheduler_params={"slurm": remote}) as r:  # another process's view
+    # another process (a later `tether status` in a shell): the transport from TETHER_SLURM_*
+    for name, value in remote.items():
+        monkeypatch.setenv(f"TETHER_SLURM_{name.upper()}", str(value))
+    with Runner("e2e") as r:
         second = r.run_or_attach(app, "slurm", cfg, job_key=key)
         assert second.reattached and second.app_handle == first.app_handle
         r.cancel(first.app_handle)

@@ -133,3 +133,17 @@ def test_rest_job_description_maps_flags_and_refuses_unknown_ones() -> None:
 )  # fmt: skip
 def test_time_limits_in_minutes(value: str, minutes: int | None) -> None:
     assert time_minutes(value) == minutes
+
+
+def test_transport_settings_from_the_environment_under_parameters(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TETHER_SLURM_TRANSPORT", "ssh")
+    monkeypatch.setenv("TETHER_SLURM_HOST", "login.env")
+    monkeypatch.setenv("TETHER_SLURM_PORT", "2222")
+    monkeypatch.setenv("TETHER_SLURM_VERIFY_HOST_KEY", "false")
+    s = settings_from({"host": "login.param", "port": None})
+    assert (s.transport, s.host, s.port, s.verify_host_key) == ("ssh", "login.param", 2222, False)
+    monkeypatch.setenv("TETHER_SLURM_PORT", "twenty")
+    with pytest.raises(SlurmTransportConfigError, match="TETHER_SLURM_PORT='twenty'"):
+        settings_from({})

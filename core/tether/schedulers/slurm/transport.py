@@ -156,8 +156,48 @@ class TransportSettings:
 SETTING_FIELDS = tuple(f.name for f in fields(TransportSettings))
 
 
+ENV_PREFIX = "TETHER_SLURM_"
+"""``TETHER_SLURM_<SETTING>`` variables (``TETHER_SLURM_TRANSPORT=ssh``,
+``TETHER_SLURM_HOST``...) give defaults below the scheduler's parameters, so a later
+``tether status`` or ``tether log`` in another shell reaches the same cluster."""
+_TRUE = ("1", "true", "yes", "on")
+
+
+def settings_from_env(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The settings ``TETHER_SLURM_*`` variables give (typed; empty ones skipped).
+
+    Args:
+        env: The environment (default: this process's).
+
+    Returns:
+        Setting name to value.
+    """
+    source = os.environ if env is None else env
+    out: dict[str, Any] = {}
+    for f in fields(TransportSettings):
+        raw = source.get(ENV_PREFIX + f.name.upper(), "")
+        if not raw:
+            continue
+        kind = str(f.type)
+        try:
+            if "bool" in kind:
+                out[f.name] = raw.strip().lower() in _TRUE
+            elif "int" in kind:
+                out[f.name] = int(raw)
+            elif "float" in kind:
+                out[f.name] = float(raw)
+            else:
+                out[f.name] = raw
+        except ValueError:
+            raise SlurmTransportConfigError(
+                f"{ENV_PREFIX}{f.name.upper()}={raw!r} is not a number"
+            ) from None
+    return out
+
+
 def settings_from(params: Mapping[str, Any]) -> TransportSettings:
-    """Settings from scheduler parameters (unknown keys are not settings and are skipped).
+    """Settings from scheduler parameters over ``TETHER_SLURM_*`` variables (unknown keys are
+    not settings and are skipped; None values leave the default).
 
     Args:
         params: Keyword arguments of :func:`~tether.schedulers.slurm.scheduler.create_scheduler`.
@@ -165,7 +205,7 @@ def settings_from(params: Mapping[str, Any]) -> TransportSettings:
     Returns:
         The checked settings.
     """
-    s = TransportSettings().overlay(params)
+    s = TransportSettings().overlay(settings_from_env()).overlay(params)
     s.check()
     return s
 
