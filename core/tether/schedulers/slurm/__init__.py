@@ -7,6 +7,11 @@ reach (``SLURM_CONF`` or ``scheduler_params={"slurm": {"slurm_conf": PATH}}``), 
 runs there and writes its logs there. ``tether run --dryrun -s slurm ...`` renders the sbatch
 script offline, without Slurm.
 
+**Transports** (:mod:`.transport`): that is ``local``. ``ssh`` runs the same commands on a
+login node over one multiplexed OpenSSH connection (:mod:`.ssh`), and ``rest`` talks to
+``slurmrestd`` with a JWT (:mod:`.rest`); the render is the same for all three, and
+:mod:`.connect` gives the scheduler one client interface over them.
+
 Try it locally: ``tests/e2e/infra/setup.d/30-slurm.sh`` installs Debian's ``slurm-wlm`` and
 ``munge``; ``python -m tests.e2e.infra.slurm`` starts munged, slurmctld and two slurmd
 "nodes" on this host (free ports, a temp dir) and prints the ``SLURM_CONF`` to export.
