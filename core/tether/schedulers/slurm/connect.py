@@ -131,5 +131,6 @@ def request_text(req: SlurmRequest, transport: str) -> str:
         return text
     from tether.schedulers.slurm.rest_job import job_description
 
-    body = json.dumps(job_description(req), indent=2, sort_keys=True)
+    shown = {**job_description(req), "script": "<the batch script above>"}
+    body = json.dumps(shown, indent=2, sort_keys=True)
     return f"{text}\n# slurmrestd: POST /slurm/<version>/job/submit\n{body}\n"
