@@ -277,3 +277,22 @@ def test_delete_over_ssh_hides_the_job_and_removes_its_files(
     assert sched.describe(app_id) is None
     assert app_id not in [a.app_id for a in sched.list()]
     assert not logs.exists() and (Path(cfg["job_dir"]) / f".gone-{app_id}.deleted").exists()
+
+
+def test_log_tail_survives_a_dropped_connection(
+    sched: SlurmScheduler, cfg: dict[str, Any], slurm_sshd: SshServer
+) -> None:
+    release = Path(cfg["job_dir"]) / "release"
+    script = f"echo first; while [ ! -e {release} ]; do sleep 0.2; done; echo second"
+    app_id = sched.submit(AppDef("tail", roles=[sh("w", script)]), cfg)
+    before = accepted(slurm_sshd)
+    transport = sched.client.transport  # type: ignore[attr-defined]
+    seen = []
+    for line in sched.log_iter(app_id, "w", 0, should_tail=True):
+        seen.append(line)
+        if line == "first\n":  # drop the connection mid-log, then let the job go on
+            subprocess.run([*transport.base_argv(), "-O", "exit", "--", "127.0.0.1"],
+                           check=True, capture_output=True)  # fmt: skip
+            release.touch()
+    assert seen == ["first\n", "second\n"]
+    assert accepted(slurm_sshd) == before + 1  # one new connection replaced the dropped one
