@@ -70,13 +70,15 @@ KUBE = [
 SLURM_RAY = [
     "tests/e2e/test_slurm_e2e.py",
     "tests/e2e/test_slurm_accounting_e2e.py",
+    "tests/e2e/test_slurm_ssh_e2e.py",
+    "tests/e2e/test_slurm_rest_e2e.py",
     "tests/e2e/matrix/test_matrix_slurm.py",
     "tests/e2e/test_ray_e2e.py",
     "tests/e2e/matrix/test_matrix_ray.py",
     "tests/e2e/test_slurm_watch.py",
     "tests/e2e/test_ray_watch.py",
 ]
-SLURM_RAY_CONTRACT = ["slurm", "ray"]
+SLURM_RAY_CONTRACT = ["slurm", "slurm_ssh", "ray"]
 """The backends whose contract cases the slurm+ray group runs (a backend adds its id here)."""
 CONTAINERS = [
     "tests/e2e/test_local_docker.py",

@@ -243,6 +243,47 @@ class SlurmHarness(BackendHarness):
         return "127.0.0.1"  # the NodeAddr of the first node of the first role
 
 
+class SlurmSshHarness(SlurmHarness):
+    """``slurm`` over the ``ssh`` transport: the session cluster behind the e2e sshd
+    (``tests/e2e/infra/slurm_remote.py``), jobs submitted and files read as its dedicated
+    user. That user cannot enter this machine's home directories, so the programs run the
+    system Python, the job directory is in the user's home and the shared directory is a
+    world-writable one under /tmp.
+    """
+
+    python = "/usr/bin/python3"
+
+    def __init__(self, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+        super().__init__(request, tmp_path)
+        import shutil
+        import tempfile
+        import uuid
+
+        from tests.e2e.infra.slurm_remote import ensure_user
+
+        self.sshd = request.getfixturevalue("slurm_sshd")
+        user = ensure_user(self.sshd.user)
+        self._shared = Path(tempfile.mkdtemp(prefix="tether-contract-", dir="/tmp"))
+        self._shared.chmod(0o1777)
+        self.job_dir = Path(user.pw_dir) / "tether-contract" / uuid.uuid4().hex[:12]
+        self.job_dir.mkdir(parents=True)
+        for p in (self.job_dir, self.job_dir.parent):
+            os.chown(p, user.pw_uid, user.pw_gid)
+        request.addfinalizer(lambda: shutil.rmtree(self._shared, ignore_errors=True))
+        request.addfinalizer(lambda: shutil.rmtree(self.job_dir, ignore_errors=True))
+
+    def _remote(self) -> dict[str, Any]:
+        return {**self.sshd.settings(), "slurm_conf": str(self.cluster.conf)}
+
+    def scheduler(self) -> Scheduler[Any]:
+        from tether.schedulers.slurm import create_scheduler
+
+        return create_scheduler("contract", **self._remote())
+
+    def scheduler_params(self) -> dict[str, Any]:
+        return {"slurm": self._remote()}
+
+
 class AwsBatchHarness(BackendHarness):
     """``aws_batch`` on moto's server (reset per case); jobs run as podman containers.
 
