@@ -296,3 +296,31 @@ def test_log_tail_survives_a_dropped_connection(
             release.touch()
     assert seen == ["first\n", "second\n"]
     assert accepted(slurm_sshd) == before + 1  # one new connection replaced the dropped one
+
+
+def test_cli_runs_over_ssh_and_a_later_call_finds_the_job_by_environment(
+    remote: dict[str, Any], cfg: dict[str, Any], no_slurm_client: None
+) -> None:
+    import sys
+
+    env = {**os.environ, **{f"TETHER_SLURM_{k.upper()}": str(v) for k, v in remote.items()}}
+    cli = [sys.executable, "-m", "tether.cli.main"]
+    run = subprocess.run(
+        [*cli, "run", "-s", "slurm", "-cfg", f"job_dir={cfg['job_dir']}", "utils.echo",
+         "--msg", "over ssh"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    handle = next(w for w in run.stdout.split() if w.startswith("slurm://"))
+    deadline = time.monotonic() + DEADLINE_S
+    while True:  # each call a new process: the transport comes from TETHER_SLURM_*
+        status = subprocess.run([*cli, "status", handle], env=env, capture_output=True,
+                                text=True, timeout=120)  # fmt: skip
+        assert status.returncode == 0, status.stderr
+        if "SUCCEEDED" in status.stdout:
+            break
+        assert time.monotonic() < deadline, status.stdout
+        time.sleep(0.5)
+    log = subprocess.run([*cli, "log", handle], env=env, capture_output=True, text=True,
+                         timeout=120)  # fmt: skip
+    assert "over ssh" in log.stdout, log.stderr
