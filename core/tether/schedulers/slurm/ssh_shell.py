@@ -25,9 +25,14 @@ import subprocess
 import time
 from collections.abc import Sequence
 
+from tether.errors import BackendError
 
-class ShellGone(Exception):
-    """The remote shell ended (connection dropped) or did not answer in time."""
+
+class ShellGone(BackendError):
+    """The remote shell ended (connection dropped) or did not answer in time (the transport
+    turns this into :class:`~.transport.ConnectionDropped` or a timeout)."""
+
+    backend, kind = "slurm", "connection"
 
     def __init__(self, reason: str, timed_out: bool = False) -> None:
         super().__init__(reason)

@@ -27,12 +27,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, ClassVar, Literal, get_args
 
+from tether.errors import BackendError, SpecError
+
 TransportKind = Literal["local", "ssh", "rest"]
 TRANSPORTS: tuple[str, ...] = get_args(TransportKind)
 DEFAULT_TIMEOUT_S = 60.0
 
 
-class SlurmTransportError(RuntimeError):
+class SlurmTransportError(BackendError):
     """The cluster cannot be reached through the transport; says which, where and what to fix.
 
     Attributes:
@@ -40,6 +42,8 @@ class SlurmTransportError(RuntimeError):
         where: The host (``user@host:port``) or URL.
         hint: What to fix.
     """
+
+    backend, kind = "slurm", "connection"
 
     def __init__(self, transport: str, where: str, problem: str, hint: str = "") -> None:
         self.transport = transport
@@ -49,7 +53,7 @@ class SlurmTransportError(RuntimeError):
         super().__init__(text + (f"; {hint}" if hint else ""))
 
 
-class SlurmTransportConfigError(ValueError):
+class SlurmTransportConfigError(SpecError):
     """Transport settings that cannot work; the message names the field, value and what is
     allowed."""
 
