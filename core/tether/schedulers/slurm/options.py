@@ -6,6 +6,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from tether.schedulers.slurm.transport import TransportKind
 from tether.specs import StructuredOpts
 
 GpuRequest = Literal["gpus", "gres"]
@@ -93,7 +94,7 @@ class SlurmOpts(StructuredOpts):
 
     # ---- transport (see tether.schedulers.slurm.transport); the scheduler's parameters
     # (an Airflow connection, Prefect settings) give the defaults, these win for a submit.
-    transport: str | None = None
+    transport: TransportKind | None = None
     """How the cluster is reached: local (Slurm's commands on this machine), ssh (on a login
     node over OpenSSH) or rest (slurmrestd with a JWT). Default: the scheduler's, else local."""
 
