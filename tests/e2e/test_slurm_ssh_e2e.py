@@ -324,3 +324,20 @@ def test_cli_runs_over_ssh_and_a_later_call_finds_the_job_by_environment(
     log = subprocess.run([*cli, "log", handle], env=env, capture_output=True, text=True,
                          timeout=120)  # fmt: skip
     assert "over ssh" in log.stdout, log.stderr
+
+
+def test_list_and_find_jobs_show_only_the_login_users_jobs(
+    slurm_cluster: SlurmCluster, remote: dict[str, Any], cfg: dict[str, Any], tmp_path: Path
+) -> None:
+    key = f"shared-{uuid.uuid4().hex[:8]}"
+    app = AppDef("mine", roles=[sh("w", "true")], metadata={JOB_KEY: key})
+    local = create_scheduler("e2e", slurm_conf=str(slurm_cluster.conf))  # this user's job
+    theirs = local.submit(app, {"job_dir": str(tmp_path / "jobs")})
+    over_ssh = create_scheduler("e2e", **remote)
+    try:
+        assert over_ssh.find_jobs(key) == []  # squeue --json lists every user's jobs
+        ours = over_ssh.submit(app, cfg)
+        assert [a.app_id for a in over_ssh.find_jobs(key)] == [ours]
+        assert theirs not in [a.app_id for a in over_ssh.list()]
+    finally:
+        over_ssh.close()

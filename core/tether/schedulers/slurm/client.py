@@ -223,6 +223,8 @@ class SlurmClient:
                 j for j in jobs
                 if str(j.get("job_id")) == job_id or str(j.get("het_job_id")) == job_id
             ]  # fmt: skip
+        if user is not None:  # Slurm 22.05's squeue --json ignores --user: filter here too
+            jobs = [j for j in jobs if j.get("user_name") in (None, user)]
         return jobs
 
     def sacct(self, job_id: str | None = None, user: str | None = None) -> str | None:
