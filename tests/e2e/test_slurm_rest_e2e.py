@@ -161,3 +161,18 @@ def test_bad_tokens_and_a_down_daemon_name_transport_url_and_fix(
 def test_version_is_negotiated(sched: SlurmScheduler, slurm_restd: SlurmRestd) -> None:
     newest = max(p.split("/")[1] for p in slurm_restd.offered)
     assert sched.client.version == newest  # type: ignore[attr-defined]
+
+
+def test_watch_hub_follows_jobs_over_rest(sched: SlurmScheduler, cfg: dict[str, Any]) -> None:
+    from tether.schedulers.watch import Subscription, WatchHub
+
+    ids = [sched.submit(AppDef("w", roles=[sh("w", f"exit {i}")]), cfg) for i in range(3)]
+    hub = WatchHub()
+    with Subscription(hub) as sub:
+        for app_id in ids:
+            sub.follow(sched, app_id)
+        finals = {e.app_id: e.state for e in sub.events(timeout=120) if e.final}
+        assert next(iter(hub._views)).connection.startswith("rest:http://127.0.0.1:")
+    hub.close()
+    assert finals == {ids[0]: AppState.SUCCEEDED, ids[1]: AppState.FAILED,
+                      ids[2]: AppState.FAILED}  # fmt: skip

@@ -341,3 +341,27 @@ def test_list_and_find_jobs_show_only_the_login_users_jobs(
         assert theirs not in [a.app_id for a in over_ssh.list()]
     finally:
         over_ssh.close()
+
+
+def test_watch_hub_follows_jobs_over_ssh_with_one_squeue_per_read(
+    sched: SlurmScheduler, cfg: dict[str, Any], slurm_sshd: SshServer
+) -> None:
+    from tether.schedulers.slurm.watch import SlurmReader
+    from tether.schedulers.watch import Subscription, WatchHub
+
+    ids = [sched.submit(AppDef("w", roles=[sh("w", f"exit {i}")]), cfg) for i in range(3)]
+    before = accepted(slurm_sshd)
+    hub = WatchHub()
+    with Subscription(hub) as sub:
+        for app_id in ids:
+            sub.follow(sched, app_id)
+        finals = {e.app_id: e.state for e in sub.events(timeout=120) if e.final}
+        view = next(iter(hub._views.values()))
+        reader = view.driver._reader
+        assert isinstance(reader, SlurmReader)
+        per_read = reader.commands / max(view.driver.rounds, 1)
+    hub.close()
+    assert finals == {ids[0]: AppState.SUCCEEDED, ids[1]: AppState.FAILED,
+                      ids[2]: AppState.FAILED}  # fmt: skip
+    assert per_read <= 2  # one squeue (and a sacct), not one per job
+    assert accepted(slurm_sshd) == before  # over the scheduler's one connection

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -196,6 +197,33 @@ class SlurmClient:
         """
         out = self.run(["sbatch", *args, script_path], retry=False).stdout.strip()
         return out.splitlines()[-1].split(";")[0].strip() if out else ""
+
+    @property
+    def cluster_key(self) -> str:
+        """Names the cluster this client reaches (the watch hub reads each cluster once)."""
+        conf = self.slurm_conf or self.extra_env.get("SLURM_CONF")
+        if isinstance(self.transport, LocalTransport):
+            conf = conf or os.environ.get("SLURM_CONF")
+        return f"{self.transport.kind}:{self.where}:{conf or 'default'}"
+
+    def squeue_jobs(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """One ``squeue --json --states=all --jobs=ID,...`` for several jobs (the watch hub's
+        read): the records of those Slurm still shows.
+
+        Args:
+            ids: Job ids.
+
+        Returns:
+            The records.
+        """
+        argv = ["squeue", "--json", "--states=all", f"--jobs={','.join(ids)}"]
+        res = self.run(argv, check=False)
+        if res.returncode != 0:
+            if "Invalid job id" in res.stderr + res.stdout:  # one id, gone from the queue
+                return []
+            raise SlurmCommandError(argv, res.returncode, res.stderr or res.stdout)
+        jobs: list[dict[str, Any]] = json.loads(res.stdout or "{}").get("jobs") or []
+        return jobs
 
     def squeue(self, job_id: str | None = None, user: str | None = None) -> list[dict[str, Any]]:
         """``squeue --json --states=all``: the job records (finished ones for ``MinJobAge``).

@@ -58,6 +58,15 @@ class SlurmApi(Protocol):
         """Job records in ``squeue --json`` form (see :func:`.status.from_squeue`)."""
         ...
 
+    @property
+    def cluster_key(self) -> str:
+        """Names the cluster this client reaches (transport, host or URL, configuration)."""
+        ...
+
+    def squeue_jobs(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """The records of several jobs in one read (the watch hub's)."""
+        ...
+
     def sacct(self, job_id: str | None = None, user: str | None = None) -> str | None:
         """``sacct --parsable2`` text, or None without accounting."""
         ...

@@ -287,6 +287,19 @@ class RestClient:
                          "put the code on the cluster (image or shared path), or use "
                          "transport=ssh, which copies it with rsync")  # fmt: skip
 
+    @property
+    def cluster_key(self) -> str:
+        """Names the cluster (the watch hub reads each cluster once)."""
+        return f"rest:{self.where}"
+
+    def squeue_jobs(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """The records of several jobs from one ``GET .../jobs`` (the watch hub's read)."""
+        wanted = set(ids)
+        return [
+            j for j in self.squeue()
+            if str(j.get("job_id")) in wanted or str(j.get("het_job_id")) in wanted
+        ]  # fmt: skip
+
     def sacct(self, job_id: str | None = None, user: str | None = None) -> str | None:
         """None: accounting is not read over slurmrestd (see the capabilities)."""
         return None

@@ -1,6 +1,7 @@
 """Following every followed Slurm job with one ``squeue`` (and one ``sacct``) per interval.
 
-Each read runs ``squeue --json --states=all --jobs=ID,ID,...`` once for every followed job,
+Each read runs ``squeue --json --states=all --jobs=ID,ID,...`` once for every followed job
+(over ``rest``: one ``GET .../jobs``),
 then ``sacct --jobs=ID,...`` once for the jobs squeue no longer shows (finished longer than
 ``MinJobAge`` ago), through the scheduler's client (whatever transport it uses). A job
 neither shows is confirmed by ``describe`` before anyone hears it is gone; a command that
@@ -9,13 +10,10 @@ fails or prints nothing is no news (the last state stands until a read answers).
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from tether.schedulers.api import DescribeAppResponse, Scheduler
-from tether.schedulers.slurm.client import SlurmCommandError
 from tether.schedulers.slurm.scheduler import SlurmScheduler
 from tether.schedulers.slurm.status import SlurmApp, from_sacct, from_squeue
 from tether.schedulers.watch.events import FollowTarget, WatchKey
@@ -40,15 +38,8 @@ class SlurmReader:
         """
 
     def _squeue(self, ids: list[str]) -> list[SlurmApp]:
-        argv = ["squeue", "--json", "--states=all", f"--jobs={','.join(ids)}"]
         self.commands += 1
-        res = self._scheduler._client.run(argv, check=False)
-        if res.returncode != 0:
-            if "Invalid job id" in res.stderr + res.stdout:  # one id, gone from the queue
-                return []
-            raise SlurmCommandError(argv, res.returncode, res.stderr or res.stdout)
-        jobs: list[dict[str, Any]] = json.loads(res.stdout or "{}").get("jobs") or []
-        return from_squeue(jobs)
+        return from_squeue(self._scheduler.client.squeue_jobs(ids))
 
     def read(self, app_ids: Collection[str]) -> Mapping[str, DescribeAppResponse]:
         """One ``squeue`` for all jobs, one ``sacct`` for those it does not show.
@@ -106,8 +97,6 @@ def follow_target(scheduler: Scheduler[Any], app_id: str) -> FollowTarget:
     """
     if not isinstance(scheduler, SlurmScheduler):
         raise TypeError(f"not a slurm scheduler: {type(scheduler).__name__}")
-    client = scheduler._client
-    conf = client.slurm_conf or client.extra_env.get("SLURM_CONF") or os.environ.get("SLURM_CONF")
-    key = WatchKey(scheduler.backend, conf or "default")
+    key = WatchKey(scheduler.backend, scheduler.client.cluster_key)
     interval = scheduler.capabilities.follow.interval
     return FollowTarget(key, lambda: SlurmReader(scheduler), interval)
