@@ -72,6 +72,8 @@ SLURM_RAY = [
     "tests/e2e/test_slurm_accounting_e2e.py",
     "tests/e2e/test_slurm_ssh_e2e.py",
     "tests/e2e/test_slurm_rest_e2e.py",
+    "tests/adapters/airflow/test_airflow_slurm_remote.py",
+    "tests/adapters/prefect/test_slurm_connection.py",
     "tests/e2e/matrix/test_matrix_slurm.py",
     "tests/e2e/test_ray_e2e.py",
     "tests/e2e/matrix/test_matrix_ray.py",
