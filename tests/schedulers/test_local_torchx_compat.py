@@ -36,11 +36,17 @@ def test_prepend_cwd_resolves_bare_and_dot_slash_entrypoints(tmp_path: Path) -> 
         assert "".join(runner.log_lines(handle, "dot", 0)) == "ran\n"
 
 
-def test_without_prepend_cwd_path_is_untouched(tmp_path: Path) -> None:
-    app = AppDef("p", roles=[Role("r", image=str(tmp_path), entrypoint="true")])
+def test_without_prepend_cwd_the_cwd_is_appended_to_path(tmp_path: Path) -> None:
+    _script(tmp_path, "tool.sh", "echo local tool\n")
+    app = AppDef("p", roles=[Role("r", image=str(tmp_path), entrypoint="tool.sh")])
     with Runner("t") as runner:
         info = runner.dryrun(app, "local_cwd", cfg={"cwd": str(tmp_path)})
-        assert f"PATH={tmp_path}" not in str(info)
+        (rep,) = info.request.roles["r"]
+        assert rep.env["PATH"] == f"{os.environ['PATH']}{os.pathsep}{tmp_path}"
+        handle = runner.schedule(info)
+        status = runner.wait(handle, wait_interval=0.2, timeout=60)
+        assert status is not None and status.state == AppState.SUCCEEDED, status
+        assert "".join(runner.log_lines(handle, "r", 0)) == "local tool\n"
 
 
 def test_exit_with_launcher_cancels_on_close_default_is_durable(tmp_path: Path) -> None:

@@ -79,9 +79,9 @@ class LocalScheduler(_LocalCwdScheduler):
         placed = self._placed(app, opts)
         default_cwd = os.path.expanduser(opts.cwd) if opts.cwd else os.getcwd()
         for role in placed.roles:  # an entrypoint found on the PATH the replica gets is fine
-            if not opts.prepend_cwd and os.path.isdir(cwd := role_cwd(role, default_cwd)):
+            if self._extra_paths and os.path.isdir(role_cwd(role, default_cwd)):
                 base = role.env.get("PATH", os.environ.get("PATH", os.defpath))
-                role.env["PATH"] = join_path(*self._extra_paths, base, cwd)
+                role.env["PATH"] = join_path(*self._extra_paths, base)
         super()._validate(placed, scheduler, opts)
 
     def _submit_dryrun(self, app: AppDef, opts: LocalOpts) -> AppDryRunInfo[LocalRequest]:
@@ -92,8 +92,8 @@ class LocalScheduler(_LocalCwdScheduler):
                 if opts.prepend_cwd:  # the cwd is already first
                     first, _, rest = path.partition(os.pathsep)
                     rep.env["PATH"] = join_path(first, *self._extra_paths, rest)
-                else:
-                    rep.env["PATH"] = join_path(*self._extra_paths, path, rep.cwd)
+                else:  # the cwd is already last
+                    rep.env["PATH"] = join_path(*self._extra_paths, path)
         return info
 
 

@@ -39,4 +39,5 @@ class LocalOpts(StructuredOpts):
 
     prepend_cwd: bool = False
     """Put the replica's working directory first on its ``PATH`` (as TorchX), so an
-    entrypoint such as ``train.py`` or ``run.sh`` in that directory is found."""
+    entrypoint such as ``train.py`` or ``run.sh`` in that directory wins; without it the
+    directory is appended to ``PATH``."""

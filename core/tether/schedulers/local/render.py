@@ -222,9 +222,9 @@ def render(
             argv, env = replica_argv_env(
                 role, app_id=app_id, replica_id=i, rank0_host="localhost", img_root=cwd
             )
-            if opts.prepend_cwd:
-                path = env.get("PATH") or os.environ.get("PATH", "")
-                env["PATH"] = os.pathsep.join(p for p in (cwd, path) if p)
+            path = env.get("PATH") or os.environ.get("PATH", "")
+            parts = (cwd, path) if opts.prepend_cwd else (path, cwd)  # TorchX appends the cwd
+            env["PATH"] = os.pathsep.join(p for p in parts if p)
             rdir = log_dir / role_dir(role.name) / str(i)
             reps.append(
                 ReplicaRequest(

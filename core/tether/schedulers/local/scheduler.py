@@ -147,8 +147,7 @@ class LocalScheduler(Scheduler[LocalRequest, LocalOpts], WorkspaceMixin[None]):
                 )
             return
         search = role.env.get("PATH", os.environ.get("PATH", os.defpath))
-        if prepend_cwd:
-            search = os.pathsep.join((cwd, search))
+        search = os.pathsep.join((cwd, search) if prepend_cwd else (search, cwd))
         if shutil.which(ep, path=search) is None:
             raise ValueError(
                 f"role {role.name!r}: entrypoint {ep!r} is not found on PATH ({search}); "
