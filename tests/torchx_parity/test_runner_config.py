@@ -79,3 +79,12 @@ def test_empty_tetherconfig_turns_config_files_off(
     config.apply("local_cwd", cfg, [str(tmp_path)])  # type: ignore[arg-type]
     assert cfg == {}
 
+
+
+def test_runner_cfg_from_str_parses_with_the_schedulers_options() -> None:
+    with get_runner() as runner:
+        cfg = runner.cfg_from_str("local_cwd", "log_dir=/tmp/foobar", "prepend_cwd=True")
+        assert cfg == {"log_dir": "/tmp/foobar", "prepend_cwd": True}
+        assert runner.cfg_from_str("local_cwd", "grace_period=1", "grace_period=3") == {
+            "grace_period": 3
+        }

@@ -25,6 +25,21 @@ def test_fsspec_tracker_takes_a_filesystem_and_root_path(tmp_path: Path) -> None
         FsspecTracker(fs)
 
 
+def test_fsspec_create_reads_torchx_config_file(tmp_path: Path) -> None:
+    from tether.tracker.backend.fsspec import create
+
+    config = tmp_path / "tracker.cfg"
+    config.write_text(f"# the store\nprotocol=file\nroot_path={tmp_path / 'store'}\n")
+    tracker = create(str(config))
+    tracker.add_metadata("run-1", lr=0.1)
+    assert create(str(config)).metadata("run-1")["lr"] == 0.1
+    assert (tmp_path / "store").is_dir()
+
+    config.write_text("protocol=file\n")
+    with pytest.raises(ValueError, match="missing root_path"):
+        create(str(config))
+
+
 def test_app_run_takes_a_list_of_backends(tmp_path: Path) -> None:
     a = FsspecTracker(fsspec.filesystem("file"), str(tmp_path / "a"))
     b = FsspecTracker(fsspec.filesystem("memory"), "/tether-test-b")

@@ -139,6 +139,25 @@ class SchedulerPool:
         """
         return self._scheduler(scheduler).run_opts()
 
+    def cfg_from_str(self, scheduler: str, *cfg_literal: str) -> Mapping[str, CfgVal]:
+        """Parses ``-cfg`` strings with a scheduler's run options, as TorchX's Runner.
+
+        ``runner.cfg_from_str("local_cwd", "log_dir=/tmp/x", "prepend_cwd=True")`` gives
+        ``{"log_dir": "/tmp/x", "prepend_cwd": True}``; a later string wins on a repeated key.
+
+        Args:
+            scheduler: Its name.
+            *cfg_literal: Strings of ``key=value`` items (see ``runopts.cfg_from_str``).
+
+        Returns:
+            The typed options.
+        """
+        opts = self.scheduler_run_opts(scheduler)
+        cfg: dict[str, CfgVal] = {}
+        for literal in cfg_literal:
+            cfg.update(opts.cfg_from_str(literal))
+        return cfg
+
     # ---- secrets the caller hands over -----------------------------------------------------
     def put_secret(
         self,

@@ -295,16 +295,57 @@ def default_url() -> str:
     return str(state_dir() / "tracker")
 
 
+def read_config_file(path: str) -> dict[str, str]:
+    """Reads TorchX's fsspec tracker config file: ``key=value`` lines, ``#`` comments.
+
+    Args:
+        path: The file.
+
+    Returns:
+        Its keys and values, stripped.
+    """
+    data: dict[str, str] = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            key, sep, value = line.partition("=")
+            if sep and key.strip() and not key.strip().startswith("#") and value.strip():
+                data[key.strip()] = value.strip()
+    return data
+
+
 def create(config: str | None) -> FsspecTracker:
     """Factory of the ``fsspec`` tracker (entry point ``tether.tracker: fsspec``).
 
     Args:
-        config: The store's fsspec URL or local path (default ``<state dir>/tracker``).
+        config: As TorchX, a config file of ``key=value`` lines: ``protocol`` (an fsspec
+            protocol such as ``file`` or ``s3``) and ``root_path`` (the store's path) are
+            required, any other key is passed to ``fsspec.filesystem``. Else the store's
+            fsspec URL or local directory (default ``<state dir>/tracker``).
 
     Returns:
         The tracker.
+
+    Raises:
+        SpecError: (a ``ValueError``) When a config file lacks ``protocol`` or ``root_path``.
     """
     url = (config or "").strip() or default_url()
     if "://" not in url:
         url = os.path.abspath(os.path.expanduser(url))
+        if os.path.isfile(url):
+            return _from_config_file(url)
     return FsspecTracker(url)
+
+
+def _from_config_file(path: str) -> FsspecTracker:
+    import fsspec
+
+    options = read_config_file(path)
+    missing = [k for k in ("protocol", "root_path") if k not in options]
+    if missing:
+        raise SpecError(
+            f"fsspec tracker config {path!r}: missing {', '.join(missing)} (it needs "
+            f"protocol=<fsspec protocol> and root_path=<directory of the store>; "
+            f"found {sorted(options) or 'no keys'})"
+        )
+    protocol, root = options.pop("protocol"), options.pop("root_path")
+    return FsspecTracker(fsspec.filesystem(protocol, **options), root)
