@@ -120,8 +120,21 @@ def test_wrong_component_argument_prints_usage_and_reason(tether: Callable[..., 
     assert res.code == 1
     assert "usage: tether run dist.ddp" in res.err
     assert "-j '2' has no x{nproc_per_node}" in res.err
-    res = tether("run", "utils.echo", "--msgg", "x")
-    assert res.code == 1 and "unrecognized argument '--msgg'; did you mean --msg" in res.err
+    res = tether("run", "utils.echo", "--msgg", "x")  # argparse's exit code, as TorchX
+    assert res.code == 2 and "unrecognized argument '--msgg'; did you mean --msg" in res.err
+
+
+def test_missing_required_component_argument_exits_2_with_usage(
+    tether: Callable[..., Result],
+) -> None:
+    res = tether("run", "--dryrun", "utils.copy", "--src", "a")
+    assert res.code == 2, res
+    assert "usage: tether run utils.copy" in res.err and "--dst" in res.err
+
+
+def test_options_after_the_component_are_its_arguments(tether: Callable[..., Result]) -> None:
+    res = tether("run", "utils.echo", "--dryrun")
+    assert res.code == 2 and "unrecognized argument '--dryrun'" in res.err
 
 
 @pytest.mark.parametrize(
@@ -131,7 +144,6 @@ def test_wrong_component_argument_prints_usage_and_reason(tether: Callable[..., 
         (["run", "--wait", "--detach", "utils.echo"], "cannot be combined"),
         (["run", "-s", "nope", "utils.echo"], "unknown scheduler 'nope'"),
         (["run", "-cfg", "bogus=1", "utils.echo"], "unknown run option 'bogus'"),
-        (["run", "utils.echo", "--dryrun"], "unrecognized argument '--dryrun'"),
         (["run", "--workspace", "/no/such/dir", "utils.echo"], "does not exist"),
     ],
 )

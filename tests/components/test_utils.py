@@ -61,7 +61,7 @@ def test_sh_one_argument_is_a_script_several_are_quoted() -> None:
     assert (role.entrypoint, role.args) == ("sh", ["-c", "echo $HOME | wc -c"])
     role = mat("utils.sh", ["--env", "A=1", "-h", "cpu.small", "echo", "a b", "$HOME"]).roles[0]
     assert role.args == ["-c", "echo 'a b' '$HOME'"]
-    assert role.env == {"A": "1"} and role.resource.memMB == 2048
+    assert role.env["A"] == "1" and role.resource.memMB == 2048
     with pytest.raises(ComponentArgError, match="needs a command"):
         mat("utils.sh", [])
 

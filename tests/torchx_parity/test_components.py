@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tether.components import dist
+import pytest
+
+from tether.components import dist, utils
 from tether.components.finder import get_component
 from tether.specs import macros
 
@@ -36,3 +38,20 @@ def test_ddp_sets_tracking_experiment_and_run_names() -> None:
     named = dist.ddp(script="foo/bar.py", name="exp/run1").roles[0].env
     assert (named["TETHER_TRACKING_EXPERIMENT_NAME"], named["TETHER_TRACKING_RUN_NAME"]) == (
         "exp", "run1")
+
+
+def test_sh_and_python_default_loglevel(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LOGLEVEL", raising=False)
+    assert utils.sh("echo", "hi").roles[0].env["LOGLEVEL"] == "WARNING"
+    assert utils.python(c="pass").roles[0].env["LOGLEVEL"] == "WARNING"
+    monkeypatch.setenv("LOGLEVEL", "INFO")
+    assert utils.sh("echo", "hi").roles[0].env["LOGLEVEL"] == "INFO"
+    given = utils.sh("echo", "hi", env={"LOGLEVEL": "DEBUG"}).roles[0].env
+    assert given["LOGLEVEL"] == "DEBUG"
+
+
+def test_copy_takes_mounts() -> None:
+    app = utils.copy("file:///tmp/a", "file:///tmp/b", mounts=["type=bind", "src=/data",
+                                                              "dst=/data"])
+    (mount,) = app.roles[0].mounts
+    assert (mount.src_path, mount.dst_path) == ("/data", "/data")

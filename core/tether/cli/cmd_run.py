@@ -135,7 +135,8 @@ class CmdRun(SubCommand):
 
             usage = component_usage(get_component(component).fn, f"tether run {component}")
             eprint(usage.rstrip())
-            raise CLIError(f"{component}: {e}") from e
+            code = 1 if e.__cause__ is not None else 2  # a bad argument exits 2, as argparse
+            raise CLIError(f"{component}: {e}", code=code) from e
 
     def _run(
         self, args: argparse.Namespace, scheduler: str, component: str, component_args: list[str]

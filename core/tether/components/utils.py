@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 
 from tether.components import DEFAULT_IMAGE
@@ -10,6 +11,13 @@ from tether.specs import AppDef, Role, parse_mounts, resource
 
 def _one_role_app(name: str, role: Role) -> AppDef:
     return AppDef(name=name, roles=[role])
+
+
+def _with_loglevel(env: dict[str, str] | None) -> dict[str, str]:
+    """A copy of ``env`` with ``LOGLEVEL`` defaulting to the caller's (else ``WARNING``)."""
+    out = dict(env or {})
+    out.setdefault("LOGLEVEL", os.environ.get("LOGLEVEL", "WARNING"))
+    return out
 
 
 def echo(
@@ -85,7 +93,8 @@ def sh(
         gpu: GPUs per replica.
         memMB: Memory per replica in MiB.
         h: A named resource; wins over --cpu/--gpu/--memMB.
-        env: Environment variables, K=V,K2=V2.
+        env: Environment variables, K=V,K2=V2 (``LOGLEVEL`` defaults to yours, else
+            ``WARNING``).
         max_retries: How many times the scheduler retries the job.
         mounts: Mounts, e.g. type=bind,src=/data,dst=/data.
 
@@ -102,7 +111,7 @@ def sh(
             image=image,
             entrypoint="sh",
             args=["-c", script],
-            env=dict(env or {}),
+            env=_with_loglevel(env),
             num_replicas=num_replicas,
             max_retries=max_retries,
             resource=resource(cpu=cpu, gpu=gpu, memMB=memMB, h=h),
@@ -141,7 +150,8 @@ def python(
         memMB: Memory per replica in MiB.
         h: A named resource; wins over --cpu/--gpu/--memMB.
         num_replicas: How many replicas run it.
-        env: Environment variables, K=V,K2=V2.
+        env: Environment variables, K=V,K2=V2 (``LOGLEVEL`` defaults to yours, else
+            ``WARNING``).
         max_retries: How many times the scheduler retries the job.
         mounts: Mounts, e.g. type=bind,src=/data,dst=/data.
 
@@ -160,7 +170,7 @@ def python(
         head = ["-c", c]
     else:
         head = [str(script)]
-    role_env = dict(env or {})
+    role_env = _with_loglevel(env)
     role_env.setdefault("PYTHONUNBUFFERED", "1")
     return _one_role_app(
         name,
@@ -214,13 +224,16 @@ def binary(
     )
 
 
-def copy(src: str, dst: str, image: str = DEFAULT_IMAGE) -> AppDef:
+def copy(
+    src: str, dst: str, image: str = DEFAULT_IMAGE, mounts: list[str] | None = None
+) -> AppDef:
     """Copies a file between any two fsspec URLs (local paths, s3://, gs://, memory://...).
 
     Args:
         src: Source URL.
         dst: Destination URL.
         image: Container image (ignored by local schedulers).
+        mounts: Mounts, e.g. type=bind,src=/data,dst=/data.
 
     Returns:
         The AppDef.
@@ -234,6 +247,7 @@ def copy(src: str, dst: str, image: str = DEFAULT_IMAGE) -> AppDef:
             args=["-m", "tether.apps.utils.copy_main", "--src", src, "--dst", dst],
             env={"PYTHONUNBUFFERED": "1"},
             resource=resource(cpu=1, gpu=0, memMB=1024),
+            mounts=parse_mounts(mounts) if mounts else [],
         ),
     )
 
