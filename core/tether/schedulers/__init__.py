@@ -90,6 +90,15 @@ def get_scheduler_factories() -> dict[str, SchedulerFactory]:
                 f"({BUILTIN_SCHEDULERS[ep.name]}); register it under another name"
             )
         factories[ep.name] = _lazy(ep.value)
+    from tether.specs.plugins import PluginType, registry
+
+    for name, fn in registry().get(PluginType.SCHEDULER).items():  # tether_plugins.schedulers
+        if name in BUILTIN_SCHEDULERS:
+            raise SchedulerRegistryError(
+                f"scheduler plugin {name!r} ({fn.__module__}) clashes with the built-in "
+                f"{name!r} ({BUILTIN_SCHEDULERS[name]}); register it under another name"
+            )
+        factories.setdefault(name, fn)
     return factories
 
 

@@ -20,7 +20,7 @@ import importlib
 import os
 from collections.abc import Callable, Iterator, Mapping
 
-from tether.specs.resources import NULL_RESOURCE, Resource
+from tether.specs.resources import NULL_RESOURCE, Resource, resource_tags
 
 GiB = 1024
 
@@ -41,6 +41,10 @@ def _load() -> dict[str, Callable[[], Resource]]:
 
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         reg[ep.name] = ep.load()
+    from tether.specs.plugins import PluginType, registry
+
+    for name, fn in registry().get(PluginType.NAMED_RESOURCE).items():
+        reg.setdefault(name, _tagged(name, fn))  # tether_plugins.named_resources
     custom = os.environ.get(CUSTOM_ENV)
     if custom:
         try:
@@ -59,6 +63,18 @@ def _load() -> dict[str, Callable[[], Resource]]:
     # TorchX's placeholders: a role that asks for no particular resource
     reg["NULL"] = reg["MISSING"] = _null_resource
     return reg
+
+
+def _tagged(name: str, fn: Callable[[], Resource]) -> Callable[[], Resource]:
+    """A plugin's factory whose resources carry their name, as TorchX's ``register`` does."""
+
+    def factory() -> Resource:
+        res = fn()
+        res.tags.setdefault(resource_tags.RESOURCE_NAME, name)
+        res.tags.setdefault(resource_tags.IS_FRACTIONAL, False)
+        return res
+
+    return factory
 
 
 def _null_resource() -> Resource:

@@ -81,6 +81,15 @@ def get_tracker_factories() -> dict[str, TrackerFactory]:
                 )
             continue
         factories[ep.name] = _lazy(ep.name, ep.value)
+    from tether.specs.plugins import PluginType, registry
+
+    for name, fn in registry().get(PluginType.TRACKER).items():  # tether_plugins.tracker
+        if name in BUILTIN_TRACKERS:
+            raise TrackerRegistryError(
+                f"tracker plugin {name!r} ({fn.__module__}) clashes with the built-in "
+                f"{name!r} ({BUILTIN_TRACKERS[name]}); register it under another name"
+            )
+        factories.setdefault(name, fn)
     return factories
 
 
