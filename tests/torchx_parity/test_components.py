@@ -55,3 +55,36 @@ def test_copy_takes_mounts() -> None:
                                                               "dst=/data"])
     (mount,) = app.roles[0].mounts
     assert (mount.src_path, mount.dst_path) == ("/data", "/data")
+
+
+def test_materialize_appdef_with_component_defaults() -> None:
+    from tether.components.builders import materialize_appdef
+
+    app = materialize_appdef(utils.echo, ["--num_replicas", "2"], {"msg": "from config"})
+    assert app.roles[0].args == ["from config"] and app.roles[0].num_replicas == 2
+    app = materialize_appdef(utils.echo, ["--msg", "given"], {"msg": "from config"})
+    assert app.roles[0].args == ["given"]
+
+
+def test_materialize_appdef_bad_argument_exits_as_argparse(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tether.components.builders import materialize_appdef
+
+    with pytest.raises(SystemExit) as e:
+        materialize_appdef(utils.copy, ["--src", "a"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "usage:" in err and "--dst" in err
+    with pytest.raises(SystemExit):
+        materialize_appdef(utils.echo, ["--bogus", "x"])
+    with pytest.raises(ValueError, match="needs a command"):  # the component's own error
+        materialize_appdef(utils.sh, [])
+
+
+def test_parse_args_gives_a_namespace() -> None:
+    from tether.components.builders import parse_args
+
+    ns = parse_args(utils.sh, ["--env", "A=1", "echo", "hi"], {"num_replicas": "3"})
+    assert ns.args == ["echo", "hi"] and ns.env == {"A": "1"} and ns.num_replicas == 3
+    assert ns.image == utils.DEFAULT_IMAGE
