@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tether.components import dist, utils
@@ -88,3 +90,16 @@ def test_parse_args_gives_a_namespace() -> None:
     ns = parse_args(utils.sh, ["--env", "A=1", "echo", "hi"], {"num_replicas": "3"})
     assert ns.args == ["echo", "hi"] and ns.env == {"A": "1"} and ns.num_replicas == 3
     assert ns.image == utils.DEFAULT_IMAGE
+
+
+def test_get_component_of_an_invalid_component_reports_it(tmp_path: Path) -> None:
+    # a deliberate difference (docs/migrating-from-torchx.md): the info, not an exception
+    from tether.components.args import InvalidComponentError, materialize
+
+    path = tmp_path / "bad.py"
+    path.write_text("from tether.specs import AppDef\n\n"
+                    "def trainer(x) -> AppDef:\n    return None\n")
+    info = get_component(f"{path}:trainer")
+    assert not info.is_valid and info.validation_errors
+    with pytest.raises(InvalidComponentError, match="not a valid component"):
+        materialize(info.fn, [])
