@@ -229,6 +229,8 @@ class AppRecord:
         retries_used: Retries consumed, by role (``role``) or replica (``role/k``).
         supervisor_pid: Pid of the app's supervisor process.
         supervisor_start_time: Kernel start time of the supervisor (pid reuse guard).
+        supervisor_sid: The supervisor's session id: the session is the app's alone (its
+            leader, the supervisor's first fork, exited), and every replica stays in it.
         supervisor_log: Path of the supervisor's own log.
         launcher_pid: Pid of the process that submitted the app (it starts the supervisor).
         launcher_start_time: Kernel start time of the launcher (pid reuse guard).
@@ -253,6 +255,7 @@ class AppRecord:
     retries_used: dict[str, int] = field(default_factory=dict)
     supervisor_pid: int | None = None
     supervisor_start_time: int | None = None
+    supervisor_sid: int | None = None
     supervisor_log: str = ""
     launcher_pid: int | None = None
     launcher_start_time: int | None = None
