@@ -58,7 +58,7 @@ from tether.schedulers.local.proctable import (
     stop_groups,
     stop_pids,
 )
-from tether.schedulers.local.records import AppRecord, ReplicaRecord, app_from_json
+from tether.schedulers.local.records import APP_RETRIES_KEY, AppRecord, ReplicaRecord, app_from_json
 from tether.schedulers.local.state import StateStore
 from tether.schedulers.local.status import (
     CANCEL,
@@ -67,6 +67,7 @@ from tether.schedulers.local.status import (
     STOP_RANK,
     app_final_state,
 )
+from tether.schedulers.retries import application_retries
 from tether.specs import AppState, RetryPolicy, Role
 
 log = logging.getLogger("tether.local_supervisor")
@@ -375,8 +376,12 @@ class Supervisor:
             return
         role = self.roles.get(rep.role)
         policy = RetryPolicy(role.retry_policy) if role else RetryPolicy.APPLICATION
-        budget = role.max_retries if role else 0
-        key = f"{rep.role}/{rep.replica_id}" if policy == RetryPolicy.REPLICA else rep.role
+        if policy == RetryPolicy.APPLICATION:  # the app's budget (see tether.schedulers.retries)
+            budget = application_retries(self.roles.values()) if role else 0
+            key = APP_RETRIES_KEY
+        else:
+            budget = role.max_retries if role else 0
+            key = f"{rep.role}/{rep.replica_id}" if policy == RetryPolicy.REPLICA else rep.role
         used = self.rec.retries_used.get(key, 0)
         if used >= budget:
             if budget:
