@@ -9,6 +9,7 @@ the host at any instant of a launch leaves no orphan, no stuck app and no duplic
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import random
@@ -339,15 +340,41 @@ def forked_supervisor(app_dir: Path) -> int | None:
     return None
 
 
-def test_a_forked_supervisor_killed_before_it_claims_the_app_is_replaced() -> None:
-    """The window between the host's fork and the supervisor's claim, hit on purpose: the
-    test holds the app's lock (the claim waits for it), kills the forked supervisor, then lets
-    go. The launcher starts a supervisor itself and the app runs once."""
+def waiting_for_lock(lock: Path, pid: int) -> bool:
+    """Whether process ``pid`` is blocked in ``flock`` on the file ``lock`` (``/proc/locks``
+    lists a blocked request as ``N: -> FLOCK ADVISORY WRITE PID MAJ:MIN:INODE ...``)."""
+    ino = os.stat(lock).st_ino
+    with open("/proc/locks") as f:
+        for line in f:
+            fields = line.split()
+            if (len(fields) > 6 and fields[1:3] == ["->", "FLOCK"] and int(fields[5]) == pid
+                    and int(fields[6].rsplit(":", 1)[1]) == ino):
+                return True
+    return False
+
+
+def test_a_forked_supervisor_killed_before_it_claims_the_app_is_replaced(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The window between the host's fork and the supervisor's claim, hit every time: the
+    test takes the app's lock as soon as the app's record exists, before the launcher asks
+    the host to fork, so the forked supervisor blocks on its claim. Once it is seen blocked
+    in ``flock``, the test kills it and lets go. The launcher starts a supervisor itself and
+    the app runs once."""
     s = create_scheduler("host")
     warm = s.schedule(s.submit_dryrun(AppDef("w", roles=[Role("r", entrypoint="true")]), FAST))
     finish(s, warm)
-    hits = 0
-    for _attempt in range(10):
+    held: list[int] = []  # the open lock file, locked, once the record exists
+    create = s.store.create
+
+    def create_and_lock(record: object) -> None:
+        create(record)  # type: ignore[arg-type]
+        fd = os.open(s.store.app_dir(record.app_id) / "lock", os.O_RDWR)  # type: ignore[attr-defined]
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        held.append(fd)
+
+    monkeypatch.setattr(s.store, "create", create_and_lock)
+    for _attempt in range(2):
         marker = f"tether-claim-{uuid.uuid4().hex}"
         info = s.submit_dryrun(counting_app(marker, 2), {**FAST, "cwd": "/tmp"})
         app_id = info.request.app_id
@@ -362,29 +389,28 @@ def test_a_forked_supervisor_killed_before_it_claims_the_app_is_replaced() -> No
 
         th = threading.Thread(target=launch)
         th.start()
-        lock = app_dir / "lock"
-        deadline = time.monotonic() + 30
-        while not lock.exists():  # no sleep: the supervisor takes the lock milliseconds later
-            assert time.monotonic() < deadline
-        killed = None
-        with s.store.lock(app_id):
+        try:
+            killed = None
+            deadline = time.monotonic() + 60
+            while killed is None or not waiting_for_lock(app_dir / "lock", killed):
+                assert time.monotonic() < deadline, "the forked supervisor waits for the lock"
+                assert th.is_alive(), errors
+                killed = forked_supervisor(app_dir) if held else None
+                time.sleep(0.005)
             rec = s.store.load(app_id)
-            if rec is not None and rec.supervisor_pid is None:  # not claimed yet: it waits
-                deadline = time.monotonic() + 30
-                while killed is None and time.monotonic() < deadline:
-                    killed = forked_supervisor(app_dir)
-                assert killed is not None, "the forked supervisor waits for the lock"
-                os.kill(killed, signal.SIGKILL)
-                while pid_alive(killed):
-                    time.sleep(0.01)
+            assert rec is not None and rec.supervisor_pid is None, "not claimed yet"
+            os.kill(killed, signal.SIGKILL)
+            while pid_alive(killed):
+                time.sleep(0.01)
+        finally:
+            if held:
+                os.close(held.pop())
         th.join(60)
         assert not th.is_alive() and not errors, errors
         assert finish(s, app_id) == AppState.SUCCEEDED
         assert runs_of(marker) == ["ran", "ran"], "each replica ran exactly once"
         rec = s.store.load(app_id)
-        assert rec is not None and rec.supervisor_pid != killed
-        hits += killed is not None
-    assert hits > 0, "no attempt reached the supervisor before its claim"
+        assert rec is not None and rec.supervisor_pid not in (None, killed)
 
 
 @pytest.mark.parametrize("value", ["maybe", "2"])

@@ -25,6 +25,7 @@ column. It skips (fails under ``CI``) without a cached Debian base or podman.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -172,3 +173,12 @@ def tether_image() -> Iterator[TetherImage]:
         yield built
     finally:
         built.podman.stop()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Stops the test services an earlier, killed run left behind (see
+    :func:`tests.e2e.infra.reaper.reap_leftovers`)."""
+    from tests.e2e.infra.reaper import reap_leftovers
+
+    for what in reap_leftovers():
+        print(f"stopped a test service left by an earlier run: {what}", file=sys.stderr)

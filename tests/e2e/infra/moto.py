@@ -33,6 +33,7 @@ from types import TracebackType
 from typing import Any
 
 from tests.e2e.infra.kube import stop_process
+from tests.e2e.infra.reaper import forget, start_service
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -108,9 +109,10 @@ class MotoServer:
         if self.docker_host:
             env["DOCKER_HOST"] = self.docker_host
         with open(self.dir / "moto.log", "wb") as log:
-            self._proc = subprocess.Popen(
-                [binary, "-H", "127.0.0.1", "-p", str(self.port)], env=env, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True,
+            # guarded: it dies with this test process, or at the next session start
+            self._proc = start_service(
+                [binary, "-H", "127.0.0.1", "-p", str(self.port)], "moto", env=env, stdout=log,
+                stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
@@ -154,6 +156,7 @@ class MotoServer:
         proc, self._proc = self._proc, None
         if proc is not None:
             stop_process(proc, grace=15)
+            forget(proc)
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None

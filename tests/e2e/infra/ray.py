@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from tests.e2e.infra.reaper import forget, start_service
+
 START_TIMEOUT_S = 180.0
 START_ATTEMPTS = 3
 STOP_GRACE_S = 10.0
@@ -122,9 +124,9 @@ class RayHead:
         log_path = Path(self._tmp) / "ray-start.log"
         with open(log_path, "wb") as out:
             # --block keeps `ray start` as the group's leader: stopping kills the group
-            self._proc = subprocess.Popen(
-                argv, env=head_env(), stdout=out, stderr=subprocess.STDOUT,
-                start_new_session=True,
+            # guarded: the group dies with this test process, or at the next session start
+            self._proc = start_service(
+                argv, "ray-head", env=head_env(), stdout=out, stderr=subprocess.STDOUT
             )
         self.gcs_address = f"127.0.0.1:{gcs}"
         self.address = f"http://127.0.0.1:{dash}"
@@ -181,6 +183,7 @@ class RayHead:
                 os.killpg(proc.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=10)
+            forget(proc)
             self._proc = None
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)

@@ -310,6 +310,7 @@ class AwsBatchHarness(BackendHarness):
         ),
         "test_retry_policy[APPLICATION]": _MOTO_NO_RETRIES,
         "test_retries_exhausted_fail_the_app": _MOTO_NO_RETRIES,
+        "test_application_retries_are_the_apps_budget": _MOTO_NO_RETRIES,
     }
 
     def __init__(self, request: pytest.FixtureRequest, tmp_path: Path) -> None:

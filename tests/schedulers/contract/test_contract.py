@@ -392,6 +392,46 @@ def test_retry_policy(harness: BackendHarness, policy: RetryPolicy) -> None:
         assert desc.num_restarts >= 1, desc
 
 
+FAIL_TIMES_CODE = (
+    "import os, sys\n"
+    "d = os.environ['CONTRACT_DIR']\n"
+    "runs = os.path.join(d, 'runs-' + os.environ['TETHER_ROLE_NAME'])\n"
+    "with open(runs, 'a') as f:\n"
+    "    f.write('x')\n"
+    "with open(runs) as f:\n"
+    "    n = len(f.read())\n"
+    "sys.exit(7 if n <= int(sys.argv[1]) else 0)\n"
+)
+
+
+@pytest.mark.parametrize("fails", [2, 3], ids=["within_budget", "beyond_budget"])
+def test_application_retries_are_the_apps_budget(harness: BackendHarness, fails: int) -> None:
+    """APPLICATION roles with different max_retries: the app's budget is the largest (2),
+    counted for the app. Role b (max_retries=0) fails ``fails`` times: twice, the app restarts
+    twice and succeeds; three times, the third failure is final (b ran 3 times)."""
+    policy = RetryPolicy.APPLICATION
+    app = AppDef("appretry", roles=[
+        harness.role("a", "pass", max_retries=2, retry_policy=policy),
+        harness.role("b", FAIL_TIMES_CODE, args=[str(fails)], max_retries=0,
+                     retry_policy=policy),
+    ])  # fmt: skip
+    if policy not in harness.capabilities.retries:
+        with harness.open_scheduler() as sched, pytest.raises(ValueError, match=policy.value):
+            sched.submit_dryrun(app, harness.cfg())
+        pytest.skip(f"{harness.name} does not support {policy.value} (checked dryrun refuses)")
+    shared = _host_dir(harness)
+    with harness.open_scheduler() as sched:
+        app_id = _submit(sched, harness, app)
+        desc = wait_state(sched, app_id)
+        runs_b = len((shared / "runs-b").read_text())
+        if fails == 2:
+            assert desc.state == AppState.SUCCEEDED, desc
+            assert runs_b == 3 and desc.num_restarts == 2, (runs_b, desc)
+        else:
+            assert desc.state == AppState.FAILED, desc
+            assert runs_b == 3, f"b ran {runs_b} times: 1 + the app's 2 restarts"
+
+
 def test_retries_exhausted_fail_the_app(harness: BackendHarness) -> None:
     """A replica failing more often than max_retries fails the app with its exit code."""
     policy = RetryPolicy.REPLICA

@@ -27,19 +27,22 @@ from tether.schedulers.kubernetes.naming import (
 )
 from tether.schedulers.kubernetes.roles import RoleMeta, role_meta
 from tether.schedulers.kubernetes.views import AppView, Replica, summary
+from tether.schedulers.retries import application_retries
 from tether.specs import AppState, RetryPolicy
 
 
 def can_restart(rep: Replica, metas: Mapping[str, RoleMeta]) -> bool:
-    """Whether tether may restart a failed replica (its role has retries left)."""
+    """Whether tether may restart a failed replica: its role has retries left, or, for an
+    ``APPLICATION`` role, the app has (see :mod:`tether.schedulers.retries`)."""
     meta = metas.get(rep.role)
-    return (
-        meta is not None
-        and rep.retryable
-        and rep.stopped is None
-        and meta.retry_policy != RetryPolicy.REPLICA
-        and rep.attempt < meta.max_retries
+    if meta is None or meta.retry_policy == RetryPolicy.REPLICA:
+        return False
+    budget = (
+        application_retries(metas.values())
+        if meta.retry_policy == RetryPolicy.APPLICATION
+        else meta.max_retries
     )
+    return rep.retryable and rep.stopped is None and rep.attempt < budget
 
 
 def plan_actions(view: AppView, metas: Mapping[str, RoleMeta]) -> None:

@@ -23,7 +23,7 @@ import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from tether.errors import TetherError
@@ -194,6 +194,7 @@ def spawn(
     app_id: str,
     log_dirs: set[str],
     secret_values: set[str],
+    before_exec: Callable[[], None] | None = None,
 ) -> tuple[subprocess.Popen[bytes], list[LogFile]]:
     """Starts a replica's process (one attempt), with its log files open.
 
@@ -205,6 +206,8 @@ def spawn(
         log_dirs: Log directories made by the first start (updated); a restart makes its
             directory again (it may have been deleted).
         secret_values: Gets the values of the role's secrets (to mask them later).
+        before_exec: What the forked child runs before its ``exec`` (a test's gate, see
+            :mod:`~tether.schedulers.local.gates`; None for every user's app).
 
     Returns:
         The process (stdout and stderr piped) and its logs: stdout, stderr, combined.
@@ -242,8 +245,13 @@ def spawn(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            start_new_session=True,
+            # its own group, in the supervisor's session: a fork not yet exec'ed carries the
+            # environment of the supervisor's process, which, forked by the supervisor host,
+            # lacks the app's token; the session (recorded at the claim) finds it after a
+            # crash (see procs.app_processes)
+            process_group=0,
             close_fds=True,
+            preexec_fn=before_exec,  # None but for a test's gate
         )
     except (OSError, ValueError, MemoryError) as e:
         for f in files:

@@ -39,6 +39,8 @@ import zlib
 from pathlib import Path
 from typing import Any, NoReturn
 
+from tether.schedulers.local.state import SUPERVISOR_NAME
+
 ENABLE_ENV = "TETHER_LOCAL_SUPERVISOR_HOST"
 """Set to ``0`` (or ``false``, ``off``, ``no``) to start each supervisor as its own process."""
 IDLE_ENV = "TETHER_LOCAL_SUPERVISOR_HOST_IDLE_S"
@@ -53,8 +55,6 @@ START_TIMEOUT_S = 30.0
 """How long a launcher waits for a host it started to listen."""
 MAX_REQUEST = 64 * 1024 * 1024
 """The largest request the host reads (an environment is far smaller)."""
-SUPERVISOR_NAME = b"tether-sup"
-"""The process name (``comm``) of a forked supervisor: its command line is the host's."""
 FORKING = b"F"
 STALE = b"S"
 _LEN = struct.Struct("!I")

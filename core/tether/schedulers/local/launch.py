@@ -31,6 +31,9 @@ from tether.specs import AppDef, AppState, CfgVal
 
 SUPERVISOR_START_TIMEOUT_S = 120.0
 """How long ``schedule`` waits for the supervisor to report the replicas started."""
+SUPERVISOR_EXIT_WAIT_S = 5.0
+"""When a claimed supervisor reported nothing, how long ``schedule`` waits for it to be gone
+from the process table before it stops it as one that hangs."""
 
 
 def new_record(

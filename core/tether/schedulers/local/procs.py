@@ -7,7 +7,11 @@ Crash consistency of ``local_cwd`` rests on two facts:
 * every process of an app carries the app's id in ``$TETHER_LOCAL_APPS`` (the launcher sets
   it on the supervisor; forks, ``exec`` and descendants inherit it), so a process forked by a
   supervisor that was killed before it could record the pid is still found, by a scan of
-  ``/proc/*/environ``.
+  ``/proc/*/environ``;
+* except where ``/proc`` shows no token: a supervisor forked by the supervisor host shows the
+  host's environment (set at the host's ``exec``), and so does each fork of it until its own
+  ``exec``. Those run in the app's session, which the claim records (``supervisor_sid``),
+  and carry the supervisor's name; the scan finds them by both.
 
 :func:`recover` is what ``status``/``cancel`` (and ``Scheduler.reconcile``) call for an
 unfinished app: when its supervisor is gone it stops every process of the app (recorded
@@ -34,7 +38,7 @@ from tether.schedulers.local.proctable import (
     stop_groups,
 )
 from tether.schedulers.local.records import AppRecord
-from tether.schedulers.local.state import APP_TOKEN_ENV, StateStore
+from tether.schedulers.local.state import APP_TOKEN_ENV, SUPERVISOR_NAME, StateStore
 from tether.schedulers.local.status import app_final_state, orphaned_state
 from tether.specs import AppState
 
@@ -80,22 +84,46 @@ def _carries(pid: int, app_id: bytes) -> bool:
     return False
 
 
-def app_processes(app_id: str) -> list[ProcStat]:
-    """The live processes carrying ``app_id`` in :data:`APP_TOKEN_ENV` (not this one).
+def _in_session(st: ProcStat, sid: int | None) -> bool:
+    """Whether ``st`` is a host-forked supervisor, or a fork of it not yet exec'ed, of the
+    app whose supervisor ran in session ``sid``.
+
+    The app's session leader (the supervisor's first fork) exited at once: a live process
+    with the session's id, or one that leads the session, means the id was reused, and
+    only a process with the supervisor's name counts.
+    """
+    if sid is None or st.sid != sid or st.pid == sid or pid_alive(sid):
+        return False
+    try:
+        with open(f"/proc/{st.pid}/comm", "rb") as f:
+            return f.read().strip() == SUPERVISOR_NAME
+    except OSError:
+        return False
+
+
+def app_processes(app_id: str, sid: int | None = None) -> list[ProcStat]:
+    """The live processes of an app (not this one): those carrying ``app_id`` in
+    :data:`APP_TOKEN_ENV`, and those of its supervisor's session ``sid`` that cannot.
 
     Finds the app's supervisor (while it starts, too), processes it forked and had not yet
-    recorded, replicas and their descendants, also those that left the replica's process
-    group. A process that cleared its environment escapes (documented limit).
+    recorded (also before their ``exec``), replicas and their descendants, also those that
+    left the replica's process group. A process that cleared its environment and left the
+    session escapes (documented limit).
 
     Args:
         app_id: The app.
+        sid: The session of its supervisor (``AppRecord.supervisor_sid``), when known.
 
     Returns:
         The processes (empty without /proc).
     """
     me = os.getpid()
     key = app_id.encode()
-    return [s for s in all_stats() if s.pid != me and not s.dead and _carries(s.pid, key)]
+    return [
+        s
+        for s in all_stats()
+        if s.pid != me and not s.dead and (_carries(s.pid, key) or _in_session(s, sid))
+    ]
 
 
 def kill_processes(procs: Iterable[ProcStat], grace: float) -> None:
@@ -139,7 +167,7 @@ def stop_app_processes(rec: AppRecord, grace: float) -> None:
     ]
     stop_groups(groups, grace)
     for _ in range(20):
-        found = app_processes(rec.app_id)
+        found = app_processes(rec.app_id, rec.supervisor_sid)
         if not found:
             return
         log.info("app %s: stopping unrecorded processes %s", rec.app_id, [p.pid for p in found])

@@ -28,6 +28,7 @@ class ProcStat:
         ppid: The parent's pid.
         pgid: The process group id.
         start_time: Start time in clock ticks since boot (with ``pid``, a unique identity).
+        sid: The session id.
     """
 
     pid: int
@@ -35,6 +36,7 @@ class ProcStat:
     ppid: int
     pgid: int
     start_time: int
+    sid: int = -1
 
     @property
     def dead(self) -> bool:
@@ -62,7 +64,8 @@ def read_stat(pid: int) -> ProcStat | None:
         return None
     rest = data[data.rfind(b")") + 2 :].split()
     try:
-        return ProcStat(pid, rest[0].decode(), int(rest[1]), int(rest[2]), int(rest[19]))
+        return ProcStat(pid, rest[0].decode(), int(rest[1]), int(rest[2]), int(rest[19]),
+                        int(rest[3]))
     except (IndexError, ValueError):
         return None
 

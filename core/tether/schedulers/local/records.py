@@ -28,6 +28,9 @@ from tether.specs import (
 
 RECORD_VERSION = 1
 """Version of the record format; a record of another version is not read."""
+APP_RETRIES_KEY = ""
+"""The key of ``AppRecord.retries_used`` counting the app's ``APPLICATION`` restarts (no role
+has an empty name)."""
 
 # ---- AppDef <-> JSON ---------------------------------------------------------------------
 _MOUNT_TYPES: dict[str, type[Any]] = {
@@ -226,9 +229,12 @@ class AppRecord:
         state: AppState name of the app.
         msg: Why it failed or was cancelled.
         num_restarts: Restarts performed so far.
-        retries_used: Retries consumed, by role (``role``) or replica (``role/k``).
+        retries_used: Retries consumed, by role (``role``), replica (``role/k``) or, for
+            ``APPLICATION`` roles, the app (:data:`APP_RETRIES_KEY`).
         supervisor_pid: Pid of the app's supervisor process.
         supervisor_start_time: Kernel start time of the supervisor (pid reuse guard).
+        supervisor_sid: The supervisor's session id: the session is the app's alone (its
+            leader, the supervisor's first fork, exited), and every replica stays in it.
         supervisor_log: Path of the supervisor's own log.
         launcher_pid: Pid of the process that submitted the app (it starts the supervisor).
         launcher_start_time: Kernel start time of the launcher (pid reuse guard).
@@ -253,6 +259,7 @@ class AppRecord:
     retries_used: dict[str, int] = field(default_factory=dict)
     supervisor_pid: int | None = None
     supervisor_start_time: int | None = None
+    supervisor_sid: int | None = None
     supervisor_log: str = ""
     launcher_pid: int | None = None
     launcher_start_time: int | None = None

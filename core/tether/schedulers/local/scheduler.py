@@ -236,8 +236,12 @@ class LocalScheduler(Scheduler[LocalRequest, LocalOpts], WorkspaceMixin[None]):
         """Starts the app's supervisor and waits until it reports the replicas started (see
         :func:`~tether.schedulers.local.launch.start_supervisor`); when it does not, stops
         what it started, records the app FAILED and raises."""
-        from tether.schedulers.local.launch import mark_failed, start_supervisor
-        from tether.schedulers.local.proctable import pid_alive
+        from tether.schedulers.local.launch import (
+            SUPERVISOR_EXIT_WAIT_S,
+            mark_failed,
+            start_supervisor,
+        )
+        from tether.schedulers.local.procs import wait_pid_exit
 
         if start_supervisor(self._store, record, app_dir, log_dirs):
             return
@@ -245,10 +249,13 @@ class LocalScheduler(Scheduler[LocalRequest, LocalOpts], WorkspaceMixin[None]):
         if rec is None or rec.app_state.is_terminal():
             return  # e.g. cancelled by another process while starting
         if rec.supervisor_pid is not None:
-            if pid_alive(rec.supervisor_pid, rec.supervisor_start_time):
-                self._cancel_existing(record.app_id)  # too slow: stop it and what it started
-            else:
+            # a supervisor that died closed the launcher's socket before the process table
+            # shows it dead: wait for that, so that its app is recorded FAILED, not CANCELLED
+            if wait_pid_exit(rec.supervisor_pid, rec.supervisor_start_time,
+                             SUPERVISOR_EXIT_WAIT_S):
                 self.reconcile(record.app_id)  # it died: stop what it started, record why
+            else:
+                self._cancel_existing(record.app_id)  # too slow: stop it and what it started
         from tether.schedulers.local.failures import stderr_tail  # a rare path
 
         tail = stderr_tail(record.supervisor_log, lines=20)

@@ -49,6 +49,10 @@ before ``exec``) and every descendant of a replica carry the app's id. Recovery 
 crash finds the app's processes by it (see :mod:`tether.schedulers.local.procs`).
 """
 
+SUPERVISOR_NAME = b"tether-sup"
+"""The process name (``comm``) of a supervisor forked by the supervisor host (its command
+line is the host's); recovery finds such a supervisor's unexec'ed forks by it."""
+
 BACKEND_DIR = "local_cwd"
 STATE_FILE = "state.json"
 LOCK_FILE = "lock"

@@ -8,7 +8,8 @@
 The supervisor detaches (it forks once more, so it is nobody's child and survives the
 launcher), runs in its own session (a terminal's Ctrl-C never reaches it) and:
 
-* starts every replica as a subprocess in its own process group, with stdin from
+* starts every replica as a subprocess in its own process group (in the supervisor's
+  session: see :func:`~tether.schedulers.local.attempts.spawn`), with stdin from
   ``/dev/null`` and stdout/stderr piped back;
 * tees each stream into ``stdout.log``/``stderr.log`` (raw bytes) and ``combined.log``
   (whole lines), keeping a time index next to each (see
@@ -46,6 +47,7 @@ from types import FrameType
 from typing import NoReturn
 
 from tether.schedulers.local.attempts import Attempt, StartError, spawn, track
+from tether.schedulers.local.gates import Gates
 from tether.schedulers.local.limits import ensure_fd_limit
 from tether.schedulers.local.logfiles import exhausted_reason
 from tether.schedulers.local.proctable import (
@@ -56,7 +58,7 @@ from tether.schedulers.local.proctable import (
     stop_groups,
     stop_pids,
 )
-from tether.schedulers.local.records import AppRecord, ReplicaRecord, app_from_json
+from tether.schedulers.local.records import APP_RETRIES_KEY, AppRecord, ReplicaRecord, app_from_json
 from tether.schedulers.local.state import StateStore
 from tether.schedulers.local.status import (
     CANCEL,
@@ -65,6 +67,7 @@ from tether.schedulers.local.status import (
     STOP_RANK,
     app_final_state,
 )
+from tether.schedulers.retries import application_retries
 from tether.specs import AppState, RetryPolicy, Role
 
 log = logging.getLogger("tether.local_supervisor")
@@ -117,6 +120,7 @@ class Supervisor:
         self.buf = bytearray(READ_CHUNK)  # what a pipe read goes into
         self.base_env = dict(os.environ)  # the launcher's: what every replica starts from
         self.log_dirs: set[str] = set()  # log directories made by the first start
+        self.gates = Gates(app_dir)  # none, unless a test holds this app at its steps
         rec = self.store.load(self.app_id)
         if rec is None:
             raise FileNotFoundError(f"no local_cwd app record at {state_path}")
@@ -206,17 +210,20 @@ class Supervisor:
             self.rec = rec
             self.rec.supervisor_pid = os.getpid()
             self.rec.supervisor_start_time = start_time_of(os.getpid())
+            self.rec.supervisor_sid = os.getsid(0)
             for rep in self.rec.replicas:
                 rep.launching = True
             # the pid and the intent first, durably: from now on others can tell whether
             # this supervisor lives, and find what it starts (see procs.recover)
             self.store.save(self.rec, fsync=True)
+        self.gates.hold("claimed")
         self._handle_signals()
         if not self.cancelling:
             for rep in self.rec.replicas:
                 if self.failing:
                     break
                 self._start(rep)
+        self.gates.hold("started")
         if self.failing or self.cancelling:
             for rep in self.rec.replicas:
                 if rep.app_state == AppState.PENDING:
@@ -278,10 +285,13 @@ class Supervisor:
             False when it was not started: the app failed, or (for a restart) the supervisor
             is out of a resource and tries again later (``restart_retry_at``).
         """
+        step = f"{rep.role}-{rep.replica_id}"
+        self.gates.hold(f"spawn-{step}")
         now = time.time()
         try:
             proc, files = spawn(rep, self.roles.get(rep.role), self.base_env, self.app_id,
-                                self.log_dirs, self.secret_values)
+                                self.log_dirs, self.secret_values,
+                                self.gates.before_exec(f"exec-{step}"))
         except StartError as e:
             if e.exhausted and rep.attempts > 0:
                 # the replicas that run keep running; this restart waits for the resource
@@ -306,6 +316,7 @@ class Supervisor:
                 f"restarting {rep.role}[{rep.replica_id}] (start {rep.attempts + 1}; "
                 f"restart {self.rec.num_restarts} of the app{delayed})"
             )
+        self.gates.hold(f"spawned-{step}")
         att = track(rep, proc, files, self.sel, now, marker)
         self.attempts[att.key] = att
         self.by_pid[proc.pid] = att
@@ -365,8 +376,12 @@ class Supervisor:
             return
         role = self.roles.get(rep.role)
         policy = RetryPolicy(role.retry_policy) if role else RetryPolicy.APPLICATION
-        budget = role.max_retries if role else 0
-        key = f"{rep.role}/{rep.replica_id}" if policy == RetryPolicy.REPLICA else rep.role
+        if policy == RetryPolicy.APPLICATION:  # the app's budget (see tether.schedulers.retries)
+            budget = application_retries(self.roles.values()) if role else 0
+            key = APP_RETRIES_KEY
+        else:
+            budget = role.max_retries if role else 0
+            key = f"{rep.role}/{rep.replica_id}" if policy == RetryPolicy.REPLICA else rep.role
         used = self.rec.retries_used.get(key, 0)
         if used >= budget:
             if budget:

@@ -21,8 +21,9 @@ Shape of the script:
 * the roles' steps run side by side; when one fails the others are stopped and the script
   exits with its code. With ``RetryPolicy.REPLICA`` a task reruns its command up to
   ``max_retries`` times; with ``APPLICATION`` the script starts every role's steps again, in
-  the same allocation, up to ``max_retries`` times (each restart appends a byte to
-  ``<log dir>/.restarts-app``).
+  the same allocation, up to the app's budget (the largest ``max_retries`` of its
+  ``APPLICATION`` roles, see :mod:`tether.schedulers.retries`) times (each restart appends a
+  byte to ``<log dir>/.restarts-app``).
 
 The job identity (:data:`~tether.schedulers.api.JOB_KEY`) and the role layout go in the
 job's comment as a marker ``[tether:...]`` after the user's comment (see :func:`make_comment`).
@@ -43,6 +44,7 @@ from pathlib import Path
 from tether.errors import SpecError
 from tether.schedulers.api import JOB_KEY
 from tether.schedulers.replica import materialize
+from tether.schedulers.retries import application_retries
 from tether.schedulers.slurm.options import (
     CONTAINER_OPTIONS,
     CONTAINER_PYXIS,
@@ -296,13 +298,6 @@ def check_app(app: AppDef, opts: SlurmOpts) -> None:
                 f"{where}: has a workspace ({role.workspace}) that was not copied; submit "
                 "through the Runner (tether run --workspace), which copies it to workspace_dir"
             )
-        if role.max_retries > 0 and role.retry_policy == RetryPolicy.APPLICATION:
-            others = {r.max_retries for r in app.roles if r.retry_policy == RetryPolicy.APPLICATION}
-            if len(others) > 1:
-                errs.append(
-                    f"{where}: retry_policy=APPLICATION roles disagree on max_retries "
-                    f"({sorted(others)}); every role is restarted together, so give them one value"
-                )
     if errs:
         raise SlurmConfigError(
             f"slurm cannot run app {app.name!r}:\n  - " + "\n  - ".join(dict.fromkeys(errs))
@@ -491,9 +486,7 @@ def render(app: AppDef, opts: SlurmOpts) -> SlurmRequest:
         lines.append(f"#SBATCH --mail-user={opts.mail_user}")
     if opts.mail_type:
         lines.append(f"#SBATCH --mail-type={opts.mail_type.upper()}")
-    app_retries = max(
-        [r.max_retries for r in app.roles if r.retry_policy == RetryPolicy.APPLICATION] + [0]
-    )
+    app_retries = application_retries(app.roles)  # the app's budget, whichever role fails
     lines.append("#SBATCH --requeue" if opts.requeue else "#SBATCH --no-requeue")
     notes = []
     for i, role in enumerate(app.roles):

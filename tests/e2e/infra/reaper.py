@@ -1,0 +1,164 @@
+"""Services started by tests die with the test process, or at the next session's start.
+
+A service started with :func:`start_service` runs in its own session and process group (so
+its daemons, which stay in the group, are stopped with it) and gets two guards:
+
+* a watchdog: a small process of its own that waits for the test process to end (a pidfd,
+  so an end by SIGKILL counts) and then stops the service's group: SIGTERM, then SIGKILL;
+* a marker: ``<MARKER_DIR>/<pgid>.json`` naming the group, its leader's start time, the
+  owning test process and the service's label. :func:`reap_leftovers` (called when a test
+  session starts) stops each group whose owner is gone, when the watchdog was killed too.
+
+Both identify a process by pid and start time, so a reused pid is never signalled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+MARKER_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tether" / \
+    "test-services"
+"""Where the markers of running test services are."""
+GRACE_S = 5.0
+"""Seconds between SIGTERM and SIGKILL when a service's group is stopped."""
+
+_WATCHDOG = r"""
+import os, select, signal, sys, time
+owner, pgid, grace, born = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+try:
+    fd = os.pidfd_open(owner)
+    select.select([fd], [], [])
+except ProcessLookupError:
+    pass
+try:
+    with open(f"/proc/{pgid}/stat", "rb") as f:
+        data = f.read()
+    if data[data.rfind(b")") + 2 :].split()[19].decode() != born:
+        sys.exit(0)  # the leader's pid is another process's now: the group is not ours
+except OSError:
+    pass  # the leader is gone; the id stays the group's while it has members
+def alive():
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+if alive():
+    os.killpg(pgid, signal.SIGTERM)
+    end = time.monotonic() + grace
+    while alive() and time.monotonic() < end:
+        time.sleep(0.1)
+    if alive():
+        os.killpg(pgid, signal.SIGKILL)
+"""
+
+
+def start_time(pid: int) -> int | None:
+    """The kernel start time of ``pid`` (None when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    return int(data[data.rfind(b")") + 2 :].split()[19])
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether the process group ``pgid`` has a member (a zombie leader counts)."""
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def start_service(argv: list[str], label: str, **popen: Any) -> subprocess.Popen[bytes]:
+    """Starts a test service in its own process group, guarded (see the module docs).
+
+    Args:
+        argv: The service's command line.
+        label: What it is (``ray-head``, ``moto``...), kept in its marker.
+        **popen: More ``subprocess.Popen`` arguments (``env``, ``stdout``...).
+
+    Returns:
+        The service's process (its pid is its group's id).
+    """
+    popen["start_new_session"] = True
+    proc: subprocess.Popen[bytes] = subprocess.Popen(argv, **popen)
+    MARKER_DIR.mkdir(parents=True, exist_ok=True)
+    marker = {
+        "label": label, "pgid": proc.pid, "start_time": start_time(proc.pid),
+        "owner": os.getpid(), "owner_start_time": start_time(os.getpid()),
+    }  # fmt: skip
+    (MARKER_DIR / f"{proc.pid}.json").write_text(json.dumps(marker))
+    _watchdogs[proc.pid] = subprocess.Popen(
+        [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(proc.pid), str(GRACE_S),
+         str(marker["start_time"])],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    return proc
+
+
+_watchdogs: dict[int, subprocess.Popen[bytes]] = {}
+
+
+def forget(proc: subprocess.Popen[bytes]) -> None:
+    """For a service the test stopped itself: drops its marker and ends its watchdog (which
+    would otherwise signal the group's id at the test process's end, when it may be reused).
+    """
+    with contextlib.suppress(FileNotFoundError):
+        (MARKER_DIR / f"{proc.pid}.json").unlink()
+    watchdog = _watchdogs.pop(proc.pid, None)
+    if watchdog is not None:
+        watchdog.kill()
+        watchdog.wait()
+
+
+def _stop_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + GRACE_S
+    while group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def reap_leftovers() -> list[str]:
+    """Stops the services an earlier, killed test run left (their owner is gone).
+
+    Returns:
+        ``label (pgid N)`` of each group stopped.
+    """
+    reaped: list[str] = []
+    try:
+        markers = list(MARKER_DIR.glob("*.json"))
+    except OSError:
+        return reaped
+    for path in markers:
+        try:
+            m = json.loads(path.read_text())
+            pgid, owner = int(m["pgid"]), int(m["owner"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        owner_start = start_time(owner)
+        if owner_start is not None and owner_start == m.get("owner_start_time"):
+            continue  # its test process still runs
+        leader = start_time(pgid)
+        # the group is the service's while its leader is (same start time), or, with the
+        # leader gone, while the id is held by the group's members (never reused then)
+        if (leader is None or leader == m.get("start_time")) and group_alive(pgid):
+            _stop_group(pgid)
+            reaped.append(f"{m.get('label')} (pgid {pgid})")
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+    return reaped
