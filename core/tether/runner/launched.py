@@ -59,6 +59,7 @@ class LaunchedApps(SchedulerPool):
             structured_error_msg=desc.structured_error_msg,
             ui_url=desc.ui_url,
             roles=desc.roles_statuses,
+            failure=desc.failure,
         )
 
     def wait(

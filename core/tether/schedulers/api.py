@@ -41,6 +41,7 @@ from tether.specs import (
     runopts,
     validate,
 )
+from tether.specs.failures import Failure
 from tether.specs.status import is_terminal
 from tether.workspace.api import Workspace, WorkspaceMixin
 
@@ -79,6 +80,8 @@ class DescribeAppResponse:
         job_key: The job identity the app was submitted with, if any.
         actions_due: :meth:`Scheduler.reconcile` has work to do for the app (a restart or a
             stop it planned); followers call it on such a change rather than on every poll.
+        failure: Why the app failed (cause and native reason), when the backend tells it
+            at the app's level; otherwise it is derived from ``roles_statuses``.
     """
 
     app_id: str = "<NOT_SET>"
@@ -92,6 +95,7 @@ class DescribeAppResponse:
     roles: list[Role] = field(default_factory=list)
     job_key: str | None = None
     actions_due: bool = False
+    failure: Failure | None = None
 
 
 @dataclass

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from tether.specs.app import AppDef, Role
     from tether.specs.constants import ALL, MISSING, TETHER_HOME, UNKNOWN
     from tether.specs.dryrun import AppDryRunInfo
+    from tether.specs.failures import Failure, FailureCause
     from tether.specs.handles import (
         AppHandle,
         MalformedAppHandleException,
@@ -84,6 +85,8 @@ __all__ = [
     "BindMount",
     "CfgVal",
     "DeviceMount",
+    "Failure",
+    "FailureCause",
     "InvalidRunConfigException",
     "MalformedAppHandleException",
     "Mount",
@@ -146,6 +149,8 @@ _EXPORTS: dict[str, str] = {
     "TETHER_HOME": "tether.specs.constants",
     "UNKNOWN": "tether.specs.constants",
     "UnknownSchedulerException": "tether.specs.unknown_scheduler",
+    "Failure": "tether.specs.failures",
+    "FailureCause": "tether.specs.failures",
     "AppHandle": "tether.specs.handles",
     "MalformedAppHandleException": "tether.specs.handles",
     "ParsedAppHandle": "tether.specs.handles",

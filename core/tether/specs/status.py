@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum, IntEnum
 
 from tether.errors import TetherError
+from tether.specs.failures import Failure, app_failure
 from tether.specs.secrets import mask_text
 from tether.specs.status_format import format_status, replica_line
 
@@ -79,6 +80,8 @@ class ReplicaStatus:
         structured_error_msg: A JSON error document the replica wrote, or ``"<NONE>"``.
         hostaddr: The replica's network address (IP), when the scheduler knows it; defaults
             to ``hostname`` (as TorchX).
+        failure: Why it failed (an infrastructure or application cause, with the native
+            reason), when it failed and the backend could tell.
     """
 
     id: int
@@ -89,6 +92,7 @@ class ReplicaStatus:
     msg: str = ""
     structured_error_msg: str = "<NONE>"
     hostaddr: str = ""
+    failure: Failure | None = None
 
     def __post_init__(self) -> None:
         if not self.hostaddr:
@@ -144,6 +148,8 @@ class AppStatus:
         structured_error_msg: A JSON error document, when the job wrote one.
         ui_url: A link to the job in the scheduler's UI, if any.
         roles: Per-role replica statuses.
+        failure: Why the app failed, when it did and the backend could tell; None here means
+            "derive it from the replicas" (see :meth:`cause`).
     """
 
     state: AppState
@@ -152,10 +158,20 @@ class AppStatus:
     structured_error_msg: str = "<NONE>"
     ui_url: str | None = None
     roles: list[RoleStatus] = field(default_factory=list)
+    failure: Failure | None = None
 
     def is_terminal(self) -> bool:
         """Whether the app reached a final state."""
         return is_terminal(self.state)
+
+    def cause(self) -> Failure | None:
+        """Why the app failed: its own :attr:`failure`, else its replicas' (an infrastructure
+        cause wins, see :func:`~tether.specs.failures.app_failure`); None unless FAILED."""
+        if self.state != AppState.FAILED:
+            return None
+        if self.failure is not None:
+            return self.failure
+        return app_failure(rep.failure for rs in self.roles for rep in rs.replicas)
 
     def raise_for_status(self) -> None:
         """Raises :class:`AppStatusError` unless the app SUCCEEDED.
@@ -185,9 +201,11 @@ class AppStatus:
             for rs in self._roles(filter_roles)
             for rep in sorted(rs.replicas, key=lambda r: r.id)
         )
+        failure = self.cause()
         return format_status(
             self.state.name, self.num_restarts, roles_text, self.msg,
             self.structured_error_msg, self.ui_url,
+            cause=failure.describe() if failure is not None else "",
         )  # fmt: skip
 
     def __repr__(self) -> str:
@@ -209,10 +227,12 @@ class AppStatus:
         d = asdict(self)
         d["state"] = self.state.name
         d["msg"] = mask_text(self.msg)
-        for role in d["roles"]:
-            for rep in role["replicas"]:
+        d["failure"] = _failure_dict(self.cause())
+        for role, rs in zip(d["roles"], self.roles):
+            for rep, rep_status in zip(role["replicas"], rs.replicas):
                 rep["state"] = AppState(rep["state"]).name
                 rep["msg"] = mask_text(rep.get("msg") or "")
+                rep["failure"] = _failure_dict(rep_status.failure)
         return d
 
     def to_json(self, filter_roles: list[str] | None = None) -> dict[str, object]:
@@ -254,3 +274,11 @@ def _parsed(text: str) -> object:
         return json.loads(text)
     except ValueError:
         return text
+
+
+def _failure_dict(failure: Failure | None) -> dict[str, object] | None:
+    if failure is None:
+        return None
+    d = failure.to_dict()
+    d["reason"] = mask_text(str(d["reason"]))
+    return d

@@ -146,9 +146,10 @@ def replica_line(
 
 def format_status(
     state: str, num_restarts: int, roles_text: str, msg: str, structured_error_msg: str,
-    ui_url: str | None,
+    ui_url: str | None, cause: str = "",
 ) -> str:  # fmt: skip
-    """TorchX's ``AppStatus.format()`` layout.
+    """TorchX's ``AppStatus.format()`` layout, with tether's ``Cause`` line after ``Msg``
+    when the app failed for a known cause.
 
     Args:
         state: The app state's name.
@@ -157,6 +158,7 @@ def format_status(
         msg: The app's message.
         structured_error_msg: The app's error document, or ``<NONE>``.
         ui_url: Its UI link, or None.
+        cause: Why it failed (``Failure.describe()``), or "".
 
     Returns:
         The text.
@@ -168,7 +170,8 @@ def format_status(
         f"    Num Restarts: {num_restarts}\n"
         f"    Roles: {roles_text}\n"
         f"    Msg: {body}\n"
-        f"    Structured Error Msg: {mask_text(structured_error_msg)}\n"
+        + (f"    Cause: {mask_text(cause)}\n" if cause else "")
+        + f"    Structured Error Msg: {mask_text(structured_error_msg)}\n"
         f"    UI URL: {ui_url}\n"
         "    "
     )

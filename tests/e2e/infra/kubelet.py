@@ -508,6 +508,48 @@ class FakeKubelet:
                 self._lock.wait(min(left, 0.2))
 
     # ------------------------------------------------------------------ node
+    def evict(
+        self, namespace: str, name: str, message: str = "The node was low on resource: memory.",
+        disruption_target: bool = True,
+    ) -> None:  # fmt: skip
+        """Evicts a running pod the way a kubelet under node pressure does.
+
+        The pod becomes Failed with ``status.reason`` ``Evicted`` and the message, its
+        containers terminated with exit code 137; with ``disruption_target`` it also gets the
+        ``DisruptionTarget`` condition (reason ``TerminationByKubelet``) that kubelets of
+        Kubernetes 1.26+ add (the apiserver here is older, but stores the condition as given).
+
+        Args:
+            namespace: The pod's namespace.
+            name: The pod's name.
+            message: The eviction message.
+            disruption_target: Add the ``DisruptionTarget`` condition.
+        """
+        with self._lock:
+            rec = self._records.get((namespace, name))
+            if rec is None or rec.terminal:
+                raise ValueError(f"no running pod {namespace}/{name} on this kubelet")
+            rec.finished_at = _now()
+        if self.executor is not None:
+            self.executor.kill(rec.uid)
+        conditions = self._conditions(False, "ContainersNotReady")
+        if disruption_target:
+            conditions.append(
+                self._condition("DisruptionTarget", True, "TerminationByKubelet", message)
+            )
+        status = {
+            **self._base_status(rec),
+            "phase": "Failed",
+            "reason": "Evicted",
+            "message": message,
+            "conditions": conditions,
+            **self._container_statuses(rec, self._terminated(rec, 137, "Error"), ready=False),
+        }
+        self._patch_status(rec, status)
+        with self._lock:
+            rec.set_state("failed")
+            self._lock.notify_all()
+
     def _node_status(self) -> dict[str, Any]:
         now = _k8s_time(_now())
         return {

@@ -36,7 +36,13 @@ from tether.schedulers.aws_batch.render import (
     render,
     tag_value,
 )
-from tether.schedulers.aws_batch.status import CANCEL_REASON, app_state, exit_code, status_message
+from tether.schedulers.aws_batch.status import (
+    CANCEL_REASON,
+    app_state,
+    exit_code,
+    job_failure,
+    status_message,
+)
 from tether.schedulers.aws_client import (
     AwsClientError,
     call,
@@ -274,11 +280,13 @@ class AwsBatchScheduler(Scheduler[AwsBatchRequest, AwsBatchOpts]):
                                         "exitCode": self._summary_exit_code(app_id)}}
             code = exit_code(job)
         msg = status_message(job)
+        failure = job_failure(job)
         if state == AppState.FAILED and sum(n for _, n in roles) == 1 and msg:
             msg = f"{roles[0][0]}/0: {msg}"
         statuses = [
             RoleStatus(name, [ReplicaStatus(k, state, name, exit_code=code,
-                                            msg=msg if state == AppState.FAILED else "")
+                                            msg=msg if state == AppState.FAILED else "",
+                                            failure=failure)
                               for k in range(n)])
             for name, n in roles
         ]  # fmt: skip
@@ -291,6 +299,7 @@ class AwsBatchScheduler(Scheduler[AwsBatchRequest, AwsBatchOpts]):
             msg=msg,
             roles=[Role(name=name, num_replicas=n) for name, n in roles],
             roles_statuses=statuses,
+            failure=failure,
             ui_url=(f"https://{region}.console.aws.amazon.com/batch/home?region={region}"
                     f"#jobs/detail/{job['jobId']}"),
             metadata={"job_id": str(job["jobId"]), "job_arn": str(job.get("jobArn", ""))},

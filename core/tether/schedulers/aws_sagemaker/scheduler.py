@@ -39,7 +39,7 @@ from tether.schedulers.aws_sagemaker.render import (
     parse_app_id,
     render,
 )
-from tether.schedulers.aws_sagemaker.status import app_state, status_message
+from tether.schedulers.aws_sagemaker.status import app_state, job_failure, status_message
 from tether.schedulers.capabilities import Capabilities
 from tether.schedulers.ids import make_app_id
 from tether.specs import (
@@ -182,6 +182,7 @@ class AwsSageMakerScheduler(Scheduler[AwsSageMakerRequest, AwsSageMakerOpts]):
         role = tags.get(TAG_ROLE, "main")
         n = int((job.get("ResourceConfig") or {}).get("InstanceCount", 1))
         msg = status_message(job)
+        failure = job_failure(job)
         key = tags.get(TAG_JOB_KEY)
         return DescribeAppResponse(
             app_id=app_id,
@@ -189,7 +190,10 @@ class AwsSageMakerScheduler(Scheduler[AwsSageMakerRequest, AwsSageMakerOpts]):
             num_restarts=0,
             msg=msg,
             roles=[Role(name=role, num_replicas=n)],
-            roles_statuses=[RoleStatus(role, [ReplicaStatus(k, state, role) for k in range(n)])],
+            roles_statuses=[
+                RoleStatus(role, [ReplicaStatus(k, state, role, failure=failure) for k in range(n)])
+            ],
+            failure=failure,
             metadata={"training_job_arn": str(job.get("TrainingJobArn", ""))},
             job_key=None if key is None or key.startswith("h-") else key,
         )

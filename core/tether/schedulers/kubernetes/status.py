@@ -55,6 +55,7 @@ from tether.schedulers.kubernetes.reconcile import can_restart, job_active, plan
 from tether.schedulers.kubernetes.roles import RoleMeta, rebuild_role, role_meta
 from tether.schedulers.kubernetes.views import AppView, Replica, summary
 from tether.specs import AppState
+from tether.specs.failures import Failure, FailureCause, application_failure
 
 # ---- state tables --------------------------------------------------------------------------
 POD_PHASE_STATE: dict[str, AppState] = {
@@ -115,6 +116,30 @@ IMAGE_ERRORS_FATAL = frozenset({"InvalidImageName", "ErrImageNeverPull"})
 IMAGE_ERRORS_RETRYING = frozenset({"ErrImagePull", "ImagePullBackOff", "RegistryUnavailable"})
 """Waiting reasons the kubelet retries: PENDING with the reason, FAILED after the timeout."""
 
+DISRUPTION_CAUSE: dict[str, FailureCause] = {
+    "PreemptionByScheduler": FailureCause.PREEMPTED,
+    "PreemptionByKubeScheduler": FailureCause.PREEMPTED,
+    "DeletionByTaintManager": FailureCause.NODE_LOST,
+    "DeletionByPodGC": FailureCause.NODE_LOST,
+    "EvictionByEvictionAPI": FailureCause.EVICTED,
+    "TerminationByKubelet": FailureCause.EVICTED,
+}
+"""The reason of a pod's ``DisruptionTarget`` condition (Kubernetes 1.26+) -> cause."""
+
+POD_REASON_CAUSE: dict[str, FailureCause] = {
+    "Evicted": FailureCause.EVICTED,
+    "NodeLost": FailureCause.NODE_LOST,
+    "Preempting": FailureCause.PREEMPTED,
+    "Terminated": FailureCause.HOST_TERMINATED,
+    "Shutdown": FailureCause.HOST_TERMINATED,
+    "NodeShutdown": FailureCause.HOST_TERMINATED,
+    "NodeAffinity": FailureCause.OUT_OF_CAPACITY,
+    "UnexpectedAdmissionError": FailureCause.OUT_OF_CAPACITY,
+}
+"""A pod's ``status.reason`` -> cause: kubelet evictions (node pressure), a node lost, a
+graceful node shutdown (``Terminated``), and kubelet admission refusals (also every
+``OutOf<resource>`` reason, e.g. ``OutOfcpu``, which is out of capacity)."""
+
 DEFAULT_IMAGE_PULL_TIMEOUT_S = 120
 _NOT_TERMINATING = "ContainerCreating", "PodInitializing"
 
@@ -129,12 +154,58 @@ class PodView:
         msg: The reason, when there is one worth showing.
         exit_code: The exit code of a terminated container.
         retryable: False for failures a restart cannot fix (image errors).
+        failure: Why it failed, or why it cannot be placed (see :func:`pod_failure`).
     """
 
     state: AppState
     msg: str = ""
     exit_code: int | None = None
     retryable: bool = True
+    failure: Failure | None = None
+
+
+def pod_failure(pod: Mapping[str, Any]) -> Failure | None:
+    """Why a pod failed, or why it cannot be placed: the one Kubernetes cause table.
+
+    In order: a true ``DisruptionTarget`` condition (:data:`DISRUPTION_CAUSE`), the pod's
+    ``status.reason`` (:data:`POD_REASON_CAUSE`, ``OutOf*``), a ``PodScheduled=False``
+    condition (out of capacity), a container ``OOMKilled``, a container's exit code
+    (application). None for a pod that neither failed nor waits for a place.
+
+    Args:
+        pod: The pod object.
+
+    Returns:
+        The failure, with the native reason.
+    """
+    status = pod.get("status") or {}
+    conds = {c.get("type"): c for c in status.get("conditions") or [] if c.get("status") == "True"}
+    target = conds.get("DisruptionTarget")
+    if target is not None:
+        reason = str(target.get("reason") or "")
+        native = "DisruptionTarget: " + join_reason(reason, target.get("message"))
+        return Failure(DISRUPTION_CAUSE.get(reason, FailureCause.EVICTED), native)
+    reason = str(status.get("reason") or "")
+    cause = POD_REASON_CAUSE.get(reason) or (
+        FailureCause.OUT_OF_CAPACITY if reason.startswith("OutOf") else None
+    )
+    if cause is not None:
+        return Failure(cause, join_reason(reason, status.get("message")))
+    phase = str(status.get("phase") or "Pending")
+    if phase == "Pending":
+        for cond in status.get("conditions") or []:
+            if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+                text = join_reason(cond.get("reason") or "Unschedulable", cond.get("message"))
+                return Failure(FailureCause.OUT_OF_CAPACITY, text)
+        return None
+    if phase != "Failed":
+        return None
+    for cs in status.get("containerStatuses") or []:
+        term = (cs.get("state") or {}).get("terminated") or {}
+        if term.get("reason") == "OOMKilled":
+            return Failure(FailureCause.OOM_KILLED, "OOMKilled", to_int(term.get("exitCode")))
+    code, text = termination(pod)
+    return application_failure(code, text)
 
 
 def pod_view(pod: Mapping[str, Any], now: datetime, image_pull_timeout: float) -> PodView:
@@ -155,10 +226,14 @@ def pod_view(pod: Mapping[str, Any], now: datetime, image_pull_timeout: float) -
         return PodView(state, "", 0)
     if state == AppState.FAILED:
         code, text = termination(pod)
-        return PodView(state, text, code)
+        return PodView(state, text, code, failure=pod_failure(pod))
     if state == AppState.UNKNOWN:
         detail = join_reason(status.get("reason"), status.get("message"))
-        return PodView(state, f"pod phase {phase}: " + (detail or "its node stopped reporting"))
+        return PodView(
+            state,
+            f"pod phase {phase}: " + (detail or "its node stopped reporting"),
+            failure=pod_failure(pod),
+        )
     statuses = list(status.get("initContainerStatuses") or []) + list(
         status.get("containerStatuses") or []
     )
@@ -178,7 +253,9 @@ def pod_view(pod: Mapping[str, Any], now: datetime, image_pull_timeout: float) -
     for cond in status.get("conditions") or []:
         if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
             return PodView(
-                state, join_reason(cond.get("reason") or "Unschedulable", cond.get("message"))
+                state,
+                join_reason(cond.get("reason") or "Unschedulable", cond.get("message")),
+                failure=pod_failure(pod),
             )
     for cs in statuses:
         waiting = (cs.get("state") or {}).get("waiting") or {}
@@ -238,6 +315,8 @@ def job_replica(
     pv = pod_view(pod, now, pull_timeout) if pod is not None else None
     if pv is not None and pv.exit_code is not None:
         rep.exit_code = pv.exit_code
+    if pv is not None:
+        rep.failure = pv.failure
     stopped = ann.get(ANN_STOPPED)
     conds = true_conditions(job)
     if stopped in STOPPED_STATE:
@@ -252,6 +331,8 @@ def job_replica(
             if ctype == "Failed":
                 cond = join_reason(conds[ctype].get("reason"), conds[ctype].get("message"))
                 rep.msg = "; ".join(x for x in ((pv.msg if pv else ""), cond) if x)
+                if rep.failure is None:
+                    rep.failure = Failure(FailureCause.UNKNOWN, cond)
             return rep
     if job["spec"].get("suspend"):
         queue = labels_of(job).get(KUEUE_QUEUE_LABEL)
@@ -283,6 +364,7 @@ def _pod_replica(
         return rep
     pv = pod_view(pod, now, pull_timeout)
     rep.state, rep.msg, rep.exit_code, rep.retryable = pv.state, pv.msg, pv.exit_code, pv.retryable
+    rep.failure = pv.failure
     rep.hostname = str((pod.get("spec") or {}).get("nodeName") or "")
     rep.pod_retries = max(0, len(pods) - 1)
     return rep
@@ -425,8 +507,9 @@ def _wrapper_overrides(view: AppView, aw: dict[str, Any]) -> None:
     stopped = annotations_of(aw).get(ANN_STOPPED)
     aw_state = APPWRAPPER_STATE.get(str((aw.get("status") or {}).get("state") or ""))
     if stopped in STOPPED_STATE:
-        view.state, view.msg = STOPPED_STATE[stopped], annotations_of(aw).get(
-            ANN_STOP_REASON, stopped
+        view.state, view.msg = (
+            STOPPED_STATE[stopped],
+            annotations_of(aw).get(ANN_STOP_REASON, stopped),
         )
     elif aw_state == AppState.FAILED and not view.state.is_terminal():
         view.state, view.msg = AppState.FAILED, "AppWrapper failed: " + _aw_reason(aw)
@@ -455,8 +538,9 @@ def _wrapper_only(view: AppView, aw: dict[str, Any], metas: dict[str, RoleMeta])
     state = APPWRAPPER_STATE.get(raw, AppState.UNKNOWN)
     stopped = annotations_of(aw).get(ANN_STOPPED)
     if stopped in STOPPED_STATE:
-        view.state, view.msg = STOPPED_STATE[stopped], annotations_of(aw).get(
-            ANN_STOP_REASON, stopped
+        view.state, view.msg = (
+            STOPPED_STATE[stopped],
+            annotations_of(aw).get(ANN_STOP_REASON, stopped),
         )
     elif state == AppState.UNKNOWN:
         view.state, view.msg = state, f"unknown AppWrapper state {raw!r}"
@@ -499,8 +583,9 @@ def _volcano(
     view.num_restarts = to_int(status.get("retryCount"))
     stopped = annotations_of(vcjob).get(ANN_STOPPED)
     if stopped in STOPPED_STATE:
-        view.state, view.msg = STOPPED_STATE[stopped], annotations_of(vcjob).get(
-            ANN_STOP_REASON, stopped
+        view.state, view.msg = (
+            STOPPED_STATE[stopped],
+            annotations_of(vcjob).get(ANN_STOP_REASON, stopped),
         )
         return
     state = VOLCANO_PHASE_STATE.get(phase)

@@ -11,6 +11,7 @@ from typing import Any
 
 from tether.schedulers.api import DescribeAppResponse
 from tether.specs import AppState, ReplicaStatus, Role, RoleStatus
+from tether.specs.failures import Failure
 
 
 @dataclass
@@ -31,6 +32,7 @@ class Replica:
         retryable: False when a restart cannot help.
         stopped: The ``tether.dev/stopped`` value of its Job, if tether stopped it.
         pod_retries: Pods its latest Job recreated (``REPLICA`` retries).
+        failure: Why its pod failed or cannot be placed (cause and native reason).
     """
 
     role: str
@@ -46,6 +48,7 @@ class Replica:
     retryable: bool = True
     stopped: str | None = None
     pod_retries: int = 0
+    failure: Failure | None = None
 
     @property
     def label(self) -> str:
@@ -122,7 +125,7 @@ def describe_response(view: AppView) -> DescribeAppResponse:
         rs = roles_statuses.setdefault(rep.role, RoleStatus(rep.role))
         status = ReplicaStatus(
             id=rep.replica_id, state=rep.state, role=rep.role, hostname=rep.hostname,
-            exit_code=rep.exit_code, msg=rep.msg,
+            exit_code=rep.exit_code, msg=rep.msg, failure=rep.failure,
         )  # fmt: skip
         rs.replicas.append(status)
     return DescribeAppResponse(

@@ -35,6 +35,7 @@ from tether.schedulers.local.render import (
 )
 from tether.schedulers.local.secretfiles import check_secrets, known_secret_values
 from tether.schedulers.local.state import StateStore
+from tether.schedulers.local.status import replica_failure
 from tether.specs import (
     AppDef,
     AppDryRunInfo,
@@ -291,6 +292,7 @@ class LocalScheduler(Scheduler[LocalRequest, LocalOpts], WorkspaceMixin[None]):
                     hostname="localhost",
                     exit_code=rep.exit_code,
                     msg=rep.msg,
+                    failure=replica_failure(rep.app_state, rep.exit_code, rep.msg),
                 )
             )
         return DescribeAppResponse(

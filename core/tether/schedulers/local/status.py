@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from tether.specs import AppState
+from tether.specs.failures import Failure, FailureCause
 
 RESTART = "restart"
 """The supervisor stopped the replica to start it again (a reconciled retry)."""
@@ -91,3 +92,28 @@ def app_final_state(
     if all(s == AppState.SUCCEEDED for s in replicas):
         return AppState.SUCCEEDED
     return AppState.FAILED
+
+
+def replica_failure(state: AppState, exit_code: int | None, msg: str = "") -> Failure | None:
+    """Why a local replica failed: its program's exit (``APPLICATION``), or ``UNKNOWN`` when
+    its exit status was lost with its supervisor.
+
+    A process killed by a signal (a negative code) is the application's too: ``local_cwd``
+    puts no memory limit on a replica, and the kernel's OOM killer's ``SIGKILL`` cannot be
+    told apart from any other ``SIGKILL`` after the fact, so it is never reported as
+    ``OOM_KILLED``.
+
+    Args:
+        state: The replica's state.
+        exit_code: Its exit code (negative: the signal), None when unknown.
+        msg: Its message (the native reason).
+
+    Returns:
+        The failure; None unless the state is FAILED.
+    """
+    if state != AppState.FAILED:
+        return None
+    reason = msg.splitlines()[0] if msg else ""
+    if exit_code is None:
+        return Failure(FailureCause.UNKNOWN, reason)
+    return Failure(FailureCause.APPLICATION, reason, exit_code)

@@ -43,7 +43,7 @@ from tether.schedulers.ray.render import (
     render,
     workspace_dir,
 )
-from tether.schedulers.ray.status import app_state
+from tether.schedulers.ray.status import app_state, job_failure
 from tether.specs import (
     AppDef,
     AppDryRunInfo,
@@ -271,6 +271,7 @@ class RayScheduler(Scheduler[RayJobRequest, RayOpts], WorkspaceMixin[None]):
             state=state,
             num_restarts=0,
             msg=info.message or "",
+            failure=job_failure(info.status, info.message or ""),
             ui_url=self.address,
             roles=[Role(name=n, num_replicas=c) for n, c in roles.items()],
             roles_statuses=[

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 from tether.specs import AppState
+from tether.specs.failures import Failure, FailureCause, application_failure
 
 JOB_STATE: dict[str, AppState] = {
     "PENDING": AppState.PENDING,
@@ -25,3 +28,34 @@ def app_state(ray_status: object) -> AppState:
     """
     value = getattr(ray_status, "value", ray_status)
     return JOB_STATE.get(str(value), AppState.UNKNOWN)
+
+
+MESSAGE_CAUSE: tuple[tuple[str, FailureCause], ...] = (
+    (r"\bnode\b[^.]*\b(died|dead|removed|terminated)\b|NodeDiedError", FailureCause.NODE_LOST),
+    (r"OutOfMemoryError|running low on memory|memory monitor", FailureCause.OOM_KILLED),
+    (r"preempt", FailureCause.PREEMPTED),
+)
+"""Phrases of a failed Ray job's message -> cause, first match wins: the node running the
+job's supervisor actor or a task died (a lost node), Ray's memory monitor killed a worker,
+a node was preempted. Otherwise the entrypoint's exit code (``...failed with exit code N``)
+makes it the application's."""
+
+
+def job_failure(ray_status: object, message: str) -> Failure | None:
+    """Why a FAILED Ray job failed, with Ray's message.
+
+    Args:
+        ray_status: ``JobStatus`` or its value.
+        message: The Jobs API's message.
+
+    Returns:
+        The failure; None unless the job FAILED.
+    """
+    if app_state(ray_status) != AppState.FAILED:
+        return None
+    line = message.strip().splitlines()[0] if message.strip() else ""
+    for pattern, cause in MESSAGE_CAUSE:
+        if re.search(pattern, message, re.IGNORECASE):
+            return Failure(cause, line)
+    code = re.search(r"exit code (-?\d+)", message)
+    return application_failure(int(code.group(1)) if code else None, line)

@@ -14,6 +14,7 @@ from typing import Any
 
 from tether.schedulers.slurm.render import Marker, log_stems, parse_comment
 from tether.specs import AppState, ReplicaStatus, Role, RoleStatus
+from tether.specs.failures import Failure, FailureCause
 
 SLURM_STATE: dict[str, AppState] = {
     "PENDING": AppState.PENDING,
@@ -42,6 +43,20 @@ SLURM_STATE: dict[str, AppState] = {
     "REVOKED": AppState.CANCELLED,  # a federation sibling started it elsewhere
 }
 """Slurm base job state -> app state."""
+
+STATE_CAUSE: dict[str, FailureCause] = {
+    "PREEMPTED": FailureCause.PREEMPTED,
+    "NODE_FAIL": FailureCause.NODE_LOST,
+    "BOOT_FAIL": FailureCause.OUT_OF_CAPACITY,
+    "OUT_OF_MEMORY": FailureCause.OOM_KILLED,
+    "FAILED": FailureCause.APPLICATION,
+    "TIMEOUT": FailureCause.APPLICATION,
+    "DEADLINE": FailureCause.APPLICATION,
+    "SPECIAL_EXIT": FailureCause.APPLICATION,
+}
+"""Slurm base state of a FAILED job -> cause: preemption, a failed node and a node that did
+not boot are the infrastructure's; a non-zero exit, the job's own time limit or deadline and
+``SPECIAL_EXIT`` are the application's."""
 
 _WHY_FAILED = {
     "TIMEOUT": "the job reached its time limit",
@@ -209,6 +224,21 @@ def _aggregate(comps: Sequence[Component]) -> AppState:
     if AppState.RUNNING in states:
         return AppState.RUNNING
     return AppState.PENDING
+
+
+def component_failure(c: Component) -> Failure | None:
+    """Why a component failed (:data:`STATE_CAUSE`), with Slurm's state and reason.
+
+    Args:
+        c: The component.
+
+    Returns:
+        The failure; None unless its state is FAILED.
+    """
+    if SLURM_STATE.get(c.state) != AppState.FAILED:
+        return None
+    native = c.state + (f" ({c.reason})" if c.reason else "")
+    return Failure(STATE_CAUSE.get(c.state, FailureCause.UNKNOWN), native, c.exit_code)
 
 
 def describe_component(c: Component) -> str:
@@ -390,6 +420,7 @@ def role_statuses(app: SlurmApp) -> list[RoleStatus]:
                         id=k, state=state, role=role, hostname=comp.nodes if comp else "",
                         exit_code=comp.exit_code if comp and state.is_terminal() else None,
                         msg=describe_component(comp) if comp else "",
+                        failure=component_failure(comp) if comp else None,
                     )
                     for k in range(n)
                 ],

@@ -1,0 +1,130 @@
+"""Infrastructure failures told apart from application failures, on a real kube-apiserver.
+
+A test kubelet (``tests/e2e/infra/kubelet.py``) runs the pods; the kube-controller-manager's
+Job controller fails the Job after its pod failed. The apiserver here is 1.20: it stores a
+``DisruptionTarget`` condition the kubelet writes (as 1.26+ kubelets do) but does not add one
+itself on an eviction through the eviction API, so the evictions are the kubelet's
+(node pressure).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("kubernetes")
+
+from kubernetes import client
+
+from tests.e2e.infra.kube import create_namespace
+from tests.e2e.infra.kubelet import Behaviour, FakeKubelet
+from tether.runner import Runner
+from tether.specs import AppDef, AppState, FailureCause, Role
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+SUITE = "kubernetes-failure-causes"
+
+
+def _behaviour(pod: client.V1Pod) -> Behaviour:
+    if pod.metadata.labels.get("case") == "app-fails":
+        return Behaviour.fail(exit_code=3, run_seconds=0.3)
+    return Behaviour.run_forever()
+
+
+@pytest.fixture(scope="module")
+def kubelet(kube_api: Any) -> Iterator[FakeKubelet]:
+    with FakeKubelet(
+        kube_api, node_name="tether-causes-node", label_selector=f"e2e-suite={SUITE}",
+        behaviour=_behaviour,
+    ) as kl:  # fmt: skip
+        yield kl
+
+
+@pytest.fixture
+def runner(kube_api: Any, kubelet: FakeKubelet, tmp_path: Path,
+           monkeypatch: pytest.MonkeyPatch) -> Iterator[Runner]:  # fmt: skip
+    monkeypatch.setenv("TETHER_STATE_DIR", str(tmp_path / "state"))
+    (tmp_path / "tetherconfig.ini").write_text("")
+    monkeypatch.setenv("TETHERCONFIG", str(tmp_path / "tetherconfig.ini"))
+    with Runner(scheduler_params={"kubernetes": {"client": kube_api}}) as r:
+        yield r
+
+
+@pytest.fixture
+def ns(kube_api: Any, request: pytest.FixtureRequest) -> str:
+    name = "c-" + hashlib.sha256(request.node.name.encode()).hexdigest()[:10]
+    create_namespace(kube_api, name)
+    return name
+
+
+def _app() -> AppDef:
+    return AppDef("causes", roles=[Role("worker", image="busybox:1.36", entrypoint="sleep",
+                                        args=["600"])])  # fmt: skip
+
+
+def _cfg(ns: str, case: str) -> dict[str, Any]:
+    return {"namespace": ns, "labels": {"e2e-suite": SUITE, "case": case}}
+
+
+def _pod_name(kube_api: Any, ns: str, kubelet: FakeKubelet) -> str:
+    v1 = client.CoreV1Api(kube_api)
+    for _ in range(300):
+        for pod in v1.list_namespaced_pod(ns).items:
+            rec = kubelet.record(ns, pod.metadata.name)
+            if rec is not None and rec.state == "running":
+                return str(pod.metadata.name)
+        time.sleep(0.2)
+    raise AssertionError("no running pod")
+
+
+def test_evicted_pod_is_an_infrastructure_failure(
+    runner: Runner, kubelet: FakeKubelet, kube_api: Any, ns: str
+) -> None:
+    handle = runner.run(_app(), "kubernetes", _cfg(ns, "evicted"))
+    pod = _pod_name(kube_api, ns, kubelet)
+    kubelet.evict(ns, pod, message="The node was low on resource: memory.")
+    final = runner.wait(handle, wait_interval=1, timeout=120)
+    assert final is not None and final.state == AppState.FAILED, final
+    cause = final.cause()
+    assert cause is not None and cause.cause == FailureCause.EVICTED, final
+    assert cause.is_infrastructure
+    assert "TerminationByKubelet" in cause.reason and "low on resource" in cause.reason
+    rep = final.roles[0].replicas[0]
+    assert rep.failure is not None and rep.failure.cause == FailureCause.EVICTED
+    text = final.format()
+    assert "Cause: evicted (DisruptionTarget: TerminationByKubelet" in text
+    assert final.to_json()["failure"] == {
+        "cause": "evicted", "reason": cause.reason, "exit_code": None,
+    }  # fmt: skip
+
+
+def test_evicted_without_disruption_target_reads_the_pod_reason(
+    runner: Runner, kubelet: FakeKubelet, kube_api: Any, ns: str
+) -> None:
+    handle = runner.run(_app(), "kubernetes", _cfg(ns, "evicted-old"))
+    pod = _pod_name(kube_api, ns, kubelet)
+    kubelet.evict(ns, pod, message="Pod ephemeral local storage usage exceeds the total limit",
+                  disruption_target=False)  # fmt: skip
+    final = runner.wait(handle, wait_interval=1, timeout=120)
+    assert final is not None and final.state == AppState.FAILED, final
+    cause = final.cause()
+    assert cause is not None and cause.cause == FailureCause.EVICTED
+    assert cause.reason.startswith("Evicted: Pod ephemeral local storage")
+
+
+def test_application_exit_code_is_not_infrastructure(
+    runner: Runner, kubelet: FakeKubelet, ns: str
+) -> None:
+    handle = runner.run(_app(), "kubernetes", _cfg(ns, "app-fails"))
+    final = runner.wait(handle, wait_interval=1, timeout=120)
+    assert final is not None and final.state == AppState.FAILED, final
+    cause = final.cause()
+    assert cause is not None and cause.cause == FailureCause.APPLICATION
+    assert cause.exit_code == 3 and not cause.is_infrastructure
+    assert "Cause: application, exit code 3" in final.format()
