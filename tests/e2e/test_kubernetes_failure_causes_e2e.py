@@ -24,6 +24,8 @@ from kubernetes import client
 from tests.e2e.infra.kube import create_namespace
 from tests.e2e.infra.kubelet import Behaviour, FakeKubelet
 from tether.runner import Runner
+from tether.schedulers.errors import CapacityError
+from tether.schedulers.kubernetes.client import KubernetesApiError
 from tether.specs import AppDef, AppState, FailureCause, Role
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -128,3 +130,31 @@ def test_application_exit_code_is_not_infrastructure(
     assert cause is not None and cause.cause == FailureCause.APPLICATION
     assert cause.exit_code == 3 and not cause.is_infrastructure
     assert "Cause: application, exit code 3" in final.format()
+
+
+def test_resource_quota_refusal_is_a_capacity_error(
+    runner: Runner, kubelet: FakeKubelet, kube_api: Any, ns: str
+) -> None:
+    """A namespace whose ResourceQuota allows no more Jobs: the apiserver's quota admission
+    answers 403 ``exceeded quota``. This cluster runs no resourcequota controller, so the test
+    writes the quota's status (hard and used) as that controller would."""
+    v1 = client.CoreV1Api(kube_api)
+    hard = {"count/jobs.batch": "0"}
+    v1.create_namespaced_resource_quota(
+        ns, {"metadata": {"name": "team-quota"}, "spec": {"hard": hard}}
+    )
+    v1.patch_namespaced_resource_quota_status(
+        "team-quota", ns, {"status": {"hard": hard, "used": {"count/jobs.batch": "0"}}}
+    )
+    with pytest.raises(CapacityError) as info:
+        runner.run(_app(), "kubernetes", _cfg(ns, "quota"))
+    err = info.value
+    assert isinstance(err, KubernetesApiError) and err.status == 403
+    assert err.backend == "kubernetes" and err.kind == "quota" and err.quota == "team-quota"
+    assert err.detail.startswith("exceeded quota: team-quota")
+    assert err.failure.cause == FailureCause.OUT_OF_CAPACITY
+    text = str(err)
+    assert "ResourceQuota 'team-quota' has no room" in text
+    assert "may not create" not in text
+    assert client.BatchV1Api(kube_api).list_namespaced_job(ns).items == []
+

@@ -182,3 +182,22 @@ def test_local_cwd_failure_cause(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     rep = desc.roles_statuses[0].replicas[0]
     assert rep.failure is not None and rep.failure.cause == C.APPLICATION
     assert rep.failure.exit_code == 5
+
+
+def test_kubernetes_quota_refusal_told_from_permission_refusal() -> None:
+    from tether.schedulers.kubernetes.client import KubernetesApiError, quota_refusal
+
+    quota = KubernetesApiError(
+        403, 'POST /apis/batch/v1/namespaces/n/jobs: 403 Forbidden: jobs.batch "x" is '
+        "forbidden: exceeded quota: team-quota, requested: count/jobs.batch=1, "
+        "used: count/jobs.batch=0, limited: count/jobs.batch=0",
+    )  # fmt: skip
+    got = quota_refusal(quota)
+    assert got is not None and got[0] == "team-quota"
+    assert got[1].startswith("exceeded quota: team-quota, requested: count/jobs.batch=1")
+    rbac = KubernetesApiError(
+        403, 'POST ...: 403 Forbidden: jobs.batch is forbidden: User "bob" cannot create '
+        'resource "jobs" in API group "batch" in the namespace "n"',
+    )  # fmt: skip
+    assert quota_refusal(rbac) is None
+    assert quota_refusal(KubernetesApiError(404, "exceeded quota: q")) is None

@@ -18,8 +18,10 @@ from typing import Any
 from tether.schedulers.kubernetes.client import (
     KubeApi,
     KubernetesApiError,
+    KubernetesQuotaError,
     core_path,
     path_for,
+    quota_refusal,
 )
 from tether.schedulers.kubernetes.fetch import (
     appwrapper_path,
@@ -79,11 +81,21 @@ def create_app(api: KubeApi, req: KubernetesRequest) -> None:
                     api.delete(path_for(done, req.namespace, with_name=True))
                 except KubernetesApiError:
                     log.warning("could not roll back %s", done["metadata"]["name"])
-            raise KubernetesApiError(
-                e.status,
+            what = (
                 f"cannot create {manifest['kind']} {manifest['metadata']['name']!r} in "
-                f"namespace {req.namespace!r}: {e}{_create_hint(manifest, e)}",
-            ) from e
+                f"namespace {req.namespace!r}: {e}"
+            )
+            quota = quota_refusal(e)
+            if quota is not None:
+                raise KubernetesQuotaError(
+                    e.status,
+                    f"{what} (the namespace's ResourceQuota {quota[0]!r} has no room for the "
+                    "job: free some, raise the quota, or run it in another namespace or on "
+                    "another scheduler)",
+                    quota=quota[0],
+                    detail=quota[1],
+                ) from e
+            raise KubernetesApiError(e.status, what + _create_hint(manifest, e)) from e
         created.append(manifest)
 
 

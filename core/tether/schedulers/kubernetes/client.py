@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import quote
 
-from tether.errors import BackendError
+from tether.errors import BackendError, BackendErrorKind
+from tether.schedulers.errors import CapacityError
 
 log = logging.getLogger(__name__)
 
@@ -27,11 +29,43 @@ MERGE_PATCH = "application/merge-patch+json"
 class KubernetesApiError(BackendError):
     """The apiserver refused a request; ``status`` is the HTTP status (0 when unreachable)."""
 
-    backend, kind = "kubernetes", "api"
+    backend = "kubernetes"
+    kind: BackendErrorKind = "api"
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+class KubernetesQuotaError(KubernetesApiError, CapacityError):
+    """The apiserver refused an object because a namespace ResourceQuota is used up (HTTP 403
+    ``exceeded quota: NAME, requested: ..., used: ..., limited: ...``): a capacity refusal
+    (kind ``quota``), not a permission problem."""
+
+    kind: BackendErrorKind = "quota"
+
+    def __init__(self, status: int, message: str, quota: str, detail: str) -> None:
+        super().__init__(status, message)
+        self.quota, self.detail = quota, detail
+
+
+_QUOTA = re.compile(r"exceeded quota: ([^,\s]+)(.*)")
+
+
+def quota_refusal(err: KubernetesApiError) -> tuple[str, str] | None:
+    """The quota's name and the apiserver's words when ``err`` is a ResourceQuota refusal.
+
+    Args:
+        err: An error of a create.
+
+    Returns:
+        ``(quota name, "exceeded quota: ...")``, or None for any other error (a 403 without
+        ``exceeded quota`` is a permission problem).
+    """
+    if err.status != 403:
+        return None
+    m = _QUOTA.search(str(err))
+    return (m.group(1), m.group(0)) if m else None
 
 
 def load_api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
