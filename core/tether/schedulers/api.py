@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
 from typing_extensions import TypeVar as DefaultedTypeVar  # a default (PEP 696) on 3.11
 
 from tether.schedulers.capabilities import Capabilities, Stream, check_app
+from tether.schedulers.replica import with_recovery_env
 from tether.specs import (
     NULL_RESOURCE,
     AppDef,
@@ -214,7 +215,7 @@ class Scheduler(abc.ABC, Generic[T, OptsT]):
         validate(app)
         check_app(app, self.capabilities, self.backend)
         self._validate(app, self.backend, opts)
-        info = self._submit_dryrun(app, opts)
+        info = self._submit_dryrun(with_recovery_env(app), opts)
         for role in app.roles:
             info = role.pre_proc(self.backend, info)
         info.app = app

@@ -9,12 +9,20 @@ variables everywhere:
 * ``TETHER_RANK0_HOST``: the address of replica 0 of the app's first role (the rendezvous
   host of distributed jobs; ``localhost`` on one machine).
 
-These win over values of the same name in the role's ``env``.
+These win over values of the same name in the role's ``env``. An app with a recovery policy
+or a checkpoint location (:mod:`tether.specs.recovery`) also gives every replica, through
+:func:`with_recovery_env` (applied once by ``Scheduler.submit_dryrun``):
+
+* ``TETHER_ATTEMPT``: which attempt of the job this is (0 for the first submission, 1 after
+  the first recovery...);
+* ``TETHER_CHECKPOINT``: the app's checkpoint location (a path or an fsspec URL), when set.
 """
 
 from __future__ import annotations
 
-from tether.specs import Role, macros
+import dataclasses
+
+from tether.specs import AppDef, Role, macros
 
 ENV_ROLE_NAME = "TETHER_ROLE_NAME"
 ENV_REPLICA_ID = "TETHER_REPLICA_ID"
@@ -22,6 +30,48 @@ ENV_NUM_REPLICAS = "TETHER_NUM_REPLICAS"
 ENV_RANK0_HOST = "TETHER_RANK0_HOST"
 REPLICA_ENV = (ENV_ROLE_NAME, ENV_REPLICA_ID, ENV_NUM_REPLICAS, ENV_RANK0_HOST)
 """The variables :func:`replica_env` sets."""
+ENV_ATTEMPT = "TETHER_ATTEMPT"
+ENV_CHECKPOINT = "TETHER_CHECKPOINT"
+RECOVERY_ENV = (ENV_ATTEMPT, ENV_CHECKPOINT)
+"""The variables :func:`recovery_env` sets."""
+
+
+def recovery_env(app: AppDef) -> dict[str, str]:
+    """The recovery variables of every replica of ``app`` (none without a recovery policy
+    or checkpoint location).
+
+    Args:
+        app: The app.
+
+    Returns:
+        Name to value.
+    """
+    if app.recovery is None and app.checkpoint is None:
+        return {}
+    env = {ENV_ATTEMPT: str(app.attempt)}
+    if app.checkpoint is not None:
+        env[ENV_CHECKPOINT] = app.checkpoint
+    return env
+
+
+def with_recovery_env(app: AppDef) -> AppDef:
+    """``app`` with :func:`recovery_env` in each role's env (winning over the role's own
+    values of those names); ``app`` itself when there is nothing to add.
+
+    Args:
+        app: The app (not modified).
+
+    Returns:
+        The app to render.
+    """
+    extra = recovery_env(app)
+    if not extra:
+        return app
+    roles = []
+    for role in app.roles:
+        env = {k: v for k, v in role.env.items() if k not in RECOVERY_ENV}
+        roles.append(dataclasses.replace(role, env={**env, **extra}))
+    return dataclasses.replace(app, roles=roles)
 
 
 def replica_env(role: Role, replica_id: int, rank0_host: str) -> dict[str, str]:

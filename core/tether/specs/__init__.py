@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         reload_named_resources,
         resource,
     )
+    from tether.specs.recovery import RecoveryPolicy
     from tether.specs.resources import NULL_RESOURCE, Resource
     from tether.specs.runopts import (
         CfgVal,
@@ -92,6 +93,7 @@ __all__ = [
     "Mount",
     "NamedResources",
     "ParsedAppHandle",
+    "RecoveryPolicy",
     "ReplicaStatus",
     "Resource",
     "RetryPolicy",
@@ -166,6 +168,7 @@ _EXPORTS: dict[str, str] = {
     "get_named_resources": "tether.specs.named_resources",
     "reload_named_resources": "tether.specs.named_resources",
     "resource": "tether.specs.named_resources",
+    "RecoveryPolicy": "tether.specs.recovery",
     "NULL_RESOURCE": "tether.specs.resources",
     "Resource": "tether.specs.resources",
     "CfgVal": "tether.specs.runopts",

@@ -24,6 +24,12 @@ from tether.specs.checks import (
     type_name,
 )
 from tether.specs.mounts import BindMount, DeviceMount, Mount, VolumeMount
+from tether.specs.recovery import (
+    RecoveryPolicy,
+    check_attempt,
+    check_checkpoint,
+    check_policy,
+)
 from tether.specs.resources import NULL_RESOURCE, Resource, check_resource
 from tether.specs.secrets import SecretRef
 from tether.specs.status import RetryPolicy
@@ -130,11 +136,23 @@ class AppDef:
         name: Job name (schedulers derive valid native names from it).
         roles: The roles.
         metadata: Scheduler-specific metadata.
+        recovery: When to submit the app again after a failure (infrastructure causes by
+            default), how many times and with what backoff; None: never (see
+            :class:`~tether.specs.recovery.RecoveryPolicy` and ``docs/recovery.md``).
+        checkpoint: Where the app keeps its checkpoints (a path every replica sees, or an
+            fsspec URL such as ``s3://bucket/run``); passed to every replica as
+            ``$TETHER_CHECKPOINT`` so a recovered attempt resumes from it.
+        attempt: Which attempt of the job this is (0: the first submission; a recovery
+            submits attempt 1, 2...); replicas see it as ``$TETHER_ATTEMPT`` when
+            ``recovery`` or ``checkpoint`` is set.
     """
 
     name: str
     roles: list[Role] = field(default_factory=list)
     metadata: dict[str, str] = field(default_factory=dict)
+    recovery: RecoveryPolicy | None = None
+    checkpoint: str | None = None
+    attempt: int = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.roles, tuple):
@@ -278,6 +296,9 @@ def check_app(app: Any) -> list[Problem]:
         return [Problem(f"app must be an AppDef, got {got(app)}", True)]
     out = check_str("app name", app.name, empty_ok=False)
     out += check_mapping("app metadata", app.metadata)
+    out += check_policy(app.recovery)
+    out += check_checkpoint(app.checkpoint)
+    out += check_attempt(app.attempt)
     if not isinstance(app.roles, list):
         out.append(Problem(f"app roles must be a list of Role, got {type_name(app.roles)}", True))
         return out
