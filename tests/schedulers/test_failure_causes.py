@@ -79,7 +79,7 @@ def test_kubernetes_running_pod_has_no_failure() -> None:
 def test_slurm_state_causes(state: str, cause: FailureCause, infra: bool) -> None:
     failure = component_failure(Component("7", 0, state, reason="x", exit_code=1))
     assert failure is not None and failure.cause == cause and failure.is_infrastructure == infra
-    assert failure.reason == f"{state} (x)"
+    assert failure.reason == f"{state}: x"
 
 
 def test_slurm_non_failed_states_have_no_cause() -> None:

@@ -237,7 +237,7 @@ def component_failure(c: Component) -> Failure | None:
     """
     if SLURM_STATE.get(c.state) != AppState.FAILED:
         return None
-    native = c.state + (f" ({c.reason})" if c.reason else "")
+    native = c.state + (f": {c.reason}" if c.reason else "")
     return Failure(STATE_CAUSE.get(c.state, FailureCause.UNKNOWN), native, c.exit_code)
 
 
