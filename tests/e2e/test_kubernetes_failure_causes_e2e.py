@@ -9,7 +9,9 @@ itself on an eviction through the eviction API, so the evictions are the kubelet
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,18 +26,26 @@ from kubernetes import client
 from tests.e2e.infra.kube import create_namespace
 from tests.e2e.infra.kubelet import Behaviour, FakeKubelet
 from tether.runner import Runner
+from tether.runner.recovery import RecoveringRun
 from tether.schedulers.errors import CapacityError
 from tether.schedulers.kubernetes.client import KubernetesApiError
-from tether.specs import AppDef, AppState, FailureCause, Role
+from tether.specs import AppDef, AppState, FailureCause, RecoveryPolicy, Role
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 SUITE = "kubernetes-failure-causes"
 
 
+def _env(pod: client.V1Pod) -> dict[str, str]:
+    return {e.name: e.value for e in pod.spec.containers[0].env or []}
+
+
 def _behaviour(pod: client.V1Pod) -> Behaviour:
-    if pod.metadata.labels.get("case") == "app-fails":
+    case = pod.metadata.labels.get("case")
+    if case == "app-fails":
         return Behaviour.fail(exit_code=3, run_seconds=0.3)
+    if case == "recover" and _env(pod).get("TETHER_ATTEMPT") != "0":
+        return Behaviour.succeed(run_seconds=0.3)
     return Behaviour.run_forever()
 
 
@@ -158,3 +168,44 @@ def test_resource_quota_refusal_is_a_capacity_error(
     assert "may not create" not in text
     assert client.BatchV1Api(kube_api).list_namespaced_job(ns).items == []
 
+
+
+def test_evicted_attempt_is_recovered_as_the_next_attempt(
+    runner: Runner, kubelet: FakeKubelet, kube_api: Any, ns: str, tmp_path: Path
+) -> None:
+    """The recovery loop on a real apiserver: attempt 0's pod is evicted mid-run (an
+    infrastructure cause, which the default policy recovers from); attempt 1 runs with
+    ``TETHER_ATTEMPT=1`` and the checkpoint location, and succeeds."""
+    app = dataclasses.replace(
+        _app(), recovery=RecoveryPolicy(max_recoveries=2, backoff_s=0),
+        checkpoint="s3://bucket/run-9",
+    )  # fmt: skip
+    evicted: list[str] = []
+
+    def evict_attempt_zero() -> None:
+        v1 = client.CoreV1Api(kube_api)
+        for _ in range(600):
+            for pod in v1.list_namespaced_pod(ns).items:
+                rec = kubelet.record(ns, pod.metadata.name)
+                if rec is not None and rec.state == "running" and (
+                    _env(pod).get("TETHER_ATTEMPT") == "0"
+                ):
+                    kubelet.evict(ns, pod.metadata.name)
+                    evicted.append(pod.metadata.name)
+                    return
+            time.sleep(0.2)
+
+    evictor = threading.Thread(target=evict_attempt_zero, daemon=True)
+    evictor.start()
+    out = RecoveringRun(runner, f"k8s-{ns}", journal_dir=tmp_path / "journal").run(
+        app, "kubernetes", _cfg(ns, "recover"), wait_interval=0.5
+    )
+    evictor.join(timeout=60)
+    assert evicted, "attempt 0 never ran"
+    assert out.status.state == AppState.SUCCEEDED, out.status
+    assert [(a.attempt, a.state, a.cause) for a in out.attempts] == [
+        (0, "FAILED", "evicted"), (1, "SUCCEEDED", None)
+    ]  # fmt: skip
+    pods = client.CoreV1Api(kube_api).list_namespaced_pod(ns).items
+    envs = sorted((_env(p)["TETHER_ATTEMPT"], _env(p)["TETHER_CHECKPOINT"]) for p in pods)
+    assert envs == [("0", "s3://bucket/run-9"), ("1", "s3://bucket/run-9")]
