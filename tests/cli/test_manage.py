@@ -132,3 +132,15 @@ def test_parse_time() -> None:
     assert parse_time("2024-05-01T10:00:00+00:00") == now - timedelta(hours=2)
     with pytest.raises(CLIError):
         parse_time("soon")
+
+
+def test_status_shows_the_failure_cause(tether: Callable[..., Result]) -> None:
+    """A replica that exits 3: ``tether status`` says it is the application's failure."""
+    res = tether("run", "utils.sh", "exit 3")
+    handle = res.out.splitlines()[0]
+    res = tether("status", handle)
+    assert "State: FAILED" in res.out
+    assert "Cause: application, exit code 3" in res.out
+    doc = json.loads(tether("status", "--json", handle).out)
+    assert doc["failure"]["cause"] == "application" and doc["failure"]["exit_code"] == 3
+    assert doc["roles"][0]["replicas"][0]["failure"]["cause"] == "application"
