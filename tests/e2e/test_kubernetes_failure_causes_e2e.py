@@ -111,7 +111,7 @@ def test_evicted_pod_is_an_infrastructure_failure(
     assert rep.failure is not None and rep.failure.cause == FailureCause.EVICTED
     text = final.format()
     assert "Cause: evicted (DisruptionTarget: TerminationByKubelet" in text
-    assert final.to_json()["failure"] == {
+    assert final.to_dict()["failure"] == {
         "cause": "evicted", "reason": cause.reason, "exit_code": None,
     }  # fmt: skip
 

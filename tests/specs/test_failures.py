@@ -23,17 +23,19 @@ def test_cause_shown_and_serialized_with_secrets_masked() -> None:
     f = Failure(FailureCause.PREEMPTED, "PREEMPTED (token=hunter2hunter2)")
     st = _status(f)
     text = st.format()
-    assert "  Cause: preempted (PREEMPTED" in text and "      cause: preempted" in text
-    doc = st.to_json()
+    assert "    Cause: preempted (PREEMPTED (token=" in text and "hunter2hunter2" not in text
+    doc = st.to_dict()
     assert doc["failure"]["cause"] == "preempted"  # type: ignore[index]
+    assert "hunter2hunter2" not in str(doc)
     rep = doc["roles"][0]["replicas"][0]  # type: ignore[index]
     assert rep["failure"]["cause"] == "preempted"
+    assert "failure" not in st.to_json()  # TorchX's document stays TorchX's
 
 
 def test_no_cause_unless_failed() -> None:
     st = _status(Failure(FailureCause.EVICTED), state=AppState.RUNNING)
     assert st.cause() is None and "Cause:" not in st.format()
-    assert st.to_json()["failure"] is None
+    assert st.to_dict()["failure"] is None
 
 
 def test_app_level_failure_overrides_replicas() -> None:

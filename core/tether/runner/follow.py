@@ -211,4 +211,5 @@ def _describe(sched: Scheduler[Any], app_id: str) -> AppStatus | None:
         structured_error_msg=desc.structured_error_msg,
         ui_url=desc.ui_url,
         roles=desc.roles_statuses,
+        failure=desc.failure,
     )

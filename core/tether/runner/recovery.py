@@ -177,9 +177,7 @@ class RecoveringRun:
                 self._intend(chain, 0)
             current = chain.attempts[-1]
             handle = self._submitted(chain, current, app, scheduler, cfg)
-            status = self.runner.wait(handle, wait_interval=wait_interval)
-            if status is None:
-                raise RuntimeError(f"attempt {current.attempt} ({handle}) vanished")
+            status = self._final_status(current.attempt, handle, wait_interval)
             failure = status.cause()
             current.state = status.state.name
             current.cause = failure.cause.value if failure is not None else None
@@ -201,6 +199,18 @@ class RecoveringRun:
             self.journal.save(chain)
             self._sleep(delay)
             self._intend(chain, current.attempt + 1)
+
+    def _final_status(self, attempt: int, handle: str, wait_interval: float) -> AppStatus:
+        """The attempt's final status, confirmed by a direct read of the scheduler: a
+        follower's cached view may hear that a job ended before it hears why (a Job's
+        ``Failed`` condition before its pod's eviction), and the cause decides."""
+        while True:
+            waited = self.runner.wait(handle, wait_interval=wait_interval)
+            status = self.runner.status(handle) or waited
+            if status is None:
+                raise RuntimeError(f"attempt {attempt} ({handle}) vanished")
+            if status.is_terminal():
+                return status
 
     def _intend(self, chain: Chain, n: int) -> None:
         chain.attempts.append(Attempt(n, f"{self.chain_key}/attempt-{n}"))

@@ -119,4 +119,5 @@ class JobEvent:
             structured_error_msg=resp.structured_error_msg,
             ui_url=resp.ui_url,
             roles=resp.roles_statuses,
+            failure=resp.failure,
         )

@@ -23,6 +23,7 @@ from tether.specs import (
     Role,
     SpecError,
     SpecTypeError,
+    validate,
 )
 from tether.specs.recovery import DEFAULT_CAUSES
 
@@ -90,15 +91,24 @@ def test_bad_policy_names_the_field(kwargs: dict[str, Any], error: type, words: 
     ],
 )
 def test_bad_app_fields_name_the_field(kwargs: dict[str, Any], words: str) -> None:
+    """Wrong types are refused by the constructor, bad values by validate (as dryrun runs)."""
     with pytest.raises(SpecError) as info:
-        _app(**kwargs)
+        validate(_app(**kwargs))
     assert words in str(info.value)
 
 
 @pytest.mark.parametrize("location", ["/shared/ckpt", "ckpt/run1", "s3://b/run", "gs://b/r",
                                       "file:///tmp/c", "memory://x"])  # fmt: skip
 def test_good_checkpoint_locations(location: str) -> None:
-    assert _app(checkpoint=location).checkpoint == location
+    app = _app(checkpoint=location)
+    validate(app)
+    assert app.checkpoint == location
+
+
+def test_dryrun_refuses_a_bad_checkpoint(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TETHER_STATE_DIR", str(tmp_path))
+    with Runner() as r, pytest.raises(SpecError, match="unknown URL scheme 's4'"):
+        r.dryrun(_app(checkpoint="s4://b/c"), "local_cwd")
 
 
 # ---- what replicas see -------------------------------------------------------------------------
@@ -167,6 +177,7 @@ def test_any_policy_input_is_valid_or_a_spec_error(
 def test_any_checkpoint_is_valid_or_a_spec_error(location: Any) -> None:
     try:
         app = _app(checkpoint=location)
+        validate(app)
     except SpecError as e:
         assert "checkpoint" in str(e)
         return
