@@ -66,6 +66,7 @@ KUBE = [
     CONTRACT,
     "tests/e2e/matrix/test_matrix.py",
     "tests/e2e/test_watch_hub_kube.py",
+    "tests/e2e/test_kubernetes_failure_causes_e2e.py",
 ]
 SLURM_RAY = [
     "tests/e2e/test_slurm_e2e.py",
@@ -79,6 +80,7 @@ SLURM_RAY = [
     "tests/e2e/matrix/test_matrix_ray.py",
     "tests/e2e/test_slurm_watch.py",
     "tests/e2e/test_ray_watch.py",
+    "tests/e2e/test_slurm_failure_causes_e2e.py",
 ]
 SLURM_RAY_CONTRACT = ["slurm", "slurm_ssh", "ray"]
 """The backends whose contract cases the slurm+ray group runs (a backend adds its id here)."""
