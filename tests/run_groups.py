@@ -61,6 +61,7 @@ CONTRACT = "tests/schedulers/contract"
 KUBE = [
     "tests/e2e/test_kubernetes_e2e.py",
     "tests/e2e/infra/test_infra_kube.py",
+    "tests/e2e/infra/test_infra_kube_node.py",
     "tests/e2e/test_kfp_kube_launcher.py",
     "tests/adapters/airflow/test_airflow_kubernetes.py",
     CONTRACT,

@@ -152,7 +152,7 @@ class RealNode:
         ident = secrets.token_hex(3)
         self.name = f"tether-{ident}"
         self.dir = kube_reap.NODES_ROOT / self.name
-        octets = secrets.randbelow(250 * 250)
+        octets = secrets.randbelow(100 * 250)  # 10.100.0.0 - 10.199.249.0
         self.subnet = f"10.{100 + octets // 250}.{octets % 250}.0/24"
         self.gateway = self.subnet.replace(".0/24", ".1")
         self.bridge = f"tk{ident}"
@@ -485,3 +485,39 @@ def start_cluster_with_node(**node_kwargs: Any) -> tuple[KubeCluster, RealNode]:
         cluster.stop()
         raise
     return cluster, node
+
+
+def main() -> int:
+    """Starts the real single-node cluster by hand and keeps it up until Ctrl-C.
+
+    Usage: ``sudo .venv/bin/python -m tests.e2e.infra.kube_node`` (from the checkout).
+
+    Returns:
+        Exit status.
+    """
+    import signal
+
+    reason = node_skip_reason()
+    if reason is not None:
+        print(reason, file=sys.stderr)
+        return 1
+    cluster, node = start_cluster_with_node()
+    try:
+        print(f"KUBECONFIG={cluster.kubeconfig_path}", flush=True)
+        print(f"node {node.name} Ready in {node.start_seconds:.1f}s; pod subnet {node.subnet},"
+              f" DNS {node.cluster_dns or 'off'}; images: {PAUSE_IMAGE} and its busybox tag"
+              f" (imagePullPolicy: Never)", flush=True)  # fmt: skip
+        print(f"import more: ctr --address {node.sock} -n k8s.io images import IMAGE.tar",
+              flush=True)  # fmt: skip
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    finally:
+        try:
+            node.stop()
+        finally:
+            cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

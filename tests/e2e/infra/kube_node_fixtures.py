@@ -78,3 +78,28 @@ def real_kube() -> Iterator[RealKube]:
             node.stop()
         finally:
             cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def real_kube_tether_image(
+    real_kube: RealKube, tether_image: Any, tmp_path_factory: pytest.TempPathFactory
+) -> str:
+    """The tether image (built from this checkout by the ``tether_image`` fixture's podman)
+    imported into the real node's containerd; its name (pods use ``imagePullPolicy:
+    Never``)."""
+    archive = tmp_path_factory.mktemp("tether-image") / "tether.tar"
+    podman = tether_image.podman
+    proc = subprocess.run(
+        [*podman.podman(), "save", "--format", "docker-archive", "-o", str(archive),
+         tether_image.image],
+        env={**os.environ, **podman.env()},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        pytest.fail(f"podman save {tether_image.image} failed: {proc.stderr[-2000:]}")
+    real_kube.node.import_image(archive)
+    archive.unlink()
+    return str(tether_image.image)

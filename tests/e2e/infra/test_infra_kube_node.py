@@ -85,7 +85,8 @@ def test_job_pod_runs_a_container_and_its_log_comes_back(real_kube: RealKube) ->
     api, ns = real_kube.api, "node-run"
     create_namespace(api, ns)
     token = uuid.uuid4().hex
-    ok = run_job(api, ns, "ok", f"echo hello-{token}; echo pid=$$")
+    # Kubernetes expands $(VAR) in commands and turns $$ into $: "$$$$" reaches sh as "$$".
+    ok = run_job(api, ns, "ok", f"echo hello-{token}; echo pid=$$$$")
     assert ok.status.phase == "Succeeded"
     log = client.CoreV1Api(api).read_namespaced_pod_log(ok.metadata.name, ns)
     assert f"hello-{token}" in log
