@@ -201,7 +201,7 @@ class RealNode:
         scheduler and containerd, then removes what is left (shims, netns, mounts, bridge,
         cgroups, the directory)."""
         with contextlib.suppress(Exception):
-            self._delete_pods(timeout=20.0)
+            self._delete_pods(timeout=10.0)
         while self._procs:
             _name, proc, log = self._procs.pop()
             try:
@@ -460,8 +460,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
                 v1.delete_collection_namespaced_pod(ns.metadata.name, grace_period_seconds=1)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            tasks = self.ctr("tasks", "ls", "-q", timeout=10)
-            if tasks.returncode != 0 or not tasks.stdout.strip():
+            tasks = self.ctr("tasks", "ls", timeout=10)
+            # columns: TASK PID STATUS; stopped tasks stay listed until their container goes
+            if tasks.returncode != 0 or " RUNNING" not in tasks.stdout:
                 return
             time.sleep(0.2)
 
