@@ -69,7 +69,7 @@ mkdir "$ctx/wheels"
 log "building tether's wheel"
 "$PYTHON" -m pip wheel -q --no-deps --no-build-isolation -w "$ctx/wheels" "$here" >&2
 "$PYTHON" -m pip download -q --no-deps -d "$ctx/wheels" -c "$here/constraints/test.txt" \
-    docstring-parser fsspec >&2
+    docstring-parser fsspec typing_extensions >&2
 cp "$here/images/tether/Dockerfile" "$ctx/Dockerfile"
 log "building $image on $base"
 "${engine[@]}" build --build-arg "BASE=$base" -t "$image" "$ctx" >&2

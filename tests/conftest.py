@@ -64,4 +64,8 @@ def tether_state_dir(
 
 # Session fixtures of real infrastructure (one Kubernetes control plane per session, shared
 # by tests/e2e and the contract suite) and the backend contract suite's harness parameter.
-pytest_plugins = ["tests.e2e.infra.fixtures", "tests.schedulers.contract.plugin"]
+pytest_plugins = [
+    "tests.e2e.infra.fixtures",
+    "tests.e2e.infra.kube_node_fixtures",
+    "tests.schedulers.contract.plugin",
+]

@@ -60,7 +60,9 @@ CONTRACT = "tests/schedulers/contract"
 ``--contract-backends`` naming them (each backend's cases run in exactly one group)."""
 KUBE = [
     "tests/e2e/test_kubernetes_e2e.py",
+    "tests/e2e/test_kubernetes_real.py",
     "tests/e2e/infra/test_infra_kube.py",
+    "tests/e2e/infra/test_infra_kube_node.py",
     "tests/e2e/test_kfp_kube_launcher.py",
     "tests/adapters/airflow/test_airflow_kubernetes.py",
     CONTRACT,

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Build kube-apiserver and kube-controller-manager 1.20.2 from Debian's `kubernetes` source
+# Build kube-apiserver and kube-controller-manager 1.20.2 (with --node also kubelet and
+# kube-scheduler) from Debian's `kubernetes` source
 # package with Debian's Go, and obtain an etcd binary; cache all three outside the repo.
 #
 # Usage: tests/e2e/infra/build_kube.sh            # prints the cache directory on stdout
+#        tests/e2e/infra/build_kube.sh --node     # also kubelet + kube-scheduler (a real
+#                                                 # node; see kube_node.py)
 #
 # Environment:
 #   TETHER_KUBE_CACHE     cache directory (default: $HOME/.cache/tether/kube-1.20.2)
@@ -37,9 +40,21 @@ KEYRING="/usr/share/keyrings/debian-archive-keyring.gpg"
 
 log() { printf '[build_kube] %s\n' "$*" >&2; }
 
+BINS=(kube-apiserver kube-controller-manager)
+if [[ "${1:-}" == "--node" ]]; then
+    BINS+=(kubelet kube-scheduler)
+fi
+
+# missing_bins: the wanted Kubernetes binaries that the cache does not hold yet.
+missing_bins() {
+    local bin
+    for bin in "${BINS[@]}"; do
+        [[ -x "${CACHE}/${bin}" ]] || printf '%s\n' "${bin}"
+    done
+}
+
 have_all() {
-    [[ -x "${CACHE}/kube-apiserver" && -x "${CACHE}/kube-controller-manager" \
-        && -x "${CACHE}/etcd" ]]
+    [[ -x "${CACHE}/etcd" && -z "$(missing_bins)" ]]
 }
 
 if have_all; then
@@ -108,10 +123,15 @@ EOF
 }
 obtain_etcd
 
-if [[ -x "${CACHE}/kube-apiserver" && -x "${CACHE}/kube-controller-manager" ]]; then
+mapfile -t MISSING < <(missing_bins)
+if ((${#MISSING[@]} == 0)); then
     echo "${CACHE}"
     exit 0
 fi
+WHAT=""
+for bin in "${MISSING[@]}"; do
+    WHAT="${WHAT:+${WHAT} }cmd/${bin}"
+done
 
 # ------------------------------------------------------------------ kube-apiserver & co.
 apt_install golang-go make rsync dpkg-dev xz-utils ca-certificates openssl
@@ -172,11 +192,10 @@ export PATH="/usr/lib/go/bin:${PATH}"
 export CGO_ENABLED=0 GOPROXY=off GOFLAGS="" GOTOOLCHAIN=local
 export KUBE_GIT_VERSION="v${KUBE_SRC_VERSION}" KUBE_GIT_TREE_STATE="clean"
 export KUBE_GIT_COMMIT="faecb196815e248d3ecfb03c680a4507229c2a56"
-log "go: $(go version); building (several minutes)"
-(cd "${GOPATH}/src/k8s.io/kubernetes" \
-    && make WHAT="cmd/kube-apiserver cmd/kube-controller-manager" >&2)
+log "go: $(go version); building ${WHAT} (several minutes)"
+(cd "${GOPATH}/src/k8s.io/kubernetes" && make WHAT="${WHAT}" >&2)
 
-for bin in kube-apiserver kube-controller-manager; do
+for bin in "${MISSING[@]}"; do
     built="$(find "${SRC}/_output" -type f -name "${bin}" -perm -u+x | head -n1)"
     [[ -n "${built}" ]] || { log "${bin} was not built"; exit 1; }
     cp "${built}" "${CACHE}/${bin}.tmp"

@@ -33,14 +33,13 @@ ADAPTERS = {
 BACKENDS = {
     "local_cwd": "replicas are processes of this machine.",
     "kubernetes": (
-        "a real kube-apiserver, etcd and kube-controller-manager (Job controller) built from "
-        "Debian's Kubernetes 1.20.2 sources (`tests/e2e/infra`); there is no container "
-        "runtime, so the test kubelet (`tests/e2e/infra/kubelet.py`) runs each pod's "
-        "container command as a process of this machine (`tests/e2e/infra/kubelet_exec.py`), "
-        "with the pod's environment; the image is not pulled. Everything tether does "
-        "(manifests, Jobs, status, logs through the apiserver, outputs) is real. Outputs go "
-        "to the default `file://` root, which the host processes share; on a real cluster "
-        "set `[tether:outputs] url` to storage every pod reaches."
+        "a real single-node Kubernetes 1.20.2 (`tests/e2e/infra/kube_node.py`): "
+        "kube-apiserver, etcd, kube-controller-manager, kube-scheduler and a kubelet built "
+        "from Debian's sources, containerd with runc and a CNI bridge from Debian. Each "
+        "component runs as a real container of the tether image (imported, not pulled: "
+        "`image_pull_policy=Never`); logs come through the kubelet. The cell's directory "
+        "is mounted into the pods (`hostPath`, the node is this host) and holds the outputs "
+        "root; on a real cluster set `[tether:outputs] url` to storage every pod reaches."
     ),
     "slurm": (
         "a real Slurm 22.05 cluster from Debian's `slurm-wlm` and `munge` (`tests/e2e/infra`): "

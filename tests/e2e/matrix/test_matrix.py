@@ -5,10 +5,11 @@ cell runs ``tests/e2e/matrix/cells.py`` in its own process and checks the pipeli
 result: the second component's output, computed from the first one's. The module records
 its cells and renders ``docs/portability.md`` (:func:`~tests.e2e.matrix.table.write_doc`).
 
-``kubernetes`` runs on the session's real kube-apiserver, etcd and Job controller
-(``tests/e2e/infra``), whose test kubelet runs each pod's command as a process of this
-machine (no container runtime here). A backend whose infrastructure cannot start is written
-as "not runnable here" with the reason. Other backends' columns: ``test_matrix_*.py``.
+``kubernetes`` runs on the session's real single-node cluster
+(``tests/e2e/infra/kube_node.py``: kube-apiserver, etcd, controller-manager, scheduler, a
+kubelet with containerd): each component is a real container of the tether image. A backend
+whose infrastructure cannot start is written as "not runnable here" with the reason. Other
+backends' columns: ``test_matrix_*.py``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.matrix.run import env_path, env_pythonpath, run_cell
+from tests.e2e.matrix.run import run_cell
 from tests.e2e.matrix.table import ADAPTERS, Cell, write_doc
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -40,31 +41,34 @@ def _write_doc() -> Iterator[None]:
 @pytest.fixture(scope="module")
 def kube_env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
              ) -> Iterator[dict[str, str]]:  # fmt: skip
-    """KUBECONFIG and run options of a namespace served by a process-running test kubelet."""
+    """KUBECONFIG, the image and run options of a namespace on the session's real node.
+
+    Pods run ``python3`` of the tether image under the real kubelet; a directory of this
+    machine is mounted (``hostPath``: the node is this host) at the same path, holding the
+    outputs root, so ``Runner.outputs`` reads what the containers published.
+    """
     try:
-        cluster = request.getfixturevalue("kube_cluster")
-        api = request.getfixturevalue("kube_api")
+        real = request.getfixturevalue("real_kube")
+        image = request.getfixturevalue("real_kube_tether_image")
     except pytest.skip.Exception as e:
-        reason = f"the Kubernetes control plane cannot start: {e.msg}"
+        reason = f"the real Kubernetes node cannot start: {e.msg}"
         for a in ADAPTERS:
             RESULTS[(a, "kubernetes")] = Cell("not runnable here", reason)
         raise
     from tests.e2e.infra.kube import create_namespace
-    from tests.e2e.infra.kubelet import Behaviour, FakeKubelet
-    from tests.e2e.infra.kubelet_exec import PodExecutor
 
     ns = "matrix-" + hashlib.sha256(str(os.getpid()).encode()).hexdigest()[:8]
-    create_namespace(api, ns)
-    base = {k: os.environ[k] for k in ("HOME", "LANG", "TMPDIR") if k in os.environ}
-    base.update(PATH=env_path(), PYTHONPATH=env_pythonpath())
-    cwd = tmp_path_factory.mktemp("pods")
-    with FakeKubelet(api, node_name="tether-matrix-node", namespace=ns,
-                     behaviour=Behaviour.run_process(),
-                     executor=PodExecutor(base_env=base, cwd=cwd)):  # fmt: skip
-        yield {
-            "KUBECONFIG": str(cluster.kubeconfig_path),
-            "MATRIX_CFG": json.dumps({"namespace": ns}),
-        }
+    create_namespace(real.api, ns)
+    shared = tmp_path_factory.mktemp("kube-shared")
+    shared.chmod(0o777)
+    yield {
+        "KUBECONFIG": str(real.cluster.kubeconfig_path),
+        "MATRIX_CFG": json.dumps({"namespace": ns, "image_pull_policy": "Never"}),
+        "MATRIX_IMAGE": image,
+        "MATRIX_PYTHON": "python3",
+        "MATRIX_MOUNT": str(shared),
+        "TETHER_OUTPUTS_ROOT": str(shared / "outputs"),
+    }
 
 
 @pytest.mark.parametrize("backend", COLUMNS)

@@ -31,7 +31,7 @@ BACKENDS_OPTION = "--contract-backends"
 
 BUILTIN_HARNESSES: list[tuple[str, str, tuple[Any, ...]]] = [
     ("local_cwd", "tests.schedulers.contract.backends:LocalHarness", ()),
-    ("kubernetes", "tests.schedulers.contract.backends:KubernetesHarness", (pytest.mark.e2e,)),
+    ("kubernetes", "tests.schedulers.contract.kube_real:RealKubernetesHarness", (pytest.mark.e2e,)),
     ("slurm", "tests.schedulers.contract.backends:SlurmHarness", (pytest.mark.e2e,)),
     ("slurm_ssh", "tests.schedulers.contract.backends:SlurmSshHarness", (pytest.mark.e2e,)),
     ("aws_batch", "tests.schedulers.contract.backends:AwsBatchHarness", (pytest.mark.e2e,)),
