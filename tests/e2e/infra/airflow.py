@@ -36,6 +36,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from tests.e2e.infra.reaper import forget, start_service
+
 START_TIMEOUT_S = 300.0
 STOP_GRACE_S = 15.0
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
@@ -173,9 +175,9 @@ class AirflowStack:
                 if name == "api-server":
                     argv += ["--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"]
                 with open(self.log_path(name), "wb") as out:
-                    self._procs[name] = subprocess.Popen(
-                        argv, env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                        start_new_session=True, cwd=self.root,
+                    self._procs[name] = start_service(
+                        argv, f"airflow-{name}", env=self.env, stdout=out,
+                        stderr=subprocess.STDOUT, cwd=self.root,
                     )
             self._wait_until_up()
         except BaseException:
@@ -239,6 +241,7 @@ class AirflowStack:
                 os.killpg(proc.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=10)
+            forget(proc)
         self._procs.clear()
 
     def __enter__(self) -> AirflowStack:

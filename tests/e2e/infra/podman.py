@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from tests.e2e.infra.reaper import forget, start_service
+
 BUSYBOX_IMAGE = "localhost/bb:latest"
 RUNC_CANDIDATES = ("/usr/sbin/runc", "/usr/bin/runc")
 BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox")
@@ -218,9 +220,9 @@ class PodmanService:
         assert self.dir is not None
         self._log = self.dir / "service.log"
         with open(self._log, "wb") as log:
-            self._proc = subprocess.Popen(
+            self._proc = start_service(
                 self.podman("system", "service", "--time=0", self.docker_host),
-                env=self.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                "podman-service", env=self.env(), stdout=log, stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
@@ -260,6 +262,8 @@ class PodmanService:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=5)
+        if proc is not None:
+            forget(proc)
         if self.dir is not None:
             self._remove_networks()
             # containers are --rm; unmount what podman may still hold of this storage only

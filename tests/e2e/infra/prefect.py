@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.e2e.infra.reaper import forget, start_service
+
 START_TIMEOUT_S = 240.0  # a fresh database is migrated first: minutes on a busy 2-core machine
 
 
@@ -80,6 +82,7 @@ class PrefectServer:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(5)
+        forget(self.proc)
 
 
 def start_server(home: Path) -> PrefectServer:
@@ -101,10 +104,10 @@ def start_server(home: Path) -> PrefectServer:
     log_path = home / "server.log"
     prefect = str(Path(sys.executable).with_name("prefect"))
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
+        proc = start_service(
             [prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port),
              "--no-scheduler", "--no-late-runs", "--no-ui", "--analytics-off"],
-            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            "prefect-server", stdout=log, stderr=subprocess.STDOUT, env=env,
         )
     server = PrefectServer(f"http://127.0.0.1:{port}/api", proc, log_path)
     deadline = time.monotonic() + START_TIMEOUT_S
@@ -145,6 +148,7 @@ class ProcessWorker:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(5)
+        forget(self.proc)
 
     def log(self) -> str:
         """The worker's output so far."""
@@ -172,10 +176,10 @@ def start_worker(home: Path, pool: str, env: dict[str, str] | None = None) -> Pr
     child_env.update({"PREFECT_WORKER_QUERY_SECONDS": "1", "PREFECT_WORKER_PREFETCH_SECONDS": "0"})
     child_env.update(env or {})
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
+        proc = start_service(
             [prefect, "worker", "start", "--pool", pool, "--type", "process",
              "--name", f"{pool}-worker"],
-            stdout=log, stderr=subprocess.STDOUT, env=child_env, start_new_session=True,
+            "prefect-worker", stdout=log, stderr=subprocess.STDOUT, env=child_env,
         )
     return ProcessWorker(pool, proc, log_path)
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from types import TracebackType
 
 from tests.e2e.infra.kube import stop_process
+from tests.e2e.infra.reaper import forget, start_service
 
 CONFIG = """\
 version: 0.1
@@ -79,8 +80,8 @@ class Registry:
         conf = self.dir / "config.yml"
         conf.write_text(CONFIG.format(root=self.dir / "data", port=self.port))
         log = open(self.dir / "registry.log", "wb")  # noqa: SIM115 - closed with the process
-        self._proc = subprocess.Popen([binary, "serve", str(conf)], stdout=log,
-                                      stderr=subprocess.STDOUT, start_new_session=True)
+        self._proc = start_service([binary, "serve", str(conf)], "registry", stdout=log,
+                                   stderr=subprocess.STDOUT)
         log.close()
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
@@ -121,6 +122,7 @@ class Registry:
         proc, self._proc = self._proc, None
         if proc is not None:
             stop_process(proc, grace=15)
+            forget(proc)
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None

@@ -36,6 +36,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
+from tests.e2e.infra.reaper import forget, start_service
+
 CLUSTER = "tether-test"
 ACCOUNT = "tether"
 """With accounting: the one account (the current user's default); the cluster enforces
@@ -387,10 +389,10 @@ class SlurmCluster:
         assert self.dir is not None
         out = open(self.dir / f"{name}.stdout", "wb")  # noqa: SIM115 - closed below
         try:
-            proc = subprocess.Popen(
-                argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            proc = start_service(
+                argv, f"slurm-{name}", stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 env={**os.environ, "SLURM_CONF": str(self.dir / "slurm.conf")},
-                start_new_session=True,
             )  # fmt: skip
         finally:
             out.close()
@@ -458,6 +460,7 @@ class SlurmCluster:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
                 proc.wait(timeout=5)
+            forget(proc)
         self._procs = []
         self._popen = {}
         if self.dir is not None and not os.environ.get("TETHER_KEEP_SLURM_DIR"):
