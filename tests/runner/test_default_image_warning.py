@@ -12,7 +12,7 @@ from tether.runner import get_runner
 
 def test_warns_on_remote_backend_only(caplog: pytest.LogCaptureFixture, tmp_path: object
                                       ) -> None:
-    caplog.set_level(logging.WARNING, logger="tether.runner.api")
+    caplog.set_level(logging.WARNING, logger="tether.runner")
     with get_runner("t") as runner:
         runner.dryrun_component("utils.echo", ["--msg", "hi"], "kubernetes")
         warned = [r.getMessage() for r in caplog.records]

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.runner import ENV_JOB_ID, fan_in, get_runner
-from tether.runner.api import UnknownAppError
+from tether.runner import ENV_JOB_ID, UnknownAppError, fan_in, get_runner
 from tether.specs import AppDef, AppState, Role
 
 

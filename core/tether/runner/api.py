@@ -4,81 +4,55 @@ Every caller (the CLI, the Airflow operator, the Prefect task, the KFP launcher 
 through it, so job identity, tracking wiring, outputs and cancellation behave the same
 everywhere.
 
-This module holds what the Runner does to launch a job: materialize a component, render the
-native request (:meth:`Runner.dryrun`), submit it, and find or re-attach to a job by its job
-key (:meth:`Runner.run_or_attach`). The Runner inherits the rest: handling an app already
-launched from :mod:`tether.runner.launched` (status, wait, logs, outputs, cancel), and its
-schedulers from :mod:`tether.runner.pool`; the tracking environment of each role comes from
-:mod:`tether.runner.wiring`.
+The Runner does itself what launches a job: materialize a component, render the native
+request (:meth:`Runner.dryrun`), submit it, and find or re-attach to a job by its job key
+(:meth:`Runner.run_or_attach`, by the one rule of :mod:`tether.runner.reattach`). It holds
+two collaborators and hands the rest on to them: its schedulers
+(:class:`~tether.runner.pool.SchedulerPool`) and what is done with an app already launched
+(:class:`~tether.runner.launched.LaunchedApps`: status, wait, logs, outputs, cancel). The
+tracking environment of each role comes from :mod:`tether.runner.wiring`.
 """
 
 from __future__ import annotations
 
+import builtins
 import copy
 import logging
+import warnings
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, overload
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal, Self, overload
 
 from tether.config import TetherConfig
 from tether.runner import follow
 from tether.runner.launched import LaunchedApps
-from tether.runner.launched import UnknownAppError as UnknownAppError
-from tether.runner.pool import DEFAULT_SESSION
-from tether.runner.wiring import ENV_JOB_KEY as ENV_JOB_KEY
-from tether.runner.wiring import wire_env
+from tether.runner.pool import DEFAULT_SESSION, SchedulerPool
+from tether.runner.reattach import Action, EarlierJob, ExistingJob, RunOutcome, decide
+from tether.runner.wiring import warn_default_image, wire_env
 from tether.schedulers import get_scheduler_factories
-from tether.schedulers.api import JOB_KEY, ListAppResponse
+from tether.schedulers.api import JOB_KEY, ListAppResponse, Scheduler, Stream
 from tether.schedulers.capabilities import Capabilities
 from tether.specs import (
     AppDef,
     AppDryRunInfo,
     AppHandle,
-    AppState,
     AppStatus,
     CfgVal,
     make_app_handle,
+    runopts,
 )
-from tether.tracker.env import ENV_JOB_ID as ENV_JOB_ID
-from tether.tracker.env import ENV_PARENT_RUN_ID as ENV_PARENT_RUN_ID
-from tether.tracker.env import ENV_TRACKERS as ENV_TRACKERS
-from tether.tracker.env import tracker_config_env as tracker_config_env
 from tether.workspace import Workspace
 from tether.workspace.api import WorkspaceMixin
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from tether.schedulers import SchedulerFactory
 
 log: logging.Logger = logging.getLogger(__name__)
 
 
-@dataclass
-class ExistingJob:
-    """A job found by its job identity.
-
-    Attributes:
-        app_handle: Its handle.
-        status: Its current status.
-    """
-
-    app_handle: AppHandle
-    status: AppStatus
-
-
-@dataclass
-class RunOutcome:
-    """What :meth:`Runner.run_or_attach` did.
-
-    Attributes:
-        app_handle: The job's handle.
-        reattached: True when the job was launched earlier (same job key), not now.
-    """
-
-    app_handle: AppHandle
-    reattached: bool
-
-
-class Runner(LaunchedApps):
+class Runner:
     """Runs AppDefs and components on schedulers and tracks them by app handle.
 
     Args:
@@ -100,8 +74,82 @@ class Runner(LaunchedApps):
         scheduler_params: Mapping[str, Any] | None = None,
         config: TetherConfig | None = None,
     ) -> None:
-        super().__init__(name, scheduler_factories, scheduler_params, config)
+        self._name = name
+        self._pool = SchedulerPool(name, scheduler_factories, scheduler_params, config)
+        self._apps = LaunchedApps(self._pool)
         self._component_defaults = {k: dict(v) for k, v in (component_defaults or {}).items()}
+
+    # ---- lifecycle and the schedulers it holds -------------------------------------------
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Closes every scheduler this runner created. Safe to call twice."""
+        self._pool.close()
+
+    @property
+    def config(self) -> TetherConfig:
+        """The ``.tetherconfig`` in effect (loaded on first use)."""
+        return self._pool.config
+
+    def scheduler_backends(self) -> list[str]:
+        """Names of the schedulers this runner can use."""
+        return self._pool.backends()
+
+    def scheduler_capabilities(self, scheduler: str) -> Capabilities:
+        """What a scheduler supports (its declared capabilities).
+
+        Args:
+            scheduler: The scheduler's name.
+
+        Returns:
+            Its capabilities.
+        """
+        return self._pool.get(scheduler).capabilities
+
+    def scheduler_run_opts(self, scheduler: str) -> runopts:
+        """The run options of a scheduler.
+
+        Args:
+            scheduler: Its name.
+
+        Returns:
+            The options.
+        """
+        return self._pool.get(scheduler).run_opts()
+
+    def cfg_from_str(self, scheduler: str, *cfg_literal: str) -> Mapping[str, CfgVal]:
+        """Parses ``-cfg`` strings with a scheduler's run options, as TorchX's Runner.
+
+        ``runner.cfg_from_str("local_cwd", "log_dir=/tmp/x", "prepend_cwd=True")`` gives
+        ``{"log_dir": "/tmp/x", "prepend_cwd": True}``; a later string wins on a repeated key.
+
+        Args:
+            scheduler: Its name.
+            *cfg_literal: Strings of ``key=value`` items (see ``runopts.cfg_from_str``).
+
+        Returns:
+            The typed options.
+        """
+        opts = self.scheduler_run_opts(scheduler)
+        cfg: dict[str, CfgVal] = {}
+        for literal in cfg_literal:
+            cfg.update(opts.cfg_from_str(literal))
+        return cfg
+
+    def _scheduler(self, name: str) -> Scheduler[Any]:
+        return self._pool.get(name)
+
+    def _scheduler_for(self, app_handle: AppHandle) -> tuple[Scheduler[Any], str]:
+        return self._pool.for_handle(app_handle)
 
     # ---- components ----------------------------------------------------------------------
     def materialize_component(
@@ -206,7 +254,7 @@ class Runner(LaunchedApps):
         Returns:
             The request; ``str()`` shows it with secrets redacted.
         """
-        sched = self._scheduler(scheduler)
+        sched = self._pool.get(scheduler)
         # a copy, but overrides are not deep-copied (as TorchX): they may hold coroutines or
         # futures; each role's copy gets its own dict of the same values
         app = copy.deepcopy(app, {id(r.overrides): dict(r.overrides) for r in app.roles})
@@ -218,7 +266,7 @@ class Runner(LaunchedApps):
             for role in app.roles:
                 if role.workspace is None:
                     role.workspace = ws
-        _warn_default_image(app, scheduler, sched.capabilities)
+        warn_default_image(app, scheduler, sched.capabilities)
         opts = sched.run_opts()
         merged = self.config.apply(scheduler, cfg, opts)
         if isinstance(sched, WorkspaceMixin) and any(r.workspace is not None for r in app.roles):
@@ -241,11 +289,11 @@ class Runner(LaunchedApps):
         backend = dryrun_info.scheduler
         if backend is None:
             raise ValueError("dryrun_info was not produced by Runner.dryrun/submit_dryrun")
-        sched = self._scheduler(backend)
+        sched = self._pool.get(backend)
         app_id = sched.schedule(dryrun_info)
         handle = make_app_handle(backend, self._name, app_id)
         if dryrun_info.app is not None:
-            self._submitted[handle] = dryrun_info.app
+            self._pool.remember(handle, dryrun_info.app)
         app_name = dryrun_info.app.name if dryrun_info.app else "?"
         log.info("launched app %s as %s", app_name, handle)
         return handle
@@ -260,7 +308,7 @@ class Runner(LaunchedApps):
         Returns:
             Its handle and status, or None.
         """
-        sched = self._scheduler(scheduler)
+        sched = self._pool.get(scheduler)
         found: list[ListAppResponse] = sched.find_jobs(job_key)
         for entry in reversed(found):
             handle = make_app_handle(scheduler, self._name, entry.app_id)
@@ -340,6 +388,7 @@ class Runner(LaunchedApps):
         runner first looks for a job already launched with that key: one still running is
         re-attached (nothing submitted), one that SUCCEEDED is returned as is; a new job is
         submitted only when there is none, or the newest one FAILED or was CANCELLED (a retry).
+        That is the rule of :mod:`tether.runner.reattach` with no record of outcomes.
 
         Args:
             app: The app.
@@ -354,19 +403,17 @@ class Runner(LaunchedApps):
         """
         if job_key:
             existing = self.find_job(scheduler, job_key)
-            if existing is not None and existing.status.state not in (
-                AppState.FAILED,
-                AppState.CANCELLED,
-            ):
-                log.info(
-                    "job key %r: re-attaching to %s (%s) instead of submitting a duplicate",
-                    job_key, existing.app_handle, existing.status.state.name,
-                )
+            decision = decide(
+                (existing and EarlierJob(existing.app_handle, existing.status)) or None
+            )
+            if existing is not None and decision.action is Action.ATTACH:
+                log.info("job key %r: re-attaching to %s instead of submitting a duplicate (%s)",
+                         job_key, existing.app_handle, decision.reason)
                 return RunOutcome(existing.app_handle, reattached=True)
         info = self.dryrun(app, scheduler, cfg, workspace, parent_run_id, job_key)
         return RunOutcome(self.schedule(info), reattached=False)
 
-    # ---- following (through the process's watch hub: tether.runner.follow) ---------------
+    # ---- an app already launched (see LaunchedApps) --------------------------------------
     def status(self, app_handle: AppHandle) -> AppStatus | None:
         """The app's status (from the process's watch when it follows the app, else read).
 
@@ -376,7 +423,7 @@ class Runner(LaunchedApps):
         Returns:
             The status, or None when the scheduler does not know the app.
         """
-        return follow.status(self, app_handle)
+        return follow.status(self._pool, app_handle)
 
     def wait(
         self, app_handle: AppHandle, wait_interval: float = 10, timeout: float | None = None
@@ -395,7 +442,7 @@ class Runner(LaunchedApps):
         Returns:
             The final status, or None when the app does not exist (or was deleted).
         """
-        return follow.wait(self, app_handle, wait_interval, timeout)
+        return follow.wait(self._pool, app_handle, wait_interval, timeout)
 
     def watch(
         self, app_handles: Iterable[AppHandle], timeout: float | None = None
@@ -409,7 +456,7 @@ class Runner(LaunchedApps):
         Returns:
             The changes: each app's current state first, its final one exactly once.
         """
-        return follow.watch(self, app_handles, timeout)
+        return follow.watch(self._pool, app_handles, timeout)
 
     def wait_any(
         self, app_handles: Iterable[AppHandle], timeout: float | None = None
@@ -423,25 +470,153 @@ class Runner(LaunchedApps):
         Returns:
             Its final event, or None after ``timeout``.
         """
-        return follow.wait_any(self, app_handles, timeout)
+        return follow.wait_any(self._pool, app_handles, timeout)
+
+    def reconcile(self, app_handle: AppHandle) -> None:
+        """Applies what the scheduler's engine cannot do itself (see ``Scheduler.reconcile``).
+
+        :meth:`wait` calls it on every poll; a caller that polls :meth:`status` on its own
+        calls it before each poll. Idempotent.
+
+        Args:
+            app_handle: The handle.
+        """
+        self._apps.reconcile(app_handle)
+
+    def describe(self, app_handle: AppHandle) -> AppDef | None:
+        """The AppDef of an app: the one this runner submitted (as TorchX), else rebuilt as
+        far as the scheduler can (named after the app id).
+
+        Args:
+            app_handle: The handle.
+
+        Returns:
+            The AppDef, or None when the app does not exist.
+        """
+        return self._apps.describe(app_handle)
+
+    def list(self, scheduler: str) -> builtins.list[ListAppResponse]:
+        """The apps a scheduler knows, with their handles.
+
+        Args:
+            scheduler: The scheduler's name.
+
+        Returns:
+            The apps.
+        """
+        return self._apps.list(scheduler)
+
+    def log_lines(
+        self,
+        app_handle: AppHandle,
+        role_name: str,
+        k: int = 0,
+        regex: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        should_tail: bool = False,
+        streams: Stream | None = None,
+    ) -> Iterable[str]:
+        """Log lines of replica ``k`` of a role (each ends with ``\\n``).
+
+        Args:
+            app_handle: The handle.
+            role_name: The role.
+            k: The replica.
+            regex: Only matching lines.
+            since: Only lines at or after this time.
+            until: Only lines before this time.
+            should_tail: Follow until the replica finishes.
+            streams: stdout, stderr or combined.
+
+        Returns:
+            The lines.
+
+        Raises:
+            UnknownAppError: When the app does not exist.
+        """
+        return self._apps.log_lines(
+            app_handle, role_name, k, regex, since, until, should_tail, streams
+        )
+
+    def outputs(self, app_handle: AppHandle) -> dict[str, Any]:
+        """The outputs a (finished) app published.
+
+        Args:
+            app_handle: The handle.
+
+        Returns:
+            Output name to value.
+        """
+        return self._apps.outputs(app_handle)
+
+    def cancel(self, app_handle: AppHandle) -> None:
+        """Cancels the app (idempotent; returns without waiting for it to stop).
+
+        Args:
+            app_handle: The handle.
+        """
+        self._apps.cancel(app_handle)
+
+    def stop(self, app_handle: AppHandle) -> None:
+        """Deprecated alias of :meth:`cancel` (TorchX's ``Runner.stop``).
+
+        Args:
+            app_handle: The handle.
+        """
+        warnings.warn("Runner.stop is deprecated; use Runner.cancel", DeprecationWarning, 2)
+        self.cancel(app_handle)
+
+    def delete(self, app_handle: AppHandle) -> None:
+        """Cancels the app if needed and removes what the scheduler keeps of it. Idempotent.
+
+        Args:
+            app_handle: The handle.
+        """
+        self._apps.delete(app_handle)
+
+    # ---- secrets the caller hands over ---------------------------------------------------
+    def put_secret(
+        self,
+        scheduler: str,
+        name: str,
+        values: Mapping[str, str],
+        cfg: Mapping[str, CfgVal] | None = None,
+    ) -> None:
+        """Stores values as a secret the scheduler holds (a Kubernetes Secret), for
+        :class:`~tether.specs.SecretRef` references ``(name, key)``. Creates or replaces it.
+
+        Args:
+            scheduler: The scheduler's name.
+            name: The secret's name.
+            values: Key to value.
+            cfg: Run options (where the secret lives, e.g. the Kubernetes namespace).
+
+        Raises:
+            NotImplementedError: When the scheduler holds no secrets.
+        """
+        sched = self._pool.get(scheduler)
+        opts = sched.run_opts()
+        sched.put_secret(name, values, opts.resolve(self.config.apply(scheduler, cfg, opts),
+                                                    scheduler))
+
+    def delete_secret(
+        self, scheduler: str, name: str, cfg: Mapping[str, CfgVal] | None = None
+    ) -> None:
+        """Deletes a secret made by :meth:`put_secret` (idempotent).
+
+        Args:
+            scheduler: The scheduler's name.
+            name: The secret's name.
+            cfg: Run options (where the secret lives).
+        """
+        sched = self._pool.get(scheduler)
+        opts = sched.run_opts()
+        sched.delete_secret(name, opts.resolve(self.config.apply(scheduler, cfg, opts),
+                                               scheduler))
 
     def __repr__(self) -> str:
-        return f"Runner(name={self._name!r}, schedulers={list(self._schedulers)})"
-
-
-def _warn_default_image(app: AppDef, scheduler: str, caps: Capabilities) -> None:
-    """Warns when a role of ``app`` runs tether's default image on a remote backend, where
-    nodes pull it from its registry (your build is not there unless you pushed it)."""
-    if caps.runs_on_this_host or not caps.needs_image:
-        return
-    from tether.components import DEFAULT_IMAGE
-
-    for role in app.roles:
-        if role.image == DEFAULT_IMAGE:
-            log.warning(
-                "role %r runs tether's default image %s on %s: the nodes pull it from its "
-                "registry. Build it with `make image` and push it, then set $TETHER_IMAGE "
-                "(or --image) to your copy", role.name, DEFAULT_IMAGE, scheduler)
+        return f"Runner(name={self._name!r}, schedulers={self._pool.built()})"
 
 
 def get_runner(

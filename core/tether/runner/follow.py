@@ -64,7 +64,7 @@ class _Reconciler:
         self._failed: set[AppHandle] = set()
 
     def run(self, handle: AppHandle) -> None:
-        sched, app_id = self._pool._scheduler_for(handle)
+        sched, app_id = self._pool.for_handle(handle)
         try:
             sched.reconcile(app_id)
             self._failed.discard(handle)
@@ -82,7 +82,7 @@ def _follow(pool: SchedulerPool, sub: Subscription, handles: Iterable[AppHandle]
     for handle in handles:
         if handle in seen:
             continue
-        sched, app_id = pool._scheduler_for(handle)
+        sched, app_id = pool.for_handle(handle)
         sub.follow(sched, app_id, ref=handle)
         seen.append(handle)
     return seen
@@ -192,7 +192,7 @@ def status(pool: SchedulerPool, handle: AppHandle, hub: WatchHub | None = None) 
     Returns:
         The status, or None when the scheduler does not know the app.
     """
-    sched, app_id = pool._scheduler_for(handle)
+    sched, app_id = pool.for_handle(handle)
     if sched.capabilities.follow.mode != FollowMode.DESCRIBE_EACH:
         ev = (hub or get_hub()).current(sched, app_id)
         if ev is not None and not ev.gone:

@@ -3,14 +3,14 @@
 :class:`LaunchedApps` reads an app's status, waits for it to finish (driving the scheduler's
 ``reconcile`` on every poll), rebuilds its AppDef, lists a scheduler's apps, reads one
 replica's log lines and the outputs the app published, and cancels or deletes it. It needs
-nothing but the scheduler the handle names (see :class:`~tether.runner.pool.SchedulerPool`);
-:class:`~tether.runner.api.Runner` builds on it.
+nothing but the scheduler the handle names, from the
+:class:`~tether.runner.pool.SchedulerPool` it is given; :class:`~tether.runner.api.Runner`
+holds one and hands its public methods on to it.
 """
 
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -35,8 +35,15 @@ class UnknownAppError(NotFoundError):
         )
 
 
-class LaunchedApps(SchedulerPool):
-    """Status, waiting, logs, outputs and stopping of apps given by their handles."""
+class LaunchedApps:
+    """Status, waiting, logs, outputs and stopping of apps given by their handles.
+
+    Args:
+        pool: The schedulers the handles name.
+    """
+
+    def __init__(self, pool: SchedulerPool) -> None:
+        self._pool = pool
 
     # ---- query ---------------------------------------------------------------------------
     def status(self, app_handle: AppHandle) -> AppStatus | None:
@@ -48,7 +55,7 @@ class LaunchedApps(SchedulerPool):
         Returns:
             The status.
         """
-        sched, app_id = self._scheduler_for(app_handle)
+        sched, app_id = self._pool.for_handle(app_handle)
         desc = sched.describe(app_id)
         if desc is None:
             return None
@@ -80,7 +87,7 @@ class LaunchedApps(SchedulerPool):
         Returns:
             The final status, or None when the app does not exist.
         """
-        sched, app_id = self._scheduler_for(app_handle)
+        sched, app_id = self._pool.for_handle(app_handle)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             sched.reconcile(app_id)
@@ -106,7 +113,7 @@ class LaunchedApps(SchedulerPool):
         Args:
             app_handle: The handle.
         """
-        sched, app_id = self._scheduler_for(app_handle)
+        sched, app_id = self._pool.for_handle(app_handle)
         sched.reconcile(app_id)
 
     def describe(self, app_handle: AppHandle) -> AppDef | None:
@@ -119,10 +126,10 @@ class LaunchedApps(SchedulerPool):
         Returns:
             The AppDef, or None when the app does not exist.
         """
-        submitted = self._submitted.get(app_handle)
+        submitted = self._pool.submitted(app_handle)
         if submitted is not None:
             return submitted
-        sched, app_id = self._scheduler_for(app_handle)
+        sched, app_id = self._pool.for_handle(app_handle)
         desc = sched.describe(app_id)
         if desc is None:
             return None
@@ -137,9 +144,9 @@ class LaunchedApps(SchedulerPool):
         Returns:
             The apps.
         """
-        apps = self._scheduler(scheduler).list()
+        apps = self._pool.get(scheduler).list()
         for app in apps:
-            app.app_handle = make_app_handle(scheduler, self._name, app.app_id)
+            app.app_handle = make_app_handle(scheduler, self._pool.name, app.app_id)
         return apps
 
     def log_lines(
@@ -171,7 +178,7 @@ class LaunchedApps(SchedulerPool):
         Raises:
             UnknownAppError: When the app does not exist.
         """
-        sched, app_id = self._scheduler_for(app_handle)
+        sched, app_id = self._pool.for_handle(app_handle)
         if not sched.exists(app_id):
             raise UnknownAppError(app_handle)
         return sched.log_iter(app_id, role_name, k, regex, since, until, should_tail, streams)
@@ -186,7 +193,7 @@ class LaunchedApps(SchedulerPool):
             Output name to value.
         """
         parsed = parse_app_handle(app_handle)
-        root = outputs_root(self.config.section("tether:outputs").get("url"))
+        root = outputs_root(self._pool.config.section("tether:outputs").get("url"))
         return read_outputs(outputs_url(root, parsed.scheduler_backend, parsed.app_id))
 
     # ---- stop ----------------------------------------------------------------------------
@@ -196,17 +203,8 @@ class LaunchedApps(SchedulerPool):
         Args:
             app_handle: The handle.
         """
-        sched, app_id = self._scheduler_for(app_handle)
+        sched, app_id = self._pool.for_handle(app_handle)
         sched.cancel(app_id)
-
-    def stop(self, app_handle: AppHandle) -> None:
-        """Deprecated alias of :meth:`cancel` (TorchX's ``Runner.stop``).
-
-        Args:
-            app_handle: The handle.
-        """
-        warnings.warn("Runner.stop is deprecated; use Runner.cancel", DeprecationWarning, 2)
-        self.cancel(app_handle)
 
     def delete(self, app_handle: AppHandle) -> None:
         """Cancels the app if needed and removes what the scheduler keeps of it. Idempotent.
@@ -214,5 +212,5 @@ class LaunchedApps(SchedulerPool):
         Args:
             app_handle: The handle.
         """
-        sched, app_id = self._scheduler_for(app_handle)
+        sched, app_id = self._pool.for_handle(app_handle)
         sched.delete(app_id)

@@ -2,14 +2,17 @@
 
 :func:`wire_env` sets (without overriding what the app already sets) the job's own handle,
 the app's name, where its outputs go, the tracking parent run, the job key and the trackers
-with their settings, so the job's code finds them whatever scheduler runs it.
+with their settings, so the job's code finds them whatever scheduler runs it;
+:func:`warn_default_image` warns when a remote backend would pull tether's default image.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 
 from tether.config import TetherConfig
+from tether.schedulers.capabilities import Capabilities
 from tether.specs import AppDef, macros, make_app_handle
 from tether.tracker.env import (
     ENV_APP_NAME,
@@ -19,6 +22,8 @@ from tether.tracker.env import (
     tracker_config_env,
 )
 from tether.tracker.outputs import ENV_OUTPUTS_URL, outputs_root, outputs_url
+
+log = logging.getLogger(__name__)
 
 ENV_JOB_KEY = "TETHER_JOB_KEY"
 
@@ -83,3 +88,18 @@ def tracker_settings(config: TetherConfig) -> dict[str, str | None]:
             if n
         }
     return config.trackers()
+
+
+def warn_default_image(app: AppDef, scheduler: str, caps: Capabilities) -> None:
+    """Warns when a role of ``app`` runs tether's default image on a remote backend, where
+    nodes pull it from its registry (your build is not there unless you pushed it)."""
+    if caps.runs_on_this_host or not caps.needs_image:
+        return
+    from tether.components import DEFAULT_IMAGE
+
+    for role in app.roles:
+        if role.image == DEFAULT_IMAGE:
+            log.warning(
+                "role %r runs tether's default image %s on %s: the nodes pull it from its "
+                "registry. Build it with `make image` and push it, then set $TETHER_IMAGE "
+                "(or --image) to your copy", role.name, DEFAULT_IMAGE, scheduler)
