@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.adapters.secret_app import PARAM_SECRET, leaks, leaky
-from tether.adapters.common import ComponentJob, JobFailedError, describe_app
+from tether.adapters.common import JobFailedError, JobSession, describe_app
 from tether.specs import AppState
 
 
@@ -53,7 +53,7 @@ def test_log_fan_in_failure_message_and_tracker_mask_secrets(
     cfg.write_text(f"[tether:tracker]\nfsspec =\n\n[tracker:fsspec]\nconfig = {store}\n")
     monkeypatch.setenv("TETHERCONFIG", str(cfg))
     monkeypatch.delenv("TETHER_TRACKERS", raising=False)
-    job = ComponentJob(leaky(PARAM_SECRET), "local_cwd", {"grace_period": 0.5})
+    job = JobSession(leaky(PARAM_SECRET), "local_cwd", {"grace_period": 0.5})
     lines: list[str] = []
     try:
         with pytest.raises(JobFailedError) as failed:

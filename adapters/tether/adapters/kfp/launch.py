@@ -10,7 +10,7 @@ Behaviour:
 
 * **Identity**: the job key is derived from the KFP run and task (:func:`step_job_key`), so a
   retried step re-attaches to the job its first attempt launched instead of launching a
-  duplicate (:class:`tether.adapters.common.ComponentJob`).
+  duplicate (the step holds one :class:`tether.adapters.common.JobSession`).
 * **Logs**: every replica's lines go to stdout (the step's log) as ``role/replica line``.
 * **Cancellation**: SIGTERM (KFP terminating the run) or SIGINT cancels the job; the signal is
   held back while the job is being submitted so the handle to cancel is always known.
@@ -36,9 +36,9 @@ from types import FrameType
 from typing import Any
 
 from tether.adapters.common import (
-    ComponentJob,
     JobFailedError,
     JobResult,
+    JobSession,
     job_key,
     materialize,
 )
@@ -285,40 +285,48 @@ def launch(
         cfg = inherit_settings(app, spec, runner.scheduler_capabilities(spec.scheduler))
     else:
         cfg = inherit_settings(app, spec)
-    key = ids.job_key()
     outputs_root = None
     if ids.pipeline_root and not os.environ.get(ENV_OUTPUTS_ROOT):
         # outputs outlive the step's pod: under the pipeline root, as KFP's artifacts
         outputs_root = pipeline_outputs_root(ids.pipeline_root)
-    with _env(ENV_OUTPUTS_ROOT, outputs_root), _StopSignals() as signals:
-        job = ComponentJob(
-            app, spec.scheduler, cfg, key=key, parent_run_id=ids.parent_run_id(), runner=runner
-        )
-        try:
-            with signals.held():
-                handle = job.submit()
-            verb = "re-attached to" if job.reattached else "launched"
-            sink(f"{_PREFIX} {verb} {handle} ({spec.component} on {spec.scheduler}"
-                 + (f", job key {key})" if key else ")"))
-            refs = sorted({f"{env}={ref}" for r in app.roles for env, ref in r.secrets.items()})
-            if refs:  # references only: the values never pass through the step
-                sink(f"{_PREFIX} secrets by reference: {', '.join(refs)}")
-            # logs on a helper thread, waits in slices: a signal interrupts promptly, and a
-            # log stream that outlives the job cannot hang the step
-            result = job.follow(sink, poll_interval=spec.wait_interval)
-        except _Terminated as t:
-            sink(f"{_PREFIX} step terminated by signal {t.signum}: cancelling "
-                 f"{job.app_handle or 'the job'}")
-            _cancel(job, spec, sink)
-            raise SystemExit(128 + t.signum) from None
-        finally:
-            job.close()
+    with (
+        _env(ENV_OUTPUTS_ROOT, outputs_root),
+        _StopSignals() as signals,
+        JobSession(app, spec.scheduler, cfg, key=ids.job_key(),
+                   parent_run_id=ids.parent_run_id(), runner=runner) as session,
+    ):
+        result = _follow(session, spec, signals, sink)
     sink(f"{_PREFIX} {result.app_handle} finished {result.state.name}"
          + (f": {result.msg}" if result.msg and not result.succeeded else ""))
     return result
 
 
-def _cancel(job: ComponentJob, spec: LaunchSpec, sink: Callable[[str], None]) -> None:
+def _follow(
+    session: JobSession, spec: LaunchSpec, signals: _StopSignals, sink: Callable[[str], None]
+) -> JobResult:
+    """Submits or re-attaches, then follows the job; a stop signal cancels it."""
+    try:
+        with signals.held():
+            session.submit()
+        verb = "re-attached to" if session.reattached else "launched"
+        key = session.key
+        sink(f"{_PREFIX} {verb} {session.app_handle} ({spec.component} on {spec.scheduler}"
+             + (f", job key {key})" if key else ")"))
+        refs = sorted({f"{env}={ref}" for r in session.app.roles
+                       for env, ref in r.secrets.items()})
+        if refs:  # references only: the values never pass through the step
+            sink(f"{_PREFIX} secrets by reference: {', '.join(refs)}")
+        # logs on a helper thread, waits in slices: a signal interrupts promptly, and a
+        # log stream that outlives the job cannot hang the step
+        return session.follow(sink, poll_interval=spec.wait_interval)
+    except _Terminated as t:
+        sink(f"{_PREFIX} step terminated by signal {t.signum}: cancelling "
+             f"{session.app_handle or 'the job'}")
+        _cancel(session, spec, sink)
+        raise SystemExit(128 + t.signum) from None
+
+
+def _cancel(job: JobSession, spec: LaunchSpec, sink: Callable[[str], None]) -> None:
     with _StopSignals() as signals, signals.held(deliver=False):  # a second signal: ignored
         try:
             result = job.cancel_and_wait(timeout=spec.cancel_grace, poll_interval=0.5)

@@ -1,10 +1,10 @@
 """How a running tether task learns that Prefect wants it to stop.
 
-Prefect stops a task in three ways, and each must reach the job (``ComponentJob``):
+Prefect stops a task in three ways, and each must reach the job (its ``JobSession``):
 
 * **Task timeout** (``timeout_seconds``): Prefect raises ``CancelledError`` in the task's
   thread (a signal in the main thread, an injected exception in a worker thread). The task
-  waits in short slices (:meth:`~tether.adapters.common.ComponentJob.follow`), so the
+  waits in short slices (:meth:`~tether.adapters.common.JobSession.follow`), so the
   exception arrives promptly and the task's ``except BaseException`` cancels the job.
 * **Termination signal** (the runner or worker cancels a flow run, or the process gets
   SIGTERM): Prefect raises ``TerminationSignal`` in the main thread. A task running there

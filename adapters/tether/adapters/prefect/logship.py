@@ -15,9 +15,10 @@ therefore ships its job's lines itself with :class:`LogShipper`:
 * the lines are also echoed to the task run's logger with ``send_to_api=False`` (the
   console shows them, the API receives them once).
 
-The cursor (lines delivered per ``role/replica``) is kept in a Prefect variable named after
-the job key (:func:`cursor_name`), updated every few seconds and at the end. A rerun that
-re-attaches to the job reads it and skips what an earlier attempt already delivered.
+The cursor (a :class:`~tether.adapters.common.LogCursor`: lines delivered per
+``role/replica``) moves as each batch is sent and is kept in a Prefect variable named after
+the job key (:class:`VariableCursorStore`), saved every few seconds and at the end. A rerun
+that re-attaches to the job reads it and skips what an earlier attempt already delivered.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
 from uuid import UUID
+
+from tether.adapters.common import CursorStore, LogCursor
 
 log = logging.getLogger(__name__)
 
@@ -66,43 +69,73 @@ def cursor_name(job_key: str) -> str:
     return f"tether-log-cursor-{job_key}"[:255]
 
 
-def read_cursor(client: Any, job_key: str, app_handle: str) -> tuple[dict[str, int], bool]:
-    """The log cursor an earlier attempt left for this job, or an empty one.
+class VariableCursorStore:
+    """Keeps a job's log cursor in a Prefect variable (a :class:`CursorStore`).
 
-    A cursor of another job with the same key (one that failed and was resubmitted) does
-    not count.
+    The value records the job it belongs to: a cursor of another job with the same key (one
+    that failed and was resubmitted) does not count.
 
     Args:
-        client: A sync Prefect client.
-        job_key: The job identity.
-        app_handle: The job the cursor must belong to.
-
-    Returns:
-        Lines already delivered by ``role/replica``, and whether the variable exists.
+        client: A sync Prefect client (not closed here).
+        job_key: The job identity (names the variable).
+        app_handle: The job the cursor belongs to.
     """
-    var = client.read_variable_by_name(cursor_name(job_key))
-    if var is None:
-        return {}, False
-    value = getattr(var, "value", None)
-    if not isinstance(value, dict) or value.get("app") != app_handle:
-        return {}, True
-    lines = value.get("lines")
-    if not isinstance(lines, dict):
-        return {}, True
-    return {str(k): v for k, v in lines.items() if isinstance(v, int) and v > 0}, True
+
+    def __init__(self, client: Any, job_key: str, app_handle: str) -> None:
+        self.client = client
+        self.name = cursor_name(job_key)
+        self.app_handle = app_handle
+        self._exists: bool | None = None  # unknown until read or written
+
+    def load(self) -> Mapping[str, Any] | None:
+        """The lines this job's earlier followers delivered, by ``role/replica``."""
+        var = self.client.read_variable_by_name(self.name)
+        self._exists = var is not None
+        value = getattr(var, "value", None)
+        if not isinstance(value, dict) or value.get("app") != self.app_handle:
+            return None
+        lines = value.get("lines")
+        return lines if isinstance(lines, dict) else None
+
+    def save(self, seen: Mapping[str, int]) -> bool:
+        """Creates or updates the variable.
+
+        Args:
+            seen: The counts.
+
+        Returns:
+            Whether it was saved (a stale cursor only repeats lines on a later re-attach).
+        """
+        from prefect.client.schemas.actions import VariableCreate, VariableUpdate
+        from prefect.exceptions import ObjectAlreadyExists
+
+        value: dict[str, Any] = {"app": self.app_handle, "lines": dict(seen)}
+        try:
+            if not self._exists:
+                try:
+                    self.client.create_variable(
+                        VariableCreate(name=self.name, value=value, tags=["tether"])
+                    )
+                    self._exists = True
+                    return True
+                except ObjectAlreadyExists:
+                    self._exists = True
+            self.client.update_variable(VariableUpdate(name=self.name, value=value))
+        except Exception as e:
+            log.warning("cannot save the log cursor %s: %s", self.name, e)
+            return False
+        return True
 
 
 class LogShipper:
-    """A log sink for :meth:`~tether.adapters.common.ComponentJob.follow`.
+    """A log sink for :meth:`~tether.adapters.common.JobSession.follow`.
 
     Args:
         client: A sync Prefect client (shared with the caller; not closed here).
         flow_run_id: The flow run the lines belong to.
         task_run_id: The task run the lines belong to.
-        job_key: The job identity (names the cursor variable); None keeps no cursor.
-        app_handle: The job whose lines these are (recorded with the cursor).
-        cursor: What earlier attempts delivered (updated as batches are sent).
-        cursor_exists: Whether the cursor variable exists already.
+        cursor: What earlier attempts delivered (moved as batches are sent).
+        store: Where the cursor is saved (None: nowhere).
         echo: Shows each line locally (the console), or None.
     """
 
@@ -111,20 +144,16 @@ class LogShipper:
         client: Any,
         flow_run_id: UUID | None,
         task_run_id: UUID | None,
-        job_key: str | None = None,
-        app_handle: str = "",
-        cursor: dict[str, int] | None = None,
-        cursor_exists: bool = False,
+        cursor: LogCursor | None = None,
+        store: CursorStore | None = None,
         echo: Callable[[str], None] | None = None,
     ) -> None:
         self.client = client
         self.flow_run_id = flow_run_id
         self.task_run_id = task_run_id
-        self.job_key = job_key
-        self.app_handle = app_handle
-        self.cursor: dict[str, int] = dict(cursor or {})
-        self._cursor_exists = cursor_exists
-        self._cursor_saved = dict(self.cursor)
+        self.cursor = cursor if cursor is not None else LogCursor()
+        self.store = store
+        self._cursor_saved = self.cursor.to_json()
         self.echo = echo
         self.sent = 0
         self._batch: list[tuple[str, dict[str, Any]]] = []
@@ -190,7 +219,7 @@ class LogShipper:
                             len(payload), e)
                 time.sleep(0.5 * 2**attempt)
         for replica, _ in self._batch:
-            self.cursor[replica] = self.cursor.get(replica, 0) + 1
+            self.cursor.advance(replica)
         self.sent += len(self._batch)
         self._batch.clear()
         self._batch_bytes = 0
@@ -199,28 +228,11 @@ class LogShipper:
 
     def _save_cursor(self) -> None:
         self._next_cursor_save = time.monotonic() + CURSOR_SECONDS
-        if self.job_key is None or self.cursor == self._cursor_saved:
+        seen = self.cursor.to_json()
+        if self.store is None or seen == self._cursor_saved:
             return
-        from prefect.client.schemas.actions import VariableCreate, VariableUpdate
-        from prefect.exceptions import ObjectAlreadyExists
-
-        name = cursor_name(self.job_key)
-        lines = dict(self.cursor)
-        value: dict[str, Any] = {"app": self.app_handle, "lines": lines}
-        try:
-            if not self._cursor_exists:
-                try:
-                    self.client.create_variable(
-                        VariableCreate(name=name, value=value, tags=["tether"])
-                    )
-                except ObjectAlreadyExists:
-                    self._cursor_exists = True
-            if self._cursor_exists:
-                self.client.update_variable(VariableUpdate(name=name, value=value))
-            self._cursor_exists = True
-            self._cursor_saved = lines
-        except Exception as e:  # a stale cursor only repeats lines on a later re-attach
-            log.warning("cannot save the log cursor %s: %s", name, e)
+        if self.store.save(seen):
+            self._cursor_saved = seen
 
     def tick(self) -> None:
         """Sends a partial batch that has waited long enough (call it every few tenths of a

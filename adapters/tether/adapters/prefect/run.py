@@ -1,6 +1,7 @@
 """The body of a component task's run: one job per call, followed to its end.
 
-:func:`run_component` finds or submits the job of this call (its key:
+:func:`run_component` is a thin shell around one :class:`~tether.adapters.common.JobSession`
+(held by :class:`_TaskCall`): it submits or re-attaches to the job of this call (its key:
 :mod:`tether.adapters.prefect.identity`), ships its logs (:mod:`.logship`), watches for
 Prefect stopping the flow run (:mod:`.cancel`), publishes the artifacts and returns the
 result, or a ``Cancelled`` state when the flow run was cancelled and the job with it.
@@ -9,20 +10,21 @@ result, or a ``Cancelled`` state when the flow run was cancelled and the job wit
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import logging
 import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from tether.adapters.common import ComponentJob, JobFailedError, JobResult
+from tether.adapters.common import JobFailedError, JobResult, JobSession, LogCursor
 from tether.adapters.prefect.identity import (
     call_numbers,
     parameters_digest,
     tag_with_flow_run,
     task_job_key,
 )
-from tether.adapters.prefect.logship import LogShipper, read_cursor
+from tether.adapters.prefect.logship import LogShipper, VariableCursorStore
 from tether.runner import Runner, get_runner
 from tether.specs import AppStatus
 
@@ -124,11 +126,7 @@ def run_component(
         JobFailedError: When the job did not succeed (its message is the job's own).
         RuntimeError: When called outside a Prefect task run.
     """
-    from prefect import get_run_logger
-    from prefect.client.orchestration import get_client
     from prefect.context import TaskRunContext
-
-    from tether.adapters.prefect.cancel import CancelWatch
 
     ctx = TaskRunContext.get()
     if ctx is None:
@@ -136,85 +134,130 @@ def run_component(
             "a tether component task runs only as a Prefect task: call it inside a @flow "
             "(directly, or with .submit()/.map())"
         )
-    task_run = ctx.task_run
-    task_name = ctx.task.name
-    logger = get_run_logger()
-    flow_run_id = task_run.flow_run_id
-    runner = _new_runner()
-    client: Any = get_client(sync_client=True)
-    client.__enter__()
-    watch = CancelWatch(flow_run_id, task_run.id, client=client)
-    job: ComponentJob | None = None
-    shipper: LogShipper | None = None
-    try:
-        try:
-            scheduler = spec.resolve_scheduler(runner)
-            app = spec.materialize(runner, arguments)
-            component_args = spec.component_args(arguments)
-            same, nth = call_numbers(
-                _flow_counters(), task_run.task_key, parameters_digest(component_args),
-                task_run.id,
-            )
-            key = task_job_key(flow_run_id, task_run.task_key, same, component_args,
-                               task_run.id, spec.digest())
-            art_name = task_name if nth == 0 else f"{task_name}-{nth}"
-            tag_with_flow_run(app, flow_run_id)
-            job = ComponentJob(
-                app, scheduler, spec.cfg, key=key,
-                parent_run_id=str(flow_run_id or task_run.id), runner=runner,
-            )
-            reason = watch.reason()
-            if reason:
-                raise RuntimeError(f"not submitting the tether job of {task_name}: {reason}")
-            handle = job.submit()
-            logger.info(
-                "%s tether job %s (%s) on %s (attempt %d)",
-                "re-attached to" if job.reattached else "submitted", handle, app.name,
-                scheduler, task_run.run_count,
-            )
-            _publish_link(art_name, job, logger)
-            shipper = _shipper(client, job, flow_run_id, task_run.id, logger)
-
-            def should_stop() -> str | None:
-                shipper.tick()
-                reason = watch.reason()
-                if reason is None and stop is not None and stop.is_set():
-                    reason = "the task was cancelled"
-                if reason:
-                    logger.warning("%s: cancelling tether job %s", reason, handle)
-                return reason
-
-            result = job.follow(shipper, spec.poll_interval, should_stop=should_stop,
-                                skip=dict(shipper.cursor))
-            # the summary goes out while the last log lines and the cursor are sent
-            summary = threading.Thread(
-                target=contextvars.copy_context().run,
-                args=(_publish_summary, art_name, job, result, logger, client, task_run),
-                name="tether-summary",
-            )
-            summary.start()
-            try:
-                shipper.close()
-            finally:
-                summary.join()
-        except BaseException as e:
-            if job is not None and not isinstance(e, Exception):
-                _stop(art_name, job, e, logger)
-                if shipper is not None:
-                    _flush_quietly(shipper)
-            raise
-    finally:
-        watch.close()
-        client.__exit__(None, None, None)
-        runner.close()
-    logger.info("tether job %s finished %s", result.app_handle, result.state.name)
-    if job.stop_reason and not result.succeeded:
+    call = _TaskCall(spec, ctx, stop)
+    with contextlib.ExitStack() as stack:
+        session, result = call.run(stack, arguments)
+    call.logger.info("tether job %s finished %s", result.app_handle, result.state.name)
+    if session.stop_reason and not result.succeeded:
         from prefect.states import Cancelled
 
-        return Cancelled(message=str(JobStoppedError(result, job.stop_reason)))
+        return Cancelled(message=str(JobStoppedError(result, session.stop_reason)))
     if not result.succeeded:
         raise JobFailedError(result)
     return result
+
+
+class _TaskCall:
+    """One call of a component task: holds its job session and what the task run gives it.
+
+    Args:
+        spec: What to run.
+        ctx: The task run's context.
+        stop: Set by another thread to cancel the job.
+    """
+
+    def __init__(self, spec: TaskSpec, ctx: Any, stop: threading.Event | None) -> None:
+        from prefect import get_run_logger
+
+        self.spec = spec
+        self.task_run = ctx.task_run
+        self.task_name = ctx.task.name
+        self.logger = get_run_logger()
+        self.stop = stop
+        self.art_name = self.task_name
+        self.client: Any = None
+        self.watch: Any = None
+
+    def run(
+        self, stack: contextlib.ExitStack, arguments: Mapping[str, Any]
+    ) -> tuple[JobSession, JobResult]:
+        """Opens what the call needs on ``stack``, submits or attaches, follows the job.
+
+        Args:
+            stack: Closes the runner, the Prefect client and the cancel watch.
+            arguments: The task's bound arguments.
+
+        Returns:
+            The session and the job's result.
+        """
+        from prefect.client.orchestration import get_client
+
+        from tether.adapters.prefect.cancel import CancelWatch
+
+        runner = stack.enter_context(_new_runner())
+        self.client = stack.enter_context(get_client(sync_client=True))
+        self.watch = CancelWatch(self.task_run.flow_run_id, self.task_run.id, client=self.client)
+        stack.callback(self.watch.close)
+        session: JobSession | None = None
+        shipper: LogShipper | None = None
+        try:
+            session = self._session(runner, arguments)
+            self._submit(session)
+            shipper = _shipper(self.client, session, self.task_run.flow_run_id,
+                               self.task_run.id, self.logger)
+            return session, self._follow(session, shipper)
+        except BaseException as e:
+            if session is not None and not isinstance(e, Exception):
+                _stop(self.art_name, session, e, self.logger)
+                if shipper is not None:
+                    _flush_quietly(shipper)
+            raise
+
+    def _session(self, runner: Runner, arguments: Mapping[str, Any]) -> JobSession:
+        spec, task_run = self.spec, self.task_run
+        scheduler = spec.resolve_scheduler(runner)
+        app = spec.materialize(runner, arguments)
+        component_args = spec.component_args(arguments)
+        same, nth = call_numbers(
+            _flow_counters(), task_run.task_key, parameters_digest(component_args), task_run.id,
+        )
+        key = task_job_key(task_run.flow_run_id, task_run.task_key, same, component_args,
+                           task_run.id, spec.digest())
+        self.art_name = self.task_name if nth == 0 else f"{self.task_name}-{nth}"
+        tag_with_flow_run(app, task_run.flow_run_id)
+        return JobSession(app, scheduler, spec.cfg, key=key,
+                          parent_run_id=str(task_run.flow_run_id or task_run.id), runner=runner)
+
+    def _submit(self, session: JobSession) -> None:
+        reason = self.watch.reason()
+        if reason:
+            raise RuntimeError(f"not submitting the tether job of {self.task_name}: {reason}")
+        session.submit()
+        self.logger.info(
+            "%s tether job %s (%s) on %s (attempt %d)",
+            "re-attached to" if session.reattached else "submitted", session.app_handle,
+            session.app.name, session.scheduler, self.task_run.run_count,
+        )
+        _publish_link(self.art_name, session, self.logger)
+
+    def _should_stop(self, shipper: LogShipper, handle: str | None) -> str | None:
+        shipper.tick()
+        reason = self.watch.reason()
+        if reason is None and self.stop is not None and self.stop.is_set():
+            reason = "the task was cancelled"
+        if reason:
+            self.logger.warning("%s: cancelling tether job %s", reason, handle)
+        return reason
+
+    def _follow(self, session: JobSession, shipper: LogShipper) -> JobResult:
+        result = session.follow(
+            shipper, self.spec.poll_interval,
+            should_stop=lambda: self._should_stop(shipper, session.app_handle),
+            skip=shipper.cursor,
+        )
+        # the summary goes out while the last log lines and the cursor are sent
+        summary = threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(_publish_summary, self.art_name, session, result, self.logger, self.client,
+                  self.task_run),
+            name="tether-summary",
+        )
+        summary.start()
+        try:
+            shipper.close()
+        finally:
+            summary.join()
+        return result
 
 
 def _flush_quietly(shipper: LogShipper) -> None:
@@ -226,19 +269,20 @@ def _flush_quietly(shipper: LogShipper) -> None:
 
 
 def _shipper(
-    client: Any, job: ComponentJob, flow_run_id: Any, task_run_id: Any, logger: Any
+    client: Any, session: JobSession, flow_run_id: Any, task_run_id: Any, logger: Any
 ) -> LogShipper:
     """The log sink of a job: resumes from the cursor of an earlier attempt that re-attached."""
-    cursor: dict[str, int] = {}
-    exists = False
-    if job.reattached and job.key:
+    store = (VariableCursorStore(client, session.key, session.app_handle or "")
+             if session.key else None)
+    cursor = LogCursor()
+    if session.reattached and store is not None:
         try:
-            cursor, exists = read_cursor(client, job.key, job.app_handle or "")
+            cursor = LogCursor.load(store)
         except Exception as e:
-            logger.warning("cannot read the log cursor of %s: %s", job.app_handle, e)
-        if cursor:
+            logger.warning("cannot read the log cursor of %s: %s", session.app_handle, e)
+        if cursor.seen:
             logger.info("resuming the logs of %s after %d line(s) already shown",
-                        job.app_handle, sum(cursor.values()))
+                        session.app_handle, sum(cursor.seen.values()))
 
     def echo(text: str) -> None:
         logger.info(text, extra={"send_to_api": False})
@@ -247,11 +291,10 @@ def _shipper(
 
     if not PREFECT_LOGGING_TO_API_ENABLED.value():  # logs to the API are switched off
         flow_run_id = None
-    return LogShipper(client, flow_run_id, task_run_id, job.key, job.app_handle or "",
-                      cursor, exists, echo=echo)
+    return LogShipper(client, flow_run_id, task_run_id, cursor, store, echo=echo)
 
 
-def _stop(task_name: str, job: ComponentJob, exc: BaseException, logger: Any) -> None:
+def _stop(task_name: str, job: JobSession, exc: BaseException, logger: Any) -> None:
     """Prefect interrupted the task (timeout, termination, cancellation): cancel the job."""
     what = type(exc).__name__
     try:
@@ -269,7 +312,7 @@ def _stop(task_name: str, job: ComponentJob, exc: BaseException, logger: Any) ->
         _publish_summary(task_name, job, result, logger)
 
 
-def _final_status(job: ComponentJob) -> AppStatus | None:
+def _final_status(job: JobSession) -> AppStatus | None:
     try:
         return job.status()
     except Exception:
@@ -290,7 +333,7 @@ def _flow_counters() -> dict[str, Any] | None:
     return counters if isinstance(counters, dict) else None
 
 
-def _publish_link(task_name: str, job: ComponentJob, logger: Any) -> None:
+def _publish_link(task_name: str, job: JobSession, logger: Any) -> None:
     from tether.adapters.prefect.artifacts import create_link
 
     try:
@@ -304,7 +347,7 @@ def _publish_link(task_name: str, job: ComponentJob, logger: Any) -> None:
 
 def _publish_summary(
     task_name: str,
-    job: ComponentJob,
+    job: JobSession,
     result: JobResult,
     logger: Any,
     client: Any = None,
