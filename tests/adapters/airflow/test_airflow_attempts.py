@@ -1,17 +1,18 @@
-"""The re-attach rule and the kill rule, as tables (see tether.adapters.airflow.attempts)."""
+"""The re-attach rule as the ledger feeds it, and the kill rule, as tables (see
+tether.adapters.airflow.attempts; the rule itself: tests/runner/test_reattach.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from tether.adapters.airflow.attempts import (
-    Action,
     AirflowAdapterError,
     Ledger,
     check_reattach,
     decide,
     kill_cancels_job,
 )
+from tether.runner.reattach import Action
 from tether.specs import AppState, AppStatus
 
 
@@ -31,6 +32,7 @@ def _ledger(recorded: bool = False, handle: str | None = "local_cwd://tether/a")
         (AppState.CANCELLED, True, "auto", Action.LAUNCH),
         (AppState.SUCCEEDED, True, "always", Action.ATTACH),
         (AppState.FAILED, True, "always", Action.LAUNCH),
+        (AppState.UNKNOWN, True, "auto", Action.ATTACH),      # never two jobs for one try
         (AppState.RUNNING, False, "never", Action.LAUNCH),
         (AppState.SUCCEEDED, False, "never", Action.LAUNCH),
     ],

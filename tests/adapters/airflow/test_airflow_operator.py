@@ -102,6 +102,8 @@ def test_deferrable_task_defers_then_completes(
     assert xcoms("tether_t_defer", dr.run_id, "deferred_fail")["state"] == "FAILED"
     # one job per task: deferring and resuming did not submit twice
     assert len(_jobs("tether_t_defer", dr.run_id, "deferred")) == 1
+    # the task reads no XCom that is not there (Airflow logs each miss as an error)
+    assert "XCom not found" not in text, [x for x in text.splitlines() if "XCom not found" in x]
 
 
 def test_retry_after_a_failed_job_submits_a_new_one(tmp_path: Path) -> None:

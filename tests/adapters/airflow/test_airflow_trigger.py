@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tether.adapters.airflow.trigger import LogCursor, TetherJobTrigger
+from tether.adapters.airflow.trigger import TetherJobTrigger
 from tether.runner import get_runner
 from tether.specs import AppDef, AppState, Role
 
@@ -117,21 +117,31 @@ def _with_log(trigger: TetherJobTrigger, name: str) -> _Lines:
     return handler
 
 
+class _DictStore:
+    """A cursor store in a dict (a CursorStore)."""
+
+    def __init__(self, saved: dict[str, Any], key: str, fails: list[int] | None = None) -> None:
+        self.saved, self.key, self.fails = saved, key, fails
+
+    def load(self) -> Any:
+        return self.saved.get(self.key)
+
+    def save(self, seen: Any) -> bool:
+        if self.fails is not None and self.fails[0] < 2:  # the first two saves fail
+            self.fails[0] += 1
+            return False
+        self.saved[self.key] = dict(seen)
+        return True
+
+
 class _SavedCursorTrigger(TetherJobTrigger):
     """Keeps the log cursor in a dict instead of the task instance's XCom: outside a task there
     is no Airflow supervisor channel (the DAG test below saves it in the real XCom)."""
 
     saved: dict[str, Any] = {}
 
-    def _has_ti(self) -> bool:
-        return True
-
-    def _load_cursor(self) -> LogCursor:
-        return LogCursor.from_json(self.saved.get(self.app_handle))
-
-    def _save_cursor(self, cursor: LogCursor) -> bool:
-        self.saved[self.app_handle] = cursor.to_json()
-        return True
+    def _cursor_store(self) -> Any:
+        return _DictStore(self.saved, self.app_handle)
 
 
 def _gated_job(gate: Path, first: int, then: int) -> str:
@@ -228,14 +238,11 @@ def test_a_failed_save_of_the_log_cursor_is_tried_again_without_new_lines(
     """Saving the cursor (an XCom write) can fail for a moment (a busy metadata database):
     the trigger tries again at its next poll, also when no new line comes to prompt it."""
 
-    class FlakySave(_SavedCursorTrigger):
-        fails = 0
+    fails = [0]
 
-        def _save_cursor(self, cursor: LogCursor) -> bool:
-            if FlakySave.fails < 2:
-                FlakySave.fails += 1
-                return False
-            return super()._save_cursor(cursor)
+    class FlakySave(_SavedCursorTrigger):
+        def _cursor_store(self) -> Any:
+            return _DictStore(self.saved, self.app_handle, fails)
 
     gate = tmp_path / "gate"
     handle = _gated_job(gate, 2, 1)
@@ -248,7 +255,7 @@ def test_a_failed_save_of_the_log_cursor_is_tried_again_without_new_lines(
         # the job prints its two lines, then waits: no further line comes until the gate
         await _until(
             lambda: _SavedCursorTrigger.saved.get(handle) == {"worker/0": 2},
-            why=lambda: f"saved {_SavedCursorTrigger.saved.get(handle)}, {FlakySave.fails} "
+            why=lambda: f"saved {_SavedCursorTrigger.saved.get(handle)}, {fails[0]} "
             f"failed saves; trigger wrote {out.lines}; trigger ended: "
             f"{running.done() and (running.exception() or running.result())!r}; "
             f"{_job_report(handle)}",
@@ -260,7 +267,7 @@ def test_a_failed_save_of_the_log_cursor_is_tried_again_without_new_lines(
         event = asyncio.run(main())
     finally:
         gate.touch()
-    assert FlakySave.fails == 2
+    assert fails[0] == 2
     assert event["state"] == "SUCCEEDED"
 
 
@@ -268,8 +275,10 @@ def test_a_cursor_that_cannot_be_saved_is_reported_once() -> None:
     # outside a task there is no channel to Airflow's API: XCom.set fails
     trigger = TetherJobTrigger(app_handle="local_cwd://t/x", dag_id="d", run_id="r", task_id="t")
     out = _with_log(trigger, "unsaved")
-    assert trigger._save_cursor(LogCursor({"worker/0": 1})) is False
-    assert trigger._save_cursor(LogCursor({"worker/0": 2})) is False
+    store = trigger._cursor_store()
+    assert store is not None
+    assert store.save({"worker/0": 1}) is False
+    assert store.save({"worker/0": 2}) is False
     assert sum("cannot save the log cursor" in line for line in out.lines) == 1, out.lines
 
 

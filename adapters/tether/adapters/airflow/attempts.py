@@ -2,11 +2,12 @@
 
 A task instance (DAG run + task + map index) gets several *tries*: retries after a failure,
 a new try after its worker died, and a new try each time a user clears it. Each try either
-**re-attaches** to the job an earlier try launched or **launches** a new one. The rule
-(``reattach="auto"``, the default) follows Airflow's own resumable-job rule:
+**re-attaches** to the job an earlier try launched or **launches** a new one, by the one rule
+every adapter shares (:mod:`tether.runner.reattach`), applied here to what the ledger below
+records. With ``reattach="auto"``, the default:
 
-* a job an earlier try launched that is **still running** is re-attached (a retry after a
-  worker crash, a clear while the job runs);
+* a job an earlier try launched that is **not final** (running, or in a state the scheduler
+  cannot tell) is re-attached (a retry after a worker crash, a clear while the job runs);
 * a job that **SUCCEEDED but whose outcome was never recorded** (the worker died after the job
   ended and before the task finished) is adopted: the try returns its outputs;
 * anything else launches a **new** job: the earlier job FAILED or was CANCELLED (a retry), its
@@ -15,7 +16,8 @@ a new try after its worker died, and a new try each time a user clears it. Each 
 
 ``reattach="always"`` also re-uses a SUCCEEDED job whose outcome was recorded (a clear
 returns the earlier result); ``reattach="never"`` launches a new job on every try and cancels
-a job an earlier try left running.
+a job an earlier try left running. Without a ledger (no ``task_state_store``) every finished
+job counts as recorded.
 
 The record that makes this possible is the **ledger**: one JSON value in the task
 instance's ``task_state_store`` (Airflow 3.3+), which survives retries and clears and belongs
@@ -30,13 +32,14 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
-import enum
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tether.errors import SpecError
-from tether.specs import AppState, AppStatus
+from tether.runner.reattach import Decision, EarlierJob, Reattach
+from tether.runner.reattach import decide as decide_reattach
+from tether.specs import AppStatus
 
 LEDGER_KEY = "tether.job"
 """The ``task_state_store`` key of the ledger."""
@@ -172,32 +175,10 @@ class Ledger:
             return None
 
 
-class Action(enum.Enum):
-    """What a try does."""
-
-    LAUNCH = "launch"
-    ATTACH = "attach"
-
-
-@dataclass(frozen=True)
-class Decision:
-    """The outcome of :func:`decide`.
-
-    Attributes:
-        action: Launch a new job or attach to the earlier one.
-        reason: Why (logged in the task log).
-        cancel_previous: A job of an earlier try to cancel first (``reattach="never"``).
-    """
-
-    action: Action
-    reason: str
-    cancel_previous: str | None = None
-
-
 def decide(
     ledger: Ledger | None, status: AppStatus | None, mode: str, try_number: int
 ) -> Decision:
-    """Applies the re-attach rule (see the module docs) to the earlier job of the task instance.
+    """Applies the re-attach rule to the earlier job of the task instance (see module docs).
 
     Args:
         ledger: The ledger (None: no earlier try launched a job).
@@ -208,31 +189,24 @@ def decide(
     Returns:
         The decision.
     """
+    return decide_reattach(earlier_job(ledger, status), Reattach.parse(mode))
+
+
+def earlier_job(ledger: Ledger | None, status: AppStatus | None) -> EarlierJob | None:
+    """The earlier job as the shared rule sees it: the ledger's job and whether a try
+    recorded its outcome.
+
+    Args:
+        ledger: The ledger (None: no earlier try launched a job).
+        status: The job's status.
+
+    Returns:
+        The earlier job, or None.
+    """
     if ledger is None:
-        return Decision(Action.LAUNCH, "no earlier try launched a job")
-    who = f"the job launched by try {ledger.launched_by}"
-    if status is None or ledger.app_handle is None:
-        return Decision(Action.LAUNCH, f"{who} is unknown to the scheduler")
-    state = status.state
-    running = not status.is_terminal() and state != AppState.UNKNOWN
-    if mode == "never":
-        return Decision(
-            Action.LAUNCH, "reattach='never'",
-            cancel_previous=ledger.app_handle if running else None,
-        )
-    if running:
-        return Decision(Action.ATTACH, f"{who} is still {state.name}")
-    if state != AppState.SUCCEEDED:
-        return Decision(Action.LAUNCH, f"{who} finished {state.name}")
-    if not ledger.recorded:
-        return Decision(
-            Action.ATTACH, f"{who} SUCCEEDED and no try recorded its outcome (the worker died)"
-        )
-    if mode == "always":
-        return Decision(Action.ATTACH, f"{who} SUCCEEDED (reattach='always')")
-    return Decision(
-        Action.LAUNCH, f"{who} SUCCEEDED and try {ledger.owner} recorded it: a new try runs anew"
-    )
+        return None
+    return EarlierJob(ledger.app_handle, status, recorded=ledger.recorded,
+                      who=f"the job launched by try {ledger.launched_by}")
 
 
 STOP_STATES = frozenset({"failed", "success", "skipped", "upstream_failed", "removed"})

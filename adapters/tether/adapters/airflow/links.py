@@ -26,7 +26,9 @@ class TetherJobLink(BaseOperatorLink):
     """Links a tether task to its job's UI (the scheduler's ``ui_url``).
 
     The worker records the link when the task finishes; the URL comes from the operator
-    (set while the task ran) or, failing that, from the task's ``ui_url`` XCom.
+    (set while the task ran) or, when the operator did not read the job's status in this
+    process, from the task's ``ui_url`` XCom (not read otherwise: a missing XCom is logged
+    as an error in the task log).
     """
 
     name = "Tether Job"
@@ -42,7 +44,7 @@ class TetherJobLink(BaseOperatorLink):
             The URL.
         """
         url: Any = getattr(operator, "job_ui_url", None)
-        if not url:
+        if not url and not getattr(operator, "job_ui_url_known", False):
             from airflow.sdk.execution_time.xcom import XCom
 
             try:

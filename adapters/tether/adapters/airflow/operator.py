@@ -21,11 +21,11 @@ with a timeout error. :meth:`ComponentOperator.on_kill` cancels the job only whe
 try owns it and the task was stopped (mark failed/success, worker shutdown), not when it was
 cleared (the next try re-attaches).
 
-This module holds the operator: its arguments, building the job, following it (here or
-deferred to the trigger) and the task's XComs and result. It inherits what happens around
-the job of one try: starting, recording and cleaning up from
-:mod:`tether.adapters.airflow.lifecycle`, and cancelling on a kill from
-:mod:`tether.adapters.airflow.kill`.
+This module holds the operator, a thin shell: its arguments, building the try's
+:class:`~tether.adapters.common.JobSession`, following it (here or deferred to the trigger)
+and the task's XComs and result. It holds, for each try, the session and a
+:class:`~tether.adapters.airflow.lifecycle.TryLifecycle` (starting, recording and cleaning
+up the try's job), and cancels on a kill with :mod:`tether.adapters.airflow.kill`.
 """
 
 from __future__ import annotations
@@ -64,9 +64,9 @@ from tether.adapters.airflow.connections import (
     connection_settings,
     merge_run_defaults,
 )
-from tether.adapters.airflow.kill import KILL_READ_TIMEOUT as KILL_READ_TIMEOUT
-from tether.adapters.airflow.kill import KillHandling
+from tether.adapters.airflow.kill import cancel_on_kill
 from tether.adapters.airflow.labels import add_task_metadata
+from tether.adapters.airflow.lifecycle import TryLifecycle, TrySettings
 from tether.adapters.airflow.links import (
     RESERVED_XCOM_KEYS,
     XCOM_APP_HANDLE,
@@ -75,8 +75,9 @@ from tether.adapters.airflow.links import (
     TetherJobLink,
 )
 from tether.adapters.airflow.rendering import render_operator
-from tether.adapters.common import ComponentJob, JobFailedError, JobResult
-from tether.specs import AppDef, AppState
+from tether.adapters.airflow.trigger import XCOM_LOG_CURSOR
+from tether.adapters.common import JobFailedError, JobResult, JobSession, LogCursor
+from tether.specs import AppDef, AppState, AppStatus
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -99,7 +100,7 @@ __all__ = [
 ]
 
 
-class ComponentOperator(KillHandling, BaseOperator):
+class ComponentOperator(BaseOperator):
     """Runs a tether component as an Airflow task.
 
     Args:
@@ -196,13 +197,11 @@ class ComponentOperator(KillHandling, BaseOperator):
             "on_finish_action", on_finish_action, ON_FINISH_ACTIONS, self.task_id
         )
         self.job_ttl = check_ttl(job_ttl, self.task_id)
-        self._params: dict[str, Any] = {}
         self.job_ui_url: str | None = None
-        self._job: ComponentJob | None = None
-        self._store: Any = None
-        self._ti_ids: tuple[str, str, str, int, int] | None = None
+        self.job_ui_url_known = False  # whether this process read the job's status
+        self._try: TryLifecycle | None = None
+        self._session: JobSession | None = None
         self._stopped = False
-        self._context: Context | None = None
 
     # ---- building the job ------------------------------------------------------------------
     @property
@@ -229,29 +228,32 @@ class ComponentOperator(KillHandling, BaseOperator):
             self.component_ref, self.component_args, self.image, self.env, runner
         )
 
-    def _new_job(self, context: Context) -> ComponentJob:
+    def _settings(self) -> TrySettings:
+        return TrySettings(
+            task_id=self.task_id, scheduler=str(self.scheduler), cfg=self.cfg,
+            reattach=self.reattach, secret_env=self.secret_env,
+            on_finish_action=self.on_finish_action, conn_id=self.conn_id,
+        )
+
+    def _bind(self, context: Context, params: dict[str, Any] | None = None) -> TryLifecycle:
+        """Makes the try's lifecycle (the operator's state for this try)."""
+        self._try = TryLifecycle(self._settings(), context, self.log, self.render_template,
+                                 params)
+        return self._try
+
+    def _new_session(self, context: Context) -> tuple[JobSession, dict[str, Any]]:
+        """The try's job session, and the runner parameters of the Connection."""
         from airflow.sdk.exceptions import AirflowFailException
 
         from tether.runner import get_runner
 
-        ti = context["ti"]
         try:
-            self._params, conn_cfg = connection_settings(self.conn_id)
+            params, conn_cfg = connection_settings(self.conn_id)
         except (KeyError, ValueError) as e:
             raise AirflowFailException(f"task {self.task_id!r}: {e}") from e
-        runner = get_runner(**self._params)
+        runner = get_runner(**params)
         try:
-            opts = runner.scheduler_run_opts(str(self.scheduler))  # an unknown one fails here
-            app = self.build_app(runner)
-            cfg = parse_cfg(runner, str(self.scheduler), self.cfg)
-            # the connection's defaults and the job TTL, where the scheduler takes them
-            merge_run_defaults(cfg, opts, conn_cfg)
-            if self.job_ttl is not None:
-                if TTL_OPTION not in opts:
-                    self.log.warning("scheduler %s has no job TTL: job_ttl is ignored "
-                                     "(on_finish_action deletes jobs anywhere)", self.scheduler)
-                merge_run_defaults(cfg, opts, {TTL_OPTION: self.job_ttl})
-            add_task_metadata(cfg, opts, ti)
+            app, cfg = self._job_spec(runner, context, conn_cfg)
         except (KeyError, ValueError, TypeError) as e:
             runner.close()
             # bad input (unknown scheduler or component, wrong argument or option): retrying
@@ -261,16 +263,32 @@ class ComponentOperator(KillHandling, BaseOperator):
         except BaseException:
             runner.close()
             raise
+        ti = context["ti"]
+        session = JobSession(
+            app, str(self.scheduler), cfg,
+            key=task_job_key(ti.dag_id, ti.run_id, ti.task_id, ti.map_index, ti.try_number),
+            parent_run_id=dag_run_parent_id(ti.dag_id, ti.run_id), runner=runner,
+        )
+        return session, params
+
+    def _job_spec(
+        self, runner: Runner, context: Context, conn_cfg: Mapping[str, Any]
+    ) -> tuple[AppDef, dict[str, Any]]:
+        """The try's AppDef and run options (the Connection's defaults, the TTL, labels)."""
+        ti = context["ti"]
+        opts = runner.scheduler_run_opts(str(self.scheduler))  # an unknown one fails here
+        app = self.build_app(runner)
+        cfg = parse_cfg(runner, str(self.scheduler), self.cfg)
+        merge_run_defaults(cfg, opts, conn_cfg)
+        if self.job_ttl is not None:
+            if TTL_OPTION not in opts:
+                self.log.warning("scheduler %s has no job TTL: job_ttl is ignored "
+                                 "(on_finish_action deletes jobs anywhere)", self.scheduler)
+            merge_run_defaults(cfg, opts, {TTL_OPTION: self.job_ttl})
+        add_task_metadata(cfg, opts, ti)
         for role in app.roles:  # the job carries the try that launched it
             role.env[ENV_TRY_NUMBER] = str(ti.try_number)
-        return ComponentJob(
-            app,
-            str(self.scheduler),
-            cfg,
-            key=task_job_key(ti.dag_id, ti.run_id, ti.task_id, ti.map_index, ti.try_number),
-            parent_run_id=dag_run_parent_id(ti.dag_id, ti.run_id),
-            runner=runner,
-        )
+        return app, cfg
 
     def _deadline(self, context: Context) -> float | None:
         """The try's execution_timeout as an absolute time (seconds since the epoch)."""
@@ -293,76 +311,76 @@ class ComponentOperator(KillHandling, BaseOperator):
         Raises:
             JobFailedError: When the job does not succeed (with the job's message).
         """
-        from airflow.sdk.exceptions import AirflowTaskTimeout
-
-        try_number = self._bind(context)
-        job = self._new_job(context)
-        self._job = job
-        try:
-            handle = self._start(job, try_number)
-            status = job.status()
-            context["ti"].xcom_push(key=XCOM_APP_HANDLE, value=handle)
-            if status is not None and status.ui_url:
-                self.job_ui_url = status.ui_url
-                context["ti"].xcom_push(key=XCOM_UI_URL, value=status.ui_url)
+        session, params = self._new_session(context)
+        lifecycle = self._bind(context, params)
+        self._session = session
+        # self._session stays set: Airflow calls on_kill() after execute() raised on a timeout
+        with session.runner:
+            handle = lifecycle.start(session)
+            status = self._publish_start(context, session)
             if self.deferrable and (status is None or not status.is_terminal()):
-                self._defer(handle, context, try_number)
-            # logs stream on a helper thread while this thread waits in short slices, so a
-            # timeout or SIGTERM reaches the task promptly
-            try:
-                result = job.follow(
-                    sink=self.log.info if self.stream_logs else None,
-                    poll_interval=self.wait_interval,
-                )
-            except AirflowTaskTimeout:
-                self._stopped = True
-                self.log.error("execution_timeout reached: cancelling tether job %s", handle)
-                stopped = job.cancel_and_wait(timeout=30.0, poll_interval=0.2)
-                if stopped is not None:
-                    self._record(stopped)
-                raise
-        finally:
-            # self._job stays set: Airflow calls on_kill() after execute() raised on a timeout
-            job.runner.close()
+                self._defer(handle, context, lifecycle)
+            result = self._follow(session, lifecycle)
         return self._finish(context, result)
 
-    def _defer(self, app_handle: str, context: Context, try_number: int) -> None:
+    def _publish_start(self, context: Context, session: JobSession) -> AppStatus | None:
+        """Pushes the ``app_handle`` XCom, and ``ui_url`` when the job has a UI.
+
+        Returns:
+            The job's status.
+        """
+        ti = context["ti"]
+        status = session.status()
+        ti.xcom_push(key=XCOM_APP_HANDLE, value=session.app_handle)
+        self.job_ui_url_known = True
+        if status is not None and status.ui_url:
+            self.job_ui_url = status.ui_url
+            ti.xcom_push(key=XCOM_UI_URL, value=status.ui_url)
+        return status
+
+    def _follow(self, session: JobSession, lifecycle: TryLifecycle) -> JobResult:
+        """Follows the job here; the execution_timeout cancels it."""
+        from airflow.sdk.exceptions import AirflowTaskTimeout
+
+        # logs stream on a helper thread while this thread waits in short slices, so a
+        # timeout or SIGTERM reaches the task promptly
+        try:
+            return session.follow(sink=self.log.info if self.stream_logs else None,
+                                  poll_interval=self.wait_interval)
+        except AirflowTaskTimeout:
+            self._stopped = True
+            self.log.error("execution_timeout reached: cancelling tether job %s",
+                           session.app_handle)
+            stopped = session.cancel_and_wait(timeout=30.0, poll_interval=0.2)
+            if stopped is not None:
+                lifecycle.record(stopped)
+            raise
+
+    def _defer(self, app_handle: str, context: Context, lifecycle: TryLifecycle) -> None:
         from tether.adapters.airflow.trigger import TetherJobTrigger
 
         ti = context["ti"]
         deadline = self._deadline(context)
         self.log.info("deferring until tether job %s finishes", app_handle)
+        if self.stream_logs:  # the trigger reads it: an XCom that exists logs no "not found"
+            ti.xcom_push(key=XCOM_LOG_CURSOR, value={})
         # Airflow does not apply execution_timeout to deferred time: the trigger cancels the
         # job at the deadline itself; the defer timeout is a backstop (see resume_execution)
         backstop = (
             dt.timedelta(seconds=max(deadline - time.time(), 0.0) + 60.0 + self.wait_interval)
             if deadline is not None else None
         )
+        dag_id, run_id, task_id, map_index = lifecycle.ti_ids
         self.defer(
             trigger=TetherJobTrigger(
-                app_handle=app_handle,
-                poll_interval=self.wait_interval,
-                deadline=deadline,
-                stream_logs=self.stream_logs,
-                dag_id=ti.dag_id,
-                run_id=ti.run_id,
-                task_id=ti.task_id,
-                map_index=-1 if ti.map_index is None else int(ti.map_index),
-                try_number=try_number,
-                conn_id=self.conn_id,
-                secret=self._secret_of(app_handle),
+                app_handle=app_handle, poll_interval=self.wait_interval, deadline=deadline,
+                stream_logs=self.stream_logs, dag_id=dag_id, run_id=run_id, task_id=task_id,
+                map_index=map_index, try_number=lifecycle.try_number, conn_id=self.conn_id,
+                secret=lifecycle.secret_of(app_handle),
             ),
             method_name="execute_complete",
             timeout=backstop,
         )
-
-    def _secret_of(self, app_handle: str) -> dict[str, Any] | None:
-        """Where the job's ``secret_env`` secret lives, for the trigger to delete on a kill."""
-        ledger = self._read_ledger()
-        if ledger is None or ledger.app_handle != app_handle or not ledger.extra.get("secret"):
-            return None
-        return {"scheduler": ledger.scheduler or str(self.scheduler),
-                "name": str(ledger.extra["secret"]), "cfg": self.cfg}
 
     def execute_complete(self, context: Context, event: Mapping[str, Any] | None = None) -> Any:
         """Finishes a deferred task when the trigger fires: logs, XComs, outputs.
@@ -381,24 +399,22 @@ class ComponentOperator(KillHandling, BaseOperator):
         """
         from airflow.sdk.exceptions import AirflowTaskTimeout
 
-        self._bind(context)
+        lifecycle = self._bind(context)
         event = event or {}
         handle = event.get("app_handle") or self._handle_from_xcom(context)
         if not handle:
             raise RuntimeError(
                 f"task {self.task_id!r} resumed without a tether job handle (event: {event!r})"
             )
-        job = ComponentJob.attach(str(handle), runner=self._runner())
-        try:
+        with lifecycle.runner() as runner:
+            session = JobSession.attach(str(handle), runner=runner)
             if self.stream_logs:
-                self._copy_logs(job, event.get("log_cursor"))
-            result = job.result()
-        finally:
-            job.runner.close()
+                self._copy_logs(session, event.get("log_cursor"))
+            result = session.result()
         if result.state == AppState.UNKNOWN and event.get("msg"):
             result.msg = str(event["msg"])
         if event.get("timed_out"):
-            self._record(result)
+            lifecycle.record(result)
             raise AirflowTaskTimeout(
                 f"execution_timeout ({self.execution_timeout}) reached: tether job {handle} "
                 f"was cancelled ({result.state.name})"
@@ -414,33 +430,31 @@ class ComponentOperator(KillHandling, BaseOperator):
     ) -> Any:
         """Cancels the job before a deferral that failed (e.g. its timeout) fails the task."""
         if next_method == "__fail__":
-            self._bind(context)
+            lifecycle = self._bind(context)
             handle = self._handle_from_xcom(context)
             if handle:
                 self.log.error("the deferral failed (%s): cancelling tether job %s",
                                (next_kwargs or {}).get("error"), handle)
-                with self._runner() as runner:
+                with lifecycle.runner() as runner:
                     runner.cancel(str(handle))
         return super().resume_execution(next_method, next_kwargs, context)
 
-    def _copy_logs(self, job: ComponentJob, cursor: Any = None) -> None:
+    def _copy_logs(self, session: JobSession, cursor: Any = None) -> None:
         """Copies the lines of a finished job the trigger did not stream into the task log."""
-        from tether.adapters.airflow.trigger import LogCursor
-
-        seen = LogCursor.from_json(cursor)
         try:
-            for line in seen.new_lines(job.runner, str(job.app_handle), follow=False):
-                self.log.info("%s", line)
+            session.stream_logs(lambda line: self.log.info("%s", line), follow=False,
+                                cursor=LogCursor.from_json(cursor))
         except Exception as e:  # the logs are a convenience: the job's result decides
-            self.log.warning("cannot read the logs of %s: %s", job.app_handle, e)
+            self.log.warning("cannot read the logs of %s: %s", session.app_handle, e)
 
     def _finish(self, context: Context, result: JobResult) -> dict[str, Any]:
         ti = context["ti"]
-        self.job_ui_url = result.ui_url
+        self.job_ui_url, self.job_ui_url_known = result.ui_url, True
         ti.xcom_push(key=XCOM_STATE, value=result.state.name)
         ti.xcom_push(key=XCOM_UI_URL, value=result.ui_url)
         self.log.info("tether job %s finished %s", result.app_handle, result.state.name)
-        self._record(result)
+        if self._try is not None:
+            self._try.record(result)
         if not result.succeeded:
             raise JobFailedError(result)
         clash = RESERVED_XCOM_KEYS & set(result.outputs)
@@ -457,7 +471,10 @@ class ComponentOperator(KillHandling, BaseOperator):
         Airflow calls this on SIGTERM (mark failed or success, clear, worker shutdown) and after
         an execution timeout (then :meth:`execute` has cancelled the job already).
         """
-        self._cancel_on_kill()
+        session, lifecycle = self._session, self._try
+        if session is None or lifecycle is None or session.app_handle is None or self._stopped:
+            return
+        cancel_on_kill(lifecycle, session.app_handle)
 
     def dry_run(self) -> None:
         """Logs both layers: this task's arguments and the scheduler's native request."""

@@ -1,10 +1,12 @@
 """The trigger a deferred :class:`~tether.adapters.airflow.ComponentOperator` waits on.
 
 While the job runs, the trigger streams every replica's log lines into its log, which
-Airflow 3 shows in the task log, and polls the job's status through the Runner in worker
-threads (``asyncio.to_thread``), so the triggerer's event loop never blocks on a scheduler
-call. It fires one event when the job reaches a final state, or cancels the job and fires a
-``timed_out`` event at the task's ``execution_timeout``.
+Airflow 3 shows in the task log (:class:`TriggerLogs`, fed by the session's
+:class:`~tether.adapters.common.AsyncLogFeed`), and follows the job's status through an
+:class:`~tether.adapters.common.AsyncFollower` (by default short Runner calls in worker
+threads), so the triggerer's event loop never blocks on a scheduler call. It fires one
+event when the job reaches a final state, or cancels the job and fires a ``timed_out`` event
+at the task's ``execution_timeout``.
 
 **Log cursor.** The trigger counts the lines it has written per replica and saves that
 count (the XCom ``tether_log_cursor`` of the task instance) as it goes. A trigger that runs
@@ -21,16 +23,21 @@ job running, for the next try re-attaches to it.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from tether.adapters.airflow.attempts import kill_cancels_job, ti_state
-from tether.runner import Runner, fan_in, get_runner
+from tether.adapters.common import (
+    AsyncFollower,
+    AsyncLogFeed,
+    CursorStore,
+    LogCursor,
+    PollingAsyncFollower,
+)
+from tether.runner import Runner, get_runner
 from tether.specs import AppState, AppStatus
 
 CLASSPATH = "tether.adapters.airflow.trigger.TetherJobTrigger"
@@ -42,70 +49,109 @@ CANCEL_WAIT = 30.0
 """Seconds the trigger waits for a job it cancelled at the timeout to stop."""
 
 
-@dataclass
-class LogCursor:
-    """How many lines of each replica (``role/replica``) were written to the task log."""
+class XComCursorStore:
+    """Keeps a deferred try's log cursor in the XCom ``tether_log_cursor`` (a
+    :class:`~tether.adapters.common.CursorStore`).
 
-    seen: dict[str, int] = field(default_factory=dict)
+    Args:
+        ti: The task instance: ``(dag_id, run_id, task_id, map_index)``.
+        log: Where a failed save is reported (once: it is tried again at every poll).
+    """
 
-    @classmethod
-    def from_json(cls, value: Any) -> LogCursor:
-        """Reads a saved cursor (an empty one for anything else).
+    def __init__(self, ti: tuple[str, str, str, int], log: Any) -> None:
+        self.ti = ti
+        self.log = log
+        self._save_failed = False
+
+    def load(self) -> Mapping[str, Any] | None:
+        """The saved cursor (None: none, or no XCom channel: start from the first line)."""
+        dag_id, run_id, task_id, map_index = self.ti
+        try:
+            from airflow.sdk.execution_time.xcom import XCom
+
+            value = XCom.get_one(key=XCOM_LOG_CURSOR, dag_id=dag_id, task_id=task_id,
+                                 run_id=run_id, map_index=map_index)
+        except Exception as e:
+            self.log.debug("no saved log cursor: %s", e)
+            return None
+        return value if isinstance(value, Mapping) else None
+
+    def save(self, seen: Mapping[str, int]) -> bool:
+        """Saves the cursor in the task's XCom.
 
         Args:
-            value: A mapping of ``role/replica`` to a line count, or None.
+            seen: The counts.
 
         Returns:
-            The cursor.
+            False when that failed (tried again later).
         """
-        if not isinstance(value, Mapping):
-            return cls()
-        out: dict[str, int] = {}
-        for k, v in value.items():
-            try:
-                out[str(k)] = max(int(v), 0)
-            except (TypeError, ValueError):
-                continue
-        return cls(out)
+        dag_id, run_id, task_id, map_index = self.ti
+        try:
+            from airflow.sdk.execution_time.xcom import XCom
 
-    def to_json(self) -> dict[str, int]:
-        """The JSON form."""
-        return dict(self.seen)
+            XCom.set(key=XCOM_LOG_CURSOR, value=dict(seen), dag_id=dag_id, task_id=task_id,
+                     run_id=run_id, map_index=map_index)
+        except Exception as e:
+            if not self._save_failed:
+                self.log.warning("cannot save the log cursor (trying again): %r", e)
+            self._save_failed = True
+            return False
+        return True
 
-    def new_lines(self, runner: Runner, app_handle: str, follow: bool) -> Iterator[str]:
-        """The job's lines not written yet (formatted ``role/replica line``), counting them.
 
-        Args:
-            runner: The runner.
-            app_handle: The job.
-            follow: Follow the logs until the job ends (False: what is there now).
+class TriggerLogs:
+    """What a trigger writes of its job's log: lines past the cursor, and the cursor saved.
 
-        Yields:
-            Each new line, after the cursor moved past it.
-        """
-        for replica, count, text in self.unseen(runner, app_handle, follow):
-            self.seen[replica] = count
-            yield text
+    The cursor is moved here, on the event loop, as each line is written (the feed reads
+    ahead from a copy), so a saved cursor never counts a line that is not in the task log
+    yet, nor misses one that is.
 
-    def unseen(
-        self, runner: Runner, app_handle: str, follow: bool
-    ) -> Iterator[tuple[str, int, str]]:
-        """The lines past this cursor, which it does not move (see :meth:`new_lines`).
+    Args:
+        feed: The job's lines.
+        cursor: Lines already written (by an earlier run of this trigger).
+        store: Where the cursor is saved (None: nowhere).
+        log: The trigger's log (the task log).
+    """
 
-        Args:
-            runner: The runner.
-            app_handle: The job.
-            follow: Follow the logs until the job ends (False: what is there now).
+    def __init__(self, feed: AsyncLogFeed, cursor: LogCursor, store: CursorStore | None,
+                 log: Any) -> None:
+        self.feed = feed
+        self.cursor = cursor
+        self.store = store
+        self.log = log
+        self._saved = cursor.to_json()
 
-        Yields:
-            ``(role/replica, the line's number in that replica's log, the formatted line)``.
-        """
-        counts: dict[str, int] = {}
-        for line in fan_in(runner, app_handle, should_tail=follow):
-            replica = f"{line.role}/{line.replica}"
-            counts[replica] = counts.get(replica, 0) + 1
-            if counts[replica] > self.seen.get(replica, 0):
-                yield replica, counts[replica], line.format()
+    @property
+    def done(self) -> bool:
+        """Whether every line was read."""
+        return self.feed.done
+
+    async def write_for(self, timeout: float) -> None:
+        """Writes the lines that arrive within ``timeout`` seconds, then saves the cursor."""
+        end = time.monotonic() + timeout
+        while not self.feed.done:
+            item = await self.feed.next(end - time.monotonic())
+            if item is None:
+                break
+            replica, count, text = item
+            self.log.info("%s", text)
+            if count:
+                self.cursor.advance(replica, count)
+        await self._save()
+
+    async def write_rest(self, timeout: float = 10.0) -> None:
+        """Writes the last lines: until every replica's log is complete, or ``timeout``."""
+        end = time.monotonic() + timeout
+        while not self.feed.done and time.monotonic() < end:
+            await self.write_for(end - time.monotonic())
+        await self.write_for(0.0)
+
+    async def _save(self) -> None:
+        seen = self.cursor.to_json()
+        if self.store is None or seen == self._saved:
+            return
+        if await asyncio.to_thread(self.store.save, seen):
+            self._saved = seen  # else the next write tries again
 
 
 def _runner_for(conn_id: str | None) -> Runner:
@@ -199,7 +245,6 @@ class TetherJobTrigger(BaseTrigger):
         self.try_number = int(try_number)
         self.conn_id = conn_id
         self.secret = dict(secret) if secret else None
-        self._cursor_save_failed = False
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """The class path and arguments that rebuild this trigger in the triggerer."""
@@ -217,164 +262,66 @@ class TetherJobTrigger(BaseTrigger):
             "secret": self.secret,
         }
 
-    # ---- the log cursor, kept in an XCom of the task instance ---------------------------
+    # ---- run -----------------------------------------------------------------------------
     def _has_ti(self) -> bool:
         return bool(self.dag_id and self.run_id and self.task_id)
 
-    def _load_cursor(self) -> LogCursor:
+    def _cursor_store(self) -> CursorStore | None:
+        """Where the log cursor is kept: the task instance's XCom."""
         if not self._has_ti():
-            return LogCursor()
-        try:
-            from airflow.sdk.execution_time.xcom import XCom
+            return None
+        ti = (str(self.dag_id), str(self.run_id), str(self.task_id), self.map_index)
+        return XComCursorStore(ti, self.log)
 
-            value = XCom.get_one(
-                key=XCOM_LOG_CURSOR, dag_id=self.dag_id, task_id=self.task_id,
-                run_id=self.run_id, map_index=self.map_index,
-            )
-        except Exception as e:  # no XCom channel: start from the first line
-            self.log.debug("no saved log cursor: %s", e)
-            return LogCursor()
-        return LogCursor.from_json(value)
-
-    def _save_cursor(self, cursor: LogCursor) -> bool:
-        """Saves the cursor in the task's XCom; False when that failed (tried again later)."""
-        if not self._has_ti():
-            return True
-        try:
-            from airflow.sdk.execution_time.xcom import XCom
-
-            XCom.set(
-                key=XCOM_LOG_CURSOR, value=cursor.to_json(), dag_id=str(self.dag_id),
-                task_id=str(self.task_id), run_id=str(self.run_id), map_index=self.map_index,
-            )
-        except Exception as e:
-            if not self._cursor_save_failed:  # once: it is tried again at every poll
-                self.log.warning("cannot save the log cursor (trying again): %r", e)
-            self._cursor_save_failed = True
-            return False
-        return True
-
-    # ---- run -----------------------------------------------------------------------------
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        """Streams logs and polls the job until it is final, then yields one event."""
-        runners: list[Runner] = []  # made and used in worker threads only
-        lock = threading.Lock()
-
-        def runner() -> Runner:
-            with lock:
-                if not runners:
-                    runners.append(_runner_for(self.conn_id))
-                return runners[0]
-
-        def poll() -> AppStatus | None:
-            r = runner()
-            r.reconcile(self.app_handle)  # retries the engine lacks (idempotent)
-            return r.status(self.app_handle)
-
-        loop = asyncio.get_running_loop()
-        # (role/replica, line number, line), or a note of the pump's (no number), or its end
-        lines: asyncio.Queue[tuple[str, int, str] | None] = asyncio.Queue()
-        stop = threading.Event()
-        # the lines written to the task log: moved here, in the event loop, as each line is
-        # written (the pump reads ahead from a copy), so a saved cursor never counts a line
-        # that is not in the task log yet, nor misses one that is
-        cursor = await asyncio.to_thread(self._load_cursor) if self.stream_logs else LogCursor()
-        saved: dict[str, int] = cursor.to_json()
-        pump: threading.Thread | None = None
-        if self.stream_logs:
-            def post(item: tuple[str, int, str] | None) -> bool:
-                try:
-                    loop.call_soon_threadsafe(lines.put_nowait, item)
-                except RuntimeError:  # the loop is gone: the trigger ended
-                    return False
-                return True
-
-            reader = LogCursor(cursor.to_json())  # the pump's own copy, never moved
-
-            def pump_lines() -> None:
-                # a trigger that stops while the job runs leaves this thread until the next
-                # line (or the job's end): the log readers block on the job's files or API
-                with _runner_for(self.conn_id) as r:
-                    try:
-                        for item in reader.unseen(r, self.app_handle, follow=True):
-                            if stop.is_set() or not post(item):
-                                return
-                    except Exception as e:
-                        post(("", 0, f"[tether] cannot stream the job's logs: {e}"))
-                    finally:
-                        post(None)
-
-            pump = threading.Thread(target=pump_lines, daemon=True,
-                                    name=f"tether-trigger-logs-{self.app_handle}")
-            pump.start()
-
-        pump_done = pump is None
-
-        async def drain(timeout: float) -> None:
-            """Writes the lines that arrive within ``timeout`` seconds, then saves the cursor."""
-            nonlocal pump_done, saved
-            end = time.monotonic() + timeout
-            while not pump_done:
-                left = end - time.monotonic()
-                # asyncio.wait, not wait_for: wait_for can swallow the trigger's cancellation
-                # on Python 3.11 when the line arrives at the same moment
-                getter = asyncio.ensure_future(lines.get())
-                try:
-                    done, _ = await asyncio.wait({getter}, timeout=max(left, 0.0))
-                finally:
-                    if not getter.done():
-                        getter.cancel()
-                if not done:
-                    break
-                item = getter.result()
-                if item is None:
-                    pump_done = True
-                    break
-                replica, count, text = item
-                self.log.info("%s", text)
-                if count:
-                    cursor.seen[replica] = count
-            if cursor.seen != saved:
-                snapshot = LogCursor(dict(cursor.seen))
-                if await asyncio.to_thread(self._save_cursor, snapshot):
-                    saved = snapshot.to_json()  # else the next drain tries again
-
-        last: AppState | None = None
-        timed_out = False
+        """Streams logs and follows the job until it is final, then yields one event."""
+        follower = PollingAsyncFollower(lambda: _runner_for(self.conn_id), self.poll_interval)
+        logs = await self._open_logs() if self.stream_logs else None
         try:
-            while True:
-                status = await asyncio.to_thread(poll)
-                if status is not None and not status.is_terminal() and self._past_deadline():
-                    self.log.error("execution_timeout reached: cancelling tether job %s",
-                                   self.app_handle)
-                    timed_out = True
-                    await asyncio.to_thread(_cancel, self.app_handle, self.conn_id)
-                    status = await asyncio.to_thread(
-                        lambda: runner().wait(self.app_handle, wait_interval=0.2,
-                                              timeout=CANCEL_WAIT)
-                    )
-                if status is None or status.is_terminal():
-                    # the last lines: the pump ends when every replica's log is complete
-                    end = time.monotonic() + 10.0
-                    while not pump_done and time.monotonic() < end:
-                        await drain(end - time.monotonic())
-                    await drain(0.0)
-                    payload = event_payload(self.app_handle, status)
-                    payload["timed_out"] = timed_out
-                    payload["log_cursor"] = cursor.to_json() if self.stream_logs else None
-                    yield TriggerEvent(payload)
-                    return
-                if status.state != last:
-                    self.log.info("tether job %s is %s", self.app_handle, status.state.name)
-                    last = status.state
-                if pump_done:
-                    await asyncio.sleep(self._sleep_time())
-                else:
-                    await drain(self._sleep_time())
+            status, timed_out = await self._follow(follower, logs)
+            if logs is not None:
+                await logs.write_rest()
+            payload = event_payload(self.app_handle, status)
+            payload["timed_out"] = timed_out
+            payload["log_cursor"] = logs.cursor.to_json() if logs is not None else None
+            yield TriggerEvent(payload)
         finally:
-            stop.set()
-            for r in runners:
-                r.close()
+            if logs is not None:
+                logs.feed.stop()
+            await follower.aclose()
+
+    async def _open_logs(self) -> TriggerLogs:
+        store = self._cursor_store()
+        cursor = LogCursor.from_json(await asyncio.to_thread(store.load)) if store else LogCursor()
+        feed = AsyncLogFeed(lambda: _runner_for(self.conn_id), self.app_handle, cursor)
+        feed.start(asyncio.get_running_loop())
+        return TriggerLogs(feed, cursor, store, self.log)
+
+    async def _follow(
+        self, follower: AsyncFollower, logs: TriggerLogs | None
+    ) -> tuple[AppStatus | None, bool]:
+        """Follows the job to a final state; cancels it at the deadline.
+
+        Returns:
+            The final status, and whether the deadline cancelled the job.
+        """
+        last: AppState | None = None
+        while True:
+            status = await follower.status(self.app_handle)
+            if status is not None and not status.is_terminal() and self._past_deadline():
+                self.log.error("execution_timeout reached: cancelling tether job %s",
+                               self.app_handle)
+                await asyncio.to_thread(_cancel, self.app_handle, self.conn_id)
+                return await follower.wait(self.app_handle, CANCEL_WAIT), True
+            if status is None or status.is_terminal():
+                return status, False
+            if status.state != last:
+                self.log.info("tether job %s is %s", self.app_handle, status.state.name)
+                last = status.state
+            if logs is None or logs.done:
+                await asyncio.sleep(self._sleep_time())
+            else:
+                await logs.write_for(self._sleep_time())
 
     def _past_deadline(self) -> bool:
         return self.deadline is not None and time.time() >= self.deadline
