@@ -299,6 +299,34 @@ class TetherStep:
             role.secrets.update(self.secrets)
         return app
 
+    def _app_for(
+        self, kwargs: Mapping[str, Any], runtime: list[str]
+    ) -> tuple[AppDef | None, dict[str, str], list[str]]:
+        """The AppDef of a call (probed when pipeline values decide it), the resources the
+        probe found, and what keeps the pipeline values from being passed natively."""
+        if not runtime:
+            try:
+                return self._build_app(kwargs), {}, []
+            except (ValueError, TypeError, KeyError) as e:
+                raise StepArgumentError(f"{self.component_name}: {e}") from e
+        constants = {k: v for k, v in kwargs.items() if k not in runtime}
+        found = probe(self._build_app, [self._by_name[n] for n in runtime], constants, runtime)
+        problems = [found.build_error] if found.build_error else [
+            p.message for p in found.problems]
+        return found.app, found.resources, problems
+
+    def _submission_reasons(self) -> list[str]:
+        """Why this step's settings need a scheduler submission (a launcher step)."""
+        reasons: list[str] = []
+        if not self._pods:
+            reasons.append(f"scheduler {self.scheduler!r} does not run its replicas as "
+                           "Kubernetes pods: tether submits the job there")
+        if self.cfg:
+            reasons.append(f"run options {sorted(self.cfg)} apply to a scheduler submission")
+        if self.outputs:
+            reasons.append("outputs are declared: only tether can read a job's outputs")
+        return reasons
+
     def plan(self, **kwargs: Any) -> StepPlan:
         """Decides how a call with these arguments runs (without adding a task).
 
@@ -322,32 +350,10 @@ class TetherStep:
         self._check_args(kwargs)
         runtime = [n for n, v in kwargs.items() if _is_runtime(v)]
         runtime += [i.name for i in self.inputs if i.artifact == "output"]
-        value_problems: list[str] = []
-        resources: dict[str, str] = {}
-        app: AppDef | None = None
-        if not runtime:
-            try:
-                app = self._build_app(kwargs)
-            except (ValueError, TypeError, KeyError) as e:
-                raise StepArgumentError(f"{self.component_name}: {e}") from e
-        else:
-            constants = {k: v for k, v in kwargs.items() if k not in runtime}
-            found = probe(self._build_app, [self._by_name[n] for n in runtime], constants,
-                          runtime)
-            app, resources = found.app, found.resources
-            value_problems = [found.build_error] if found.build_error else [
-                p.message for p in found.problems]
+        app, resources, value_problems = self._app_for(kwargs, runtime)
         if self.mode == MODE_LAUNCHER:
             return StepPlan(MODE_LAUNCHER, "mode='launcher'", app, runtime=runtime)
-
-        not_native: list[str] = []
-        if not self._pods:
-            not_native.append(f"scheduler {self.scheduler!r} does not run its replicas as "
-                              "Kubernetes pods: tether submits the job there")
-        if self.cfg:
-            not_native.append(f"run options {sorted(self.cfg)} apply to a scheduler submission")
-        if self.outputs:
-            not_native.append("outputs are declared: only tether can read a job's outputs")
+        not_native = self._submission_reasons()
         role: Role | None = None
         if app is None:
             not_native += value_problems

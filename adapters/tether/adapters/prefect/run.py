@@ -5,11 +5,13 @@
 :mod:`tether.adapters.prefect.identity`), ships its logs (:mod:`.logship`), watches for
 Prefect stopping the flow run (:mod:`.cancel`), publishes the artifacts and returns the
 result, or a ``Cancelled`` state when the flow run was cancelled and the job with it.
-:func:`run_component_async` runs it in a thread of its own for async tasks.
+:func:`run_component_async` runs it in a thread of its own (:class:`_TaskThread`) for async
+tasks.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import logging
@@ -53,8 +55,60 @@ class JobStoppedError(JobFailedError):
         return (type(self), (self.result, self.reason))
 
 
+class _TaskThread:
+    """:func:`run_component` on a thread of its own, its outcome handed to an event loop.
+
+    One thread per task (not the loop's small default pool): any number of component tasks
+    follow their jobs concurrently.
+
+    Args:
+        spec: What to run.
+        arguments: The task's bound arguments.
+        loop: The event loop that awaits the outcome.
+    """
+
+    def __init__(
+        self, spec: TaskSpec, arguments: Mapping[str, Any], loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self.spec = spec
+        self.arguments = arguments
+        self.loop = loop
+        self.stop = threading.Event()
+        self.outcome: asyncio.Future[Any] = loop.create_future()
+        self._ctx = contextvars.copy_context()
+
+    def start(self) -> _TaskThread:
+        """Starts the thread.
+
+        Returns:
+            This object.
+        """
+        threading.Thread(target=self._work, name=f"tether-{self.spec.component_name}").start()
+        return self
+
+    def _work(self) -> None:
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            value = self._ctx.run(run_component, self.spec, self.arguments, self.stop)
+        except BaseException as e:
+            error = e
+        try:
+            self.loop.call_soon_threadsafe(self._settle, value, error)
+        except RuntimeError:  # the event loop has closed: nobody waits for the result
+            log.debug("result of %s dropped: the event loop closed", self.spec.component_name)
+
+    def _settle(self, value: Any, error: BaseException | None) -> None:
+        if self.outcome.done():
+            return
+        if error is not None:
+            self.outcome.set_exception(error)
+        else:
+            self.outcome.set_result(value)
+
+
 async def run_component_async(spec: TaskSpec, arguments: Mapping[str, Any]) -> Any:
-    """The body of an async component task: :func:`run_component` in a worker thread.
+    """The body of an async component task: :func:`run_component` in a thread of its own.
 
     Cancelling the coroutine (a timeout, the flow's cancellation) tells the thread to cancel
     the job, and waits (up to ``STOP_TIMEOUT_SECONDS``) until it has stopped.
@@ -66,44 +120,15 @@ async def run_component_async(spec: TaskSpec, arguments: Mapping[str, Any]) -> A
     Returns:
         What :func:`run_component` returns.
     """
-    import asyncio
-
     import anyio
 
-    stop = threading.Event()
-    ctx = contextvars.copy_context()
-    loop = asyncio.get_running_loop()
-    fut: asyncio.Future[Any] = loop.create_future()
-
-    def settle(value: Any, error: BaseException | None) -> None:
-        if fut.done():
-            return
-        if error is not None:
-            fut.set_exception(error)
-        else:
-            fut.set_result(value)
-
-    def work() -> None:
-        # one thread per task (not the loop's small default pool): any number of
-        # component tasks follow their jobs concurrently
-        value: Any = None
-        error: BaseException | None = None
-        try:
-            value = ctx.run(run_component, spec, arguments, stop)
-        except BaseException as e:
-            error = e
-        try:
-            loop.call_soon_threadsafe(settle, value, error)
-        except RuntimeError:  # the event loop has closed: nobody waits for the result
-            log.debug("result of %s dropped: the event loop closed", spec.component_name)
-
-    threading.Thread(target=work, name=f"tether-{spec.component_name}").start()
+    task = _TaskThread(spec, arguments, asyncio.get_running_loop()).start()
     try:
-        return await asyncio.shield(fut)
+        return await asyncio.shield(task.outcome)
     except asyncio.CancelledError:
-        stop.set()
+        task.stop.set()
         with anyio.CancelScope(shield=True):  # cancelled scopes re-cancel every await
-            await asyncio.wait([fut], timeout=STOP_TIMEOUT_SECONDS + 10)
+            await asyncio.wait([task.outcome], timeout=STOP_TIMEOUT_SECONDS + 10)
         raise
 
 
