@@ -347,6 +347,8 @@ def test_deferred_logs_are_live_and_secrets_never_logged(airflow: Deployment) ->
         assert PASSWORD not in json.dumps(airflow.ti(run, task))  # rendered fields (UI)
         # each line once: the trigger's cursor and execute_complete do not repeat lines
         assert len(re.findall(r"sh/0 tick 1\b", api)) == 1
+        # a task that succeeded reads no XCom that is not there (each miss is an error line)
+        assert "XCom not found" not in files, [x for x in files.splitlines() if "XCom" in x]
     everything = "\n".join(p.read_text(errors="replace")
                            for p in (airflow.stack.home / "logs").rglob("*.log*"))
     assert PASSWORD not in everything

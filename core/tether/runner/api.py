@@ -403,9 +403,9 @@ class Runner:
         """
         if job_key:
             existing = self.find_job(scheduler, job_key)
-            decision = decide(
-                (existing and EarlierJob(existing.app_handle, existing.status)) or None
-            )
+            earlier = None if existing is None else EarlierJob(existing.app_handle,
+                                                               existing.status)
+            decision = decide(earlier)
             if existing is not None and decision.action is Action.ATTACH:
                 log.info("job key %r: re-attaching to %s instead of submitting a duplicate (%s)",
                          job_key, existing.app_handle, decision.reason)

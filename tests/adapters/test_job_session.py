@@ -1,0 +1,70 @@
+"""The job session every adapter holds, on real local_cwd jobs: submit-or-attach by the shared
+rule, intent recorded before a launch, and the one log cursor resumed from a store."""
+
+from __future__ import annotations
+
+import stat
+import sys
+import uuid
+from pathlib import Path
+
+from tether.adapters.common import FileCursorStore, JobSession, LogCursor
+from tether.runner import get_runner
+from tether.runner.reattach import Action, EarlierJob, Reattach
+from tether.specs import AppDef, AppState, Role
+
+
+def _app(code: str) -> AppDef:
+    return AppDef("sess", [Role("r", image="", entrypoint=sys.executable, args=["-c", code])])
+
+
+def test_submit_attaches_to_a_running_job_and_records_intent_before_a_launch() -> None:
+    key = f"test-session-{uuid.uuid4().hex[:12]}"
+    app = _app("import time; time.sleep(60)")
+    with get_runner() as runner:
+        first = JobSession(app, "local_cwd", key=key, runner=runner)
+        handles_seen_before_launch: list[str | None] = []
+        decision = first.submit(before_launch=lambda: handles_seen_before_launch.append(
+            first.app_handle))
+        try:
+            assert decision.action is Action.LAUNCH and not first.reattached
+            assert handles_seen_before_launch == [None]  # called before the job existed
+            # a second follower with the same key finds the running job and attaches
+            second = JobSession(app, "local_cwd", key=key, runner=runner)
+            again = second.submit(before_launch=lambda: handles_seen_before_launch.append("x"))
+            assert again.action is Action.ATTACH
+            assert second.reattached and second.app_handle == first.app_handle
+            assert handles_seen_before_launch == [None]  # no launch, no intent recorded
+            # reattach='never' launches anew and cancels the running job first
+            third = JobSession(app, "local_cwd", key=key, runner=runner)
+            earlier = EarlierJob(first.app_handle, first.status())
+            assert third.submit(earlier, Reattach.NEVER).cancel_previous == first.app_handle
+            assert third.app_handle != first.app_handle
+            stopped = first.wait(wait_interval=0.1, timeout=30)
+            assert stopped.state == AppState.CANCELLED
+        finally:
+            for s in (first, third):
+                if s.app_handle:
+                    s.cancel()
+
+
+def test_a_saved_cursor_resumes_the_logs_without_repeats_or_gaps(tmp_path: Path) -> None:
+    app = _app("for i in range(6): print('line', i, flush=True)")
+    store = FileCursorStore(tmp_path / "cursors" / "job.json")
+    with JobSession(app, "local_cwd") as session:
+        session.submit()
+        assert session.wait(wait_interval=0.1, timeout=60).state == AppState.SUCCEEDED
+        first: list[str] = []
+        cursor = LogCursor.load(store)  # nothing saved yet: from the first line
+        for n, line in enumerate(cursor.new_lines(session.runner, str(session.app_handle),
+                                                  follow=False)):
+            first.append(line)
+            if n == 3:  # the first follower stops after four lines and saves its cursor
+                break
+        assert store.save(cursor.seen)
+        # a later follower resumes from the saved cursor
+        rest: list[str] = []
+        session.stream_logs(rest.append, follow=False, cursor=LogCursor.load(store))
+    assert first == [f"r/0 line {i}" for i in range(4)]
+    assert rest == [f"r/0 line {i}" for i in range(4, 6)]
+    assert stat.S_IMODE((tmp_path / "cursors" / "job.json").stat().st_mode) == 0o600
