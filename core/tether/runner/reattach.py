@@ -127,12 +127,14 @@ class EarlierJob:
         recorded: Whether an attempt recorded its outcome (the orchestrator's task finished
             with it). False where the caller keeps no such record.
         who: How the log names it (``the job launched by try 1``).
+        recorded_by: How the log names who recorded its outcome (``try 2``).
     """
 
     app_handle: str | None
     status: AppStatus | None
     recorded: bool = False
     who: str = "the earlier job"
+    recorded_by: str = "an earlier attempt"
 
 
 def decide(earlier: EarlierJob | None, mode: Reattach = Reattach.AUTO) -> Decision:
@@ -163,4 +165,5 @@ def decide(earlier: EarlierJob | None, mode: Reattach = Reattach.AUTO) -> Decisi
         return Decision(Action.ATTACH, f"{who} SUCCEEDED and its outcome was never recorded")
     if mode is Reattach.ALWAYS:
         return Decision(Action.ATTACH, f"{who} SUCCEEDED (reattach='always')")
-    return Decision(Action.LAUNCH, f"{who} SUCCEEDED and its outcome was recorded: run anew")
+    return Decision(Action.LAUNCH,
+                    f"{who} SUCCEEDED and {earlier.recorded_by} recorded it: it runs anew")

@@ -130,7 +130,7 @@ def test_clear_after_success_runs_a_new_job(capfd: pytest.CaptureFixture[str]) -
     assert try_numbers(second) == {"two_replicas": 2}
     x = xcoms("tether_t_logs", first.run_id, "two_replicas")
     assert x["app_handle"] != handle
-    assert "try 1 recorded it: a new try runs anew" in text
+    assert "try 1 recorded it: it runs anew" in text
     jobs = _jobs("tether_t_logs", first.run_id, "two_replicas")
     assert jobs == [handle.rsplit("/", 1)[-1], x["app_handle"].rsplit("/", 1)[-1]]
     # the new job carries the try that launched it

@@ -206,7 +206,8 @@ def earlier_job(ledger: Ledger | None, status: AppStatus | None) -> EarlierJob |
     if ledger is None:
         return None
     return EarlierJob(ledger.app_handle, status, recorded=ledger.recorded,
-                      who=f"the job launched by try {ledger.launched_by}")
+                      who=f"the job launched by try {ledger.launched_by}",
+                      recorded_by=f"try {ledger.owner}")
 
 
 STOP_STATES = frozenset({"failed", "success", "skipped", "upstream_failed", "removed"})
