@@ -167,7 +167,8 @@ class TryLifecycle:
             self.write_ledger(new)  # before submitting: a crash in between leaves the key
 
         decision = session.submit(earlier_job(ledger, status),
-                                  Reattach.parse(self.settings.reattach), before_launch)
+                                  Reattach.parse(self.settings.reattach), before_launch,
+                                  look_up=False)
         if session.reattached and ledger is not None:
             ledger.owner = self.try_number
             self.write_ledger(ledger)

@@ -118,18 +118,22 @@ class JobSession:
         earlier: EarlierJob | None = None,
         mode: Reattach = Reattach.AUTO,
         before_launch: Callable[[], None] | None = None,
+        *,
+        look_up: bool = True,
     ) -> Decision:
         """Attaches to the earlier job or launches a new one, by the one re-attach rule.
 
         Args:
-            earlier: The earlier job as the caller knows it (default: found by the key).
+            earlier: The earlier job as the caller knows it.
             mode: How to apply the rule.
             before_launch: Called right before a new job is submitted (to record the intent).
+            look_up: Without ``earlier``, find the newest job with this session's key (a
+                caller that keeps its own record of jobs, Airflow's ledger, passes False).
 
         Returns:
             The decision taken; :attr:`app_handle` and :attr:`reattached` are set.
         """
-        if earlier is None:
+        if earlier is None and look_up:
             earlier = self.earlier_job()
         decision = decide(earlier, mode)
         if decision.cancel_previous:
