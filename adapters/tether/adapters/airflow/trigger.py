@@ -1,10 +1,10 @@
 """The trigger a deferred :class:`~tether.adapters.airflow.ComponentOperator` waits on.
 
 While the job runs, the trigger streams every replica's log lines into its log, which
-Airflow 3 shows in the task log (:class:`TriggerLogs`, fed by the session's
-:class:`~tether.adapters.common.AsyncLogFeed`), and follows the job's status through an
-:class:`~tether.adapters.common.AsyncFollower` (by default short Runner calls in worker
-threads), so the triggerer's event loop never blocks on a scheduler call. It fires one
+Airflow 3 shows in the task log, and follows the job's status: it holds one
+:class:`~tether.adapters.common.AsyncJobSession`, the job session on the triggerer's event
+loop, whose follower polls the Runner in short worker-thread calls, so the loop never
+blocks on a scheduler call. It fires one
 event when the job reaches a final state, or cancels the job and fires a ``timed_out`` event
 at the task's ``execution_timeout``.
 
@@ -23,7 +23,6 @@ job running, for the next try re-attaches to it.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -31,10 +30,8 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from tether.adapters.airflow.attempts import kill_cancels_job, ti_state
 from tether.adapters.common import (
-    AsyncFollower,
-    AsyncLogFeed,
+    AsyncJobSession,
     CursorStore,
-    LogCursor,
     PollingAsyncFollower,
 )
 from tether.runner import Runner, get_runner
@@ -97,61 +94,6 @@ class XComCursorStore:
             self._save_failed = True
             return False
         return True
-
-
-class TriggerLogs:
-    """What a trigger writes of its job's log: lines past the cursor, and the cursor saved.
-
-    The cursor is moved here, on the event loop, as each line is written (the feed reads
-    ahead from a copy), so a saved cursor never counts a line that is not in the task log
-    yet, nor misses one that is.
-
-    Args:
-        feed: The job's lines.
-        cursor: Lines already written (by an earlier run of this trigger).
-        store: Where the cursor is saved (None: nowhere).
-        log: The trigger's log (the task log).
-    """
-
-    def __init__(self, feed: AsyncLogFeed, cursor: LogCursor, store: CursorStore | None,
-                 log: Any) -> None:
-        self.feed = feed
-        self.cursor = cursor
-        self.store = store
-        self.log = log
-        self._saved = cursor.to_json()
-
-    @property
-    def done(self) -> bool:
-        """Whether every line was read."""
-        return self.feed.done
-
-    async def write_for(self, timeout: float) -> None:
-        """Writes the lines that arrive within ``timeout`` seconds, then saves the cursor."""
-        end = time.monotonic() + timeout
-        while not self.feed.done:
-            item = await self.feed.next(end - time.monotonic())
-            if item is None:
-                break
-            replica, count, text = item
-            self.log.info("%s", text)
-            if count:
-                self.cursor.advance(replica, count)
-        await self._save()
-
-    async def write_rest(self, timeout: float = 10.0) -> None:
-        """Writes the last lines: until every replica's log is complete, or ``timeout``."""
-        end = time.monotonic() + timeout
-        while not self.feed.done and time.monotonic() < end:
-            await self.write_for(end - time.monotonic())
-        await self.write_for(0.0)
-
-    async def _save(self) -> None:
-        seen = self.cursor.to_json()
-        if self.store is None or seen == self._saved:
-            return
-        if await asyncio.to_thread(self.store.save, seen):
-            self._saved = seen  # else the next write tries again
 
 
 def _runner_for(conn_id: str | None) -> Runner:
@@ -273,63 +215,30 @@ class TetherJobTrigger(BaseTrigger):
         ti = (str(self.dag_id), str(self.run_id), str(self.task_id), self.map_index)
         return XComCursorStore(ti, self.log)
 
+    def _session(self) -> AsyncJobSession:
+        """The job session on the triggerer's loop (logs into the trigger's, the task's, log)."""
+        follower = PollingAsyncFollower(lambda: _runner_for(self.conn_id), self.poll_interval)
+        return AsyncJobSession(
+            self.app_handle, follower, lambda: _runner_for(self.conn_id), self.log,
+            self.poll_interval, self._cursor_store() if self.stream_logs else None,
+            stream_logs=self.stream_logs,
+        )
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Streams logs and follows the job until it is final, then yields one event."""
-        follower = PollingAsyncFollower(lambda: _runner_for(self.conn_id), self.poll_interval)
-        logs = await self._open_logs() if self.stream_logs else None
-        try:
-            status, timed_out = await self._follow(follower, logs)
-            if logs is not None:
-                await logs.write_rest()
-            payload = event_payload(self.app_handle, status)
-            payload["timed_out"] = timed_out
-            payload["log_cursor"] = logs.cursor.to_json() if logs is not None else None
-            yield TriggerEvent(payload)
-        finally:
-            if logs is not None:
-                logs.feed.stop()
-            await follower.aclose()
-
-    async def _open_logs(self) -> TriggerLogs:
-        store = self._cursor_store()
-        cursor = LogCursor.from_json(await asyncio.to_thread(store.load)) if store else LogCursor()
-        feed = AsyncLogFeed(lambda: _runner_for(self.conn_id), self.app_handle, cursor)
-        feed.start(asyncio.get_running_loop())
-        return TriggerLogs(feed, cursor, store, self.log)
-
-    async def _follow(
-        self, follower: AsyncFollower, logs: TriggerLogs | None
-    ) -> tuple[AppStatus | None, bool]:
-        """Follows the job to a final state; cancels it at the deadline.
-
-        Returns:
-            The final status, and whether the deadline cancelled the job.
-        """
-        last: AppState | None = None
-        while True:
-            status = await follower.status(self.app_handle)
-            if status is not None and not status.is_terminal() and self._past_deadline():
+        async with self._session() as session:
+            status = await session.follow(until=self.deadline)
+            timed_out = status is not None and not status.is_terminal()
+            while status is not None and not status.is_terminal():  # the deadline passed
                 self.log.error("execution_timeout reached: cancelling tether job %s",
                                self.app_handle)
-                await asyncio.to_thread(_cancel, self.app_handle, self.conn_id)
-                return await follower.wait(self.app_handle, CANCEL_WAIT), True
-            if status is None or status.is_terminal():
-                return status, False
-            if status.state != last:
-                self.log.info("tether job %s is %s", self.app_handle, status.state.name)
-                last = status.state
-            if logs is None or logs.done:
-                await asyncio.sleep(self._sleep_time())
-            else:
-                await logs.write_for(self._sleep_time())
-
-    def _past_deadline(self) -> bool:
-        return self.deadline is not None and time.time() >= self.deadline
-
-    def _sleep_time(self) -> float:
-        if self.deadline is None:
-            return self.poll_interval
-        return max(min(self.poll_interval, self.deadline - time.time()), 0.0)
+                status = await session.cancel_and_wait(CANCEL_WAIT)
+            await session.write_rest()
+            payload = event_payload(self.app_handle, status)
+            payload["timed_out"] = timed_out
+            payload["log_cursor"] = (session.cursor.to_json() if session.cursor is not None
+                                     else None)
+            yield TriggerEvent(payload)
 
     async def on_kill(self) -> None:
         """A user killed the deferred task: cancels the job unless a new try takes it over."""

@@ -2,7 +2,8 @@
 
 * **The job session** (:class:`JobSession`, :mod:`.session`): submit-or-attach by the one
   re-attach rule, follow the job, pump its logs past a cursor, cancel it, collect its result.
-  ``ComponentJob`` is its earlier name.
+  ``ComponentJob`` is its earlier name. :class:`AsyncJobSession` (:mod:`.async_session`)
+  is the same on an event loop: follow a job launched earlier, write its lines, cancel it.
 * **Job identity**: :func:`job_key` turns the orchestrator's own ids (DAG run + task + map
   index, flow run + task run, KFP run + task) into a stable key.
 * **The log cursor** (:class:`LogCursor`, :mod:`.cursor`) and where it is kept
@@ -21,6 +22,7 @@ importable from here too.
 Only the public API of ``tether.runner``, ``tether.specs`` and ``tether.components`` is used.
 """
 
+from tether.adapters.common.async_session import AsyncJobSession
 from tether.adapters.common.cursor import CursorStore, FileCursorStore, LogCursor
 from tether.adapters.common.follow import (
     AsyncFollower,
@@ -44,6 +46,7 @@ ComponentJob = JobSession
 
 __all__ = [
     "AsyncFollower",
+    "AsyncJobSession",
     "AsyncLogFeed",
     "ComponentJob",
     "CursorStore",
