@@ -9,7 +9,9 @@ request (:meth:`Runner.dryrun`), submit it, and find or re-attach to a job by it
 (:meth:`Runner.run_or_attach`, by the one rule of :mod:`tether.runner.reattach`). It holds
 two collaborators and hands the rest on to them: its schedulers
 (:class:`~tether.runner.pool.SchedulerPool`) and what is done with an app already launched
-(:class:`~tether.runner.launched.LaunchedApps`: status, wait, logs, outputs, cancel). The
+(:class:`~tether.runner.launched.LaunchedApps`: describe, logs, outputs, cancel); its
+``status``, ``wait``, ``watch`` and ``wait_any`` go through the process's watch hub
+(:mod:`tether.runner.follow`). The
 tracking environment of each role comes from :mod:`tether.runner.wiring`.
 """
 
