@@ -18,7 +18,7 @@ class MalformedAppHandleException(SpecError):
     def __init__(self, app_handle: str) -> None:
         super().__init__(
             f"{app_handle!r} is not a valid app handle; expected "
-            "{scheduler}://{session}/{app_id}, e.g. local_cwd://default/train-x1y2 "
+            "{scheduler}://{session}/{app_id}, e.g. local_cwd://tether/train-x1y2z3w4 "
             "(see `tether list -s SCHEDULER` for the handles of your jobs)"
         )
 

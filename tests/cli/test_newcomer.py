@@ -1,0 +1,32 @@
+"""Mistakes a newcomer makes in the first days, typed as a user types them.
+
+Each test runs the ``tether`` console script's code as a separate process (real local jobs,
+real files) and checks what the user reads and the exit code.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from tests.cli.conftest import Result
+from tether.specs import parse_app_handle
+
+TetherProc = Callable[..., Result]
+
+
+def test_the_handle_error_shows_a_handle_shaped_like_real_ones(tether_proc: TetherProc) -> None:
+    ran = tether_proc("run", "utils.echo", "--msg", "hi")
+    assert ran.code == 0, ran.err
+    real = parse_app_handle(ran.out.splitlines()[0])
+
+    bad = tether_proc("status", "echo-12345678")
+    assert bad.code != 0 and "Traceback" not in bad.err
+    example = re.search(r"e\.g\. (\S+)", bad.err)
+    assert example, bad.err
+    shown = parse_app_handle(example.group(1))
+    assert (shown.scheduler_backend, shown.session_name) == (
+        real.scheduler_backend, real.session_name)
+    # an app id is the app's name, a dash and a random suffix of the same length
+    name, _, suffix = real.app_id.rpartition("-")
+    assert re.fullmatch(rf"[a-z0-9]+-[a-z0-9]{{{len(suffix)}}}", shown.app_id), shown.app_id
