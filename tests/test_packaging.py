@@ -68,7 +68,8 @@ def test_every_installed_pin_runs_on_the_stated_minimum_python() -> None:
 def test_readme_and_docs_state_the_same_minimum_python() -> None:
     floor = _floor()
     for doc in ("README.md", "docs/getting-started.md"):
-        stated = re.findall(r"\*\*Python (\d+\.\d+(?:\.\d+)?) or newer\*\*", (REPO / doc).read_text())
+        text = (REPO / doc).read_text()
+        stated = re.findall(r"\*\*Python (\d+\.\d+(?:\.\d+)?) or newer\*\*", text)
         assert stated, f"{doc} does not state the minimum Python"
         assert {Version(v) for v in stated} == {floor}, (doc, stated, str(floor))
 

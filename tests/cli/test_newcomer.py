@@ -28,5 +28,27 @@ def test_the_handle_error_shows_a_handle_shaped_like_real_ones(tether_proc: Teth
     assert (shown.scheduler_backend, shown.session_name) == (
         real.scheduler_backend, real.session_name)
     # an app id is the app's name, a dash and a random suffix of the same length
-    name, _, suffix = real.app_id.rpartition("-")
+    _name, _, suffix = real.app_id.rpartition("-")
     assert re.fullmatch(rf"[a-z0-9]+-[a-z0-9]{{{len(suffix)}}}", shown.app_id), shown.app_id
+
+
+def test_run_options_after_the_component_get_a_hint_with_the_fixed_command(
+    tether_proc: TetherProc,
+) -> None:
+    res = tether_proc("run", "utils.echo", "--msg", "hi", "-s", "kubernetes")
+    assert res.code != 0 and "Traceback" not in res.err
+    assert "unrecognized argument '-s'" in res.err
+    assert "`tether run -s kubernetes utils.echo --msg hi`" in res.err
+
+    res = tether_proc("run", "utils.echo", "--msg", "hi", "--dryrun")
+    assert "`tether run --dryrun utils.echo --msg hi`" in res.err
+
+
+def test_the_default_image_warning_names_only_what_tether_run_accepts(
+    tether_proc: TetherProc,
+) -> None:
+    res = tether_proc("run", "--dryrun", "-s", "kubernetes", "utils.echo", "--msg", "hi")
+    assert res.code == 0, res.err
+    (warning,) = [line for line in res.err.splitlines() if "default image" in line]
+    assert "$TETHER_IMAGE" in warning
+    assert "--image" not in warning

@@ -55,7 +55,21 @@ def runs_on_this_machine(runner: Runner, scheduler: str) -> bool:
 class CmdRun(SubCommand):
     """Run a component (`tether builtins` lists them) on a scheduler."""
 
+    def __init__(self) -> None:
+        self._own_options: dict[str, bool] = {}
+
     def add_arguments(self, subparser: argparse.ArgumentParser) -> None:
+        self._add_arguments(subparser)
+        # `tether run`'s own flags (and whether each takes a value), for the hint given when
+        # one is typed after the component, where it is the component's argument
+        self._own_options = {
+            opt: action.nargs != 0
+            for action in subparser._actions
+            for opt in action.option_strings
+            if opt not in ("-h", "--help")
+        }
+
+    def _add_arguments(self, subparser: argparse.ArgumentParser) -> None:
         subparser.epilog = (
             "Local schedulers (local_cwd) stream every replica's output and wait for the app "
             "unless --detach; Ctrl-C then cancels it. Other schedulers return once submitted "
@@ -136,7 +150,28 @@ class CmdRun(SubCommand):
             usage = component_usage(get_component(component).fn, f"tether run {component}")
             eprint(usage.rstrip())
             code = 1 if e.__cause__ is not None else 2  # a bad argument exits 2, as argparse
-            raise CLIError(f"{component}: {e}", code=code) from e
+            hint = self._misplaced_hint(component, component_args, str(e))
+            raise CLIError(f"{component}: {e}{hint}", code=code) from e
+
+    def _misplaced_hint(self, component: str, component_args: list[str], error: str) -> str:
+        """A hint when the argument the component rejected is one of `tether run`'s options.
+
+        Everything after the component is the component's: ``tether run utils.echo --msg hi
+        -s kubernetes`` gives ``-s`` to ``utils.echo``. The hint shows the command with that
+        option (and its value) moved before the component.
+        """
+        for i, token in enumerate(component_args):
+            flag = token.partition("=")[0]
+            if flag not in self._own_options or f"{token!r}" not in error:
+                continue
+            end = i + 1 + (self._own_options[flag] and "=" not in token)
+            import shlex
+
+            fixed = shlex.join(["tether", "run", *component_args[i:end], component,
+                                *component_args[:i], *component_args[end:]])
+            return (f" ({flag} is an option of `tether run`: its options go before the "
+                    f"component, the component's after it: `{fixed}`)")
+        return ""
 
     def _run(
         self, args: argparse.Namespace, scheduler: str, component: str, component_args: list[str]

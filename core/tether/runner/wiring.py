@@ -102,4 +102,5 @@ def warn_default_image(app: AppDef, scheduler: str, caps: Capabilities) -> None:
             log.warning(
                 "role %r runs tether's default image %s on %s: the nodes pull it from its "
                 "registry. Build it with `make image` and push it, then set $TETHER_IMAGE "
-                "(or --image) to your copy", role.name, DEFAULT_IMAGE, scheduler)
+                "to your copy (or pass it to the component's `image` argument, where it "
+                "has one)", role.name, DEFAULT_IMAGE, scheduler)
