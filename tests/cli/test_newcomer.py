@@ -7,7 +7,9 @@ real files) and checks what the user reads and the exit code.
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Callable
+from pathlib import Path
 
 from tests.cli.conftest import Result
 from tether.specs import parse_app_handle
@@ -52,3 +54,25 @@ def test_the_default_image_warning_names_only_what_tether_run_accepts(
     (warning,) = [line for line in res.err.splitlines() if "default image" in line]
     assert "$TETHER_IMAGE" in warning
     assert "--image" not in warning
+
+
+def test_a_component_file_imports_a_module_next_to_it(
+    tether_proc: TetherProc, tmp_path: Path
+) -> None:
+    pkg = tmp_path / "mycomps"
+    pkg.mkdir()
+    (pkg / "helpers.py").write_text("GREETING = 'hello from a helper'\n")
+    (pkg / "comp.py").write_text(textwrap.dedent('''\
+        import helpers
+        import tether.specs as specs
+
+
+        def greet() -> specs.AppDef:
+            """Says hello."""
+            return specs.AppDef("greet", roles=[specs.Role(
+                "greet", image="unused", entrypoint="echo", args=[helpers.GREETING])])
+        '''))
+    # run from another directory, with nothing on PYTHONPATH but what tether needs
+    res = tether_proc("run", f"{pkg}/comp.py:greet")
+    assert res.code == 0, res.err
+    assert "hello from a helper" in res.out.splitlines()

@@ -301,6 +301,12 @@ def _load_file(path: str) -> ModuleType:
         raise ComponentNotFoundError(f"cannot load {path!r} as a Python file")
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
+    # as Python does for a script, the file's directory comes first on the path while it
+    # loads: `import helpers` finds the helpers.py next to it
+    here = os.path.dirname(abspath)
+    added = here not in sys.path
+    if added:
+        sys.path.insert(0, here)
     try:
         spec.loader.exec_module(module)
     except Exception as e:
@@ -308,6 +314,9 @@ def _load_file(path: str) -> ModuleType:
         raise ComponentNotFoundError(
             f"cannot load component file {path!r}: {type(e).__name__}: {e}"
         ) from e
+    finally:
+        if added and here in sys.path:
+            sys.path.remove(here)
     return module
 
 
