@@ -19,7 +19,7 @@ def test_docs_site_builds_strict_with_generated_references(tmp_path: Path) -> No
     assert proc.returncode == 0, proc.stderr[-4000:]
     cli = (site / "reference" / "cli" / "index.html").read_text()
     # every command's usage, straight from the parser (a renamed flag shows up here)
-    for command in ("run", "status", "log", "cancel", "list", "runopts", "builtins"):
+    for command in ("run", "status", "wait", "log", "cancel", "list", "runopts", "builtins"):
         assert f"usage: tether {command}" in cli, command
     assert "--detach" in cli
     api = (site / "reference" / "api" / "index.html").read_text()

@@ -76,3 +76,66 @@ def test_a_component_file_imports_a_module_next_to_it(
     res = tether_proc("run", f"{pkg}/comp.py:greet")
     assert res.code == 0, res.err
     assert "hello from a helper" in res.out.splitlines()
+
+
+def _detached(tether_proc: TetherProc, *command: str) -> str:
+    res = tether_proc("run", "--detach", "utils.sh", *command)
+    assert res.code == 0, res.err
+    return res.out.strip()
+
+
+def test_wait_exits_with_the_apps_result(tether_proc: TetherProc) -> None:
+    ok = _detached(tether_proc, "true")
+    failed = _detached(tether_proc, "exit 7")
+    res = tether_proc("wait", ok)
+    assert (res.code, res.out.strip()) == (0, f"{ok} SUCCEEDED"), res.err
+    res = tether_proc("wait", failed)
+    assert (res.code, res.out.strip()) == (1, f"{failed} FAILED"), res.err
+    assert "Traceback" not in res.err
+
+    sleeper = _detached(tether_proc, "sleep 600")
+    assert tether_proc("cancel", sleeper).code == 0
+    res = tether_proc("wait", sleeper)
+    assert (res.code, res.out.strip()) == (3, f"{sleeper} CANCELLED"), res.err
+
+    res = tether_proc("wait", "local_cwd://tether/nosuch-12345678")
+    assert res.code == 1 and "no app" in res.err and "Traceback" not in res.err
+
+
+def test_status_help_says_what_its_exit_code_means(tether_proc: TetherProc) -> None:
+    res = tether_proc("status", "--help")
+    assert res.code == 0
+    text = " ".join(res.out.split())
+    assert "Exit code: 0 when the scheduler reported the app's status" in text
+    assert "tether wait" in text
+
+
+def test_list_filters_by_state_and_limit_and_delete_prunes_finished(
+    tether_proc: TetherProc,
+) -> None:
+    first_ok = _detached(tether_proc, "true")
+    failed = _detached(tether_proc, "false")
+    last_ok = _detached(tether_proc, "true")
+    for handle in (first_ok, failed, last_ok):
+        tether_proc("wait", handle)
+    running = _detached(tether_proc, "sleep 600")
+    try:
+        res = tether_proc("list", "--state", "succeeded", "--limit", "1")
+        assert res.code == 0, res.err
+        assert last_ok in res.out and first_ok not in res.out and failed not in res.out
+
+        res = tether_proc("list", "--state", "FAILED,RUNNING")
+        assert failed in res.out and running in res.out and first_ok not in res.out
+
+        res = tether_proc("list", "--state", "fialed")
+        assert res.code == 1 and "did you mean FAILED?" in res.err
+
+        res = tether_proc("delete", "--finished")
+        assert res.code == 0, res.err
+        assert sorted(res.out.split()) == sorted(
+            ["deleted", first_ok, "deleted", failed, "deleted", last_ok])
+        res = tether_proc("list")
+        assert running in res.out
+        assert not {first_ok, failed, last_ok} & set(res.out.split())
+    finally:
+        tether_proc("cancel", running)

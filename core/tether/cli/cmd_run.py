@@ -26,11 +26,11 @@ from tether.cli.common import (
     exit_code_for,
     format_app,
     get_runner,
+    report_final,
 )
 
 if TYPE_CHECKING:
     from tether.runner import Runner
-    from tether.specs import AppStatus
 
 LOG_DRAIN_TIMEOUT_S = 30.0
 """How long ``--log`` keeps reading after the app finished, for the last lines."""
@@ -250,7 +250,7 @@ class CmdRun(SubCommand):
             sys.exit(EXIT_INTERRUPTED)
         if log_thread is not None:
             log_thread.join(LOG_DRAIN_TIMEOUT_S)
-        _report(handle, status)
+        report_final(handle, status)
         return exit_code_for(status.state if status else None)
 
 
@@ -274,12 +274,3 @@ def _print_logs(runner: Runner, handle: str, progress: Any, replicas: int) -> No
         return
     except Exception as e:  # logs are best effort; the exit code comes from the status
         eprint(f"tether: warning: cannot stream the logs of {handle}: {e}")
-
-
-def _report(handle: str, status: AppStatus | None) -> None:
-    if status is None:
-        eprint(f"tether: {handle} disappeared before it finished")
-        return
-    print(f"{handle} {status.state.name}", flush=True)
-    if status.state.name != "SUCCEEDED":
-        eprint(status.format())

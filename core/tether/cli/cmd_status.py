@@ -13,6 +13,12 @@ class CmdStatus(SubCommand):
     """Show the status of an app (state, restarts, every replica)."""
 
     def add_arguments(self, subparser: argparse.ArgumentParser) -> None:
+        subparser.epilog = (
+            "Exit code: 0 when the scheduler reported the app's status, whatever its state "
+            "(a FAILED app too); 1 when it cannot (an unknown app, an unreachable cluster). "
+            "`tether wait HANDLE` exits with the app's result instead: 0 SUCCEEDED, "
+            "1 FAILED, 3 CANCELLED."
+        )
         add_handle_argument(subparser)
         subparser.add_argument("--role", dest="roles", action="append", metavar="ROLE",
                                help="only this role (repeatable)")

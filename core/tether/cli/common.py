@@ -173,6 +173,21 @@ def status_line(status: AppStatus | None) -> str:
     return f"{status.state.name}{detail}"
 
 
+def report_final(handle: str, status: AppStatus | None) -> None:
+    """Prints how a waited-for app ended: ``HANDLE STATE`` on stdout, details on stderr.
+
+    Args:
+        handle: The app.
+        status: Its final status (None when it vanished).
+    """
+    if status is None:
+        eprint(f"tether: {handle} disappeared before it finished")
+        return
+    print(f"{handle} {status.state.name}", flush=True)
+    if status.state.name != "SUCCEEDED":
+        eprint(status.format())
+
+
 def eprint(*items: object, file: TextIO | None = None) -> None:
     """Prints to stderr (messages for people; stdout is kept for results)."""
     print(*items, file=file or sys.stderr, flush=True)
