@@ -108,9 +108,9 @@ def ddp(
         name: ``{experiment}/{run}``, ``{experiment}/``, ``/{run}`` or ``{run}``; the run name
             is the app's name (default: the script or module name).
         h: A named resource (e.g. gpu.small); wins over --cpu/--gpu/--memMB.
-        cpu: CPUs per node.
-        gpu: GPUs per node.
-        memMB: Memory per node in MiB.
+        cpu: CPUs per node (0 or -1: no request, the scheduler's default applies).
+        gpu: GPUs per node (0: none).
+        memMB: Memory per node in MiB (0 or -1: no request, the scheduler's default applies).
         j: ``[{min_nnodes}:]{nnodes}x{nproc_per_node}``; a range of nodes makes the job
             elastic.
         env: Environment variables, K=V,K2=V2.

@@ -89,9 +89,9 @@ def sh(
         args: The script, or a command and its arguments.
         image: Container image (ignored by local schedulers).
         num_replicas: How many replicas run it.
-        cpu: CPUs per replica.
-        gpu: GPUs per replica.
-        memMB: Memory per replica in MiB.
+        cpu: CPUs per replica (0 or -1: no request, the scheduler's default applies).
+        gpu: GPUs per replica (0: none).
+        memMB: Memory per replica in MiB (0 or -1: no request, the scheduler's default applies).
         h: A named resource; wins over --cpu/--gpu/--memMB.
         env: Environment variables, K=V,K2=V2 (``LOGLEVEL`` defaults to yours, else
             ``WARNING``).
@@ -145,9 +145,9 @@ def python(
         script: A script to run.
         image: Container image (ignored by local schedulers).
         name: The app's name.
-        cpu: CPUs per replica.
-        gpu: GPUs per replica.
-        memMB: Memory per replica in MiB.
+        cpu: CPUs per replica (0 or -1: no request, the scheduler's default applies).
+        gpu: GPUs per replica (0: none).
+        memMB: Memory per replica in MiB (0 or -1: no request, the scheduler's default applies).
         h: A named resource; wins over --cpu/--gpu/--memMB.
         num_replicas: How many replicas run it.
         env: Environment variables, K=V,K2=V2 (``LOGLEVEL`` defaults to yours, else
@@ -324,9 +324,9 @@ def hydra(
         multirun: Run Hydra in ``--multirun`` mode (sweeps).
         image: Container image (ignored by local schedulers).
         name: The app's name.
-        cpu: CPUs per replica.
-        gpu: GPUs per replica.
-        memMB: Memory per replica in MiB.
+        cpu: CPUs per replica (0 or -1: no request, the scheduler's default applies).
+        gpu: GPUs per replica (0: none).
+        memMB: Memory per replica in MiB (0 or -1: no request, the scheduler's default applies).
         h: A named resource; wins over --cpu/--gpu/--memMB.
         env: Environment variables, K=V,K2=V2.
         max_retries: How many times the scheduler retries the job.

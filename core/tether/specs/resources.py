@@ -30,10 +30,17 @@ class resource_tags:
 class Resource:
     """Hardware a single replica of a role asks for.
 
+    Each count is a number >= 0, or -1: "no request, the scheduler's default" (what
+    :data:`NULL_RESOURCE` holds). A ``cpu`` or ``memMB`` of 0 asks for nothing too: schedulers
+    set a CPU or memory request only when it is positive. Any other negative value is refused
+    with an error naming the field and what is allowed.
+
     Attributes:
-        cpu: Number of logical CPUs (may be fractional on container schedulers).
-        gpu: Number of GPUs.
-        memMB: Memory in MiB.
+        cpu: Number of logical CPUs (may be fractional on container schedulers); 0 or -1:
+            no request.
+        gpu: Number of GPUs (0: none; -1: the scheduler's default, none on every backend).
+        memMB: Memory in MiB; 0 or -1: no request (no memory limit where the scheduler
+            would set one).
         capabilities: Scheduler-specific capabilities (for example the instance type a
             named resource stands for); container schedulers turn them into node selectors.
         devices: Extended devices and their counts, e.g. ``{"vpc.amazonaws.com/efa": 4}``.
