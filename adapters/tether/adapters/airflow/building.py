@@ -173,12 +173,17 @@ class ComponentFunction:
 def check_component(component: Any, task_id: str) -> None:
     """Fails at DAG parse time on a component that is neither a name nor a function.
 
+    A literal registered name (``utils.echo``: no template, no ``file.py:fn`` or
+    ``module:fn``) is looked up now, so a typo fails the DAG file's import with the close
+    matches instead of failing the task when it runs. Files and modules are found where the
+    task runs, so they are not looked up here.
+
     Args:
         component: The operator's ``component``.
         task_id: The task (for the message).
 
     Raises:
-        ValueError: An empty name.
+        ValueError: An empty name, or a registered name nothing has.
         TypeError: Anything else.
     """
     if isinstance(component, str):
@@ -187,6 +192,11 @@ def check_component(component: Any, task_id: str) -> None:
                 f"task {task_id!r}: component is empty; give a name as the CLI takes it "
                 "(e.g. 'dist.ddp', 'utils.python', 'path/to/file.py:fn') or a component function"
             )
+        if not any(c in component for c in ("{{", "{%", ":", "/")):
+            try:
+                resolve_component(component)
+            except ValueError as e:
+                raise type(e)(f"task {task_id!r}: {e}") from None
         return
     if not callable(component):
         raise TypeError(

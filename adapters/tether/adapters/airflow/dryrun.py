@@ -102,24 +102,46 @@ def _tether_ops(task: Any) -> list[ComponentOperator]:
 
 
 def load_dags(path: str) -> dict[str, DAG]:
-    """The DAGs defined in one DAG file.
+    """The DAGs defined in one DAG file, found as Airflow's DagBag finds them.
+
+    Those are the DAGs bound to a top-level name and those the file made without keeping
+    them: ``with DAG(...):`` without ``as dag``, or a ``@dag`` function called at the top
+    level (Airflow auto-registers both while it imports the file).
 
     Args:
         path: The file.
 
     Returns:
         DAG id to DAG.
+
+    Raises:
+        FileNotFoundError: When the file does not exist or is not Python.
     """
     import importlib.util
+    import os
 
     from airflow.sdk import DAG
+    from airflow.sdk.definitions._internal.contextmanager import DagContext
 
-    spec = importlib.util.spec_from_file_location("_tether_dryrun_dagfile", path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"DAG file {path!r} does not exist")
+    mod_name = "_tether_dryrun_dagfile"
+    spec = importlib.util.spec_from_file_location(mod_name, path)
     if spec is None or spec.loader is None:
         raise FileNotFoundError(f"cannot load DAG file {path!r}")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return {d.dag_id: d for d in vars(module).values() if isinstance(d, DAG)}
+    sys.modules[mod_name] = module
+    DagContext.autoregistered_dags.clear()
+    DagContext.current_autoregister_module_name = mod_name
+    try:
+        spec.loader.exec_module(module)
+        dags = [d for d in vars(module).values() if isinstance(d, DAG)]
+        dags += [d for d, _ in DagContext.autoregistered_dags]
+    finally:
+        DagContext.current_autoregister_module_name = None
+        DagContext.autoregistered_dags.clear()
+        sys.modules.pop(mod_name, None)
+    return {d.dag_id: d for d in dags}
 
 
 def _param(text: str) -> tuple[str, Any]:
@@ -151,7 +173,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("-p", "--param", action="append", type=_param, default=[],
                         help="a DAG param NAME=VALUE (JSON values allowed)")
     args = parser.parse_args(argv)
-    dags = load_dags(args.dag_file)
+    try:
+        dags = load_dags(args.dag_file)
+    except Exception as e:  # the DAG file's own error, as Airflow would report it on import
+        print(f"cannot load DAG file {args.dag_file}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
     if args.dag_id:
         if args.dag_id not in dags:
             print(f"no DAG {args.dag_id!r} in {args.dag_file}; it defines: "
