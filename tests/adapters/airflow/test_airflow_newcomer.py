@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -10,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from tether.adapters.airflow import ComponentOperator
+
+REPO = Path(__file__).resolve().parents[3]
 
 DAGS = textwrap.dedent('''\
     import datetime as dt
@@ -67,3 +72,48 @@ def test_a_component_typo_fails_when_the_dag_file_is_parsed(tmp_path: Path) -> N
     proc = _dryrun(str(dag_file))
     assert proc.returncode == 1
     assert "Did you mean utils.echo" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _docs_example() -> str:
+    """The first Python example of docs/airflow.md, as a user copies it."""
+    text = (REPO / "docs" / "airflow.md").read_text()
+    match = re.search(r"```python\n(.*?)```", text, re.S)
+    assert match, "docs/airflow.md has no Python example"
+    return match.group(1)
+
+
+def test_the_docs_example_dry_runs_on_the_default_and_on_kubernetes(tmp_path: Path) -> None:
+    dag_file = tmp_path / "train_dag.py"
+    dag_file.write_text(_docs_example())
+    proc = _dryrun(str(dag_file))
+    assert proc.returncode == 0, proc.stderr
+    assert "## DAG train" in proc.stdout and "local_cwd" in proc.stdout
+    assert "cannot render" not in proc.stdout.lower()
+    proc = _dryrun(str(dag_file), "-p", "scheduler=kubernetes")
+    assert proc.returncode == 0, proc.stderr
+    assert "kind: Job" in proc.stdout or '"kind": "Job"' in proc.stdout, proc.stdout[-2000:]
+
+
+@pytest.mark.usefixtures("airflow_db")
+def test_the_docs_example_runs_as_copied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from tests.adapters.airflow.airflow_testlib import task_states
+    from tether.adapters.airflow.dryrun import load_dags
+
+    # the worker's directory holds the script the example names
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text(
+        "import os\nprint('docs example rank', os.environ['RANK'], flush=True)\n")
+    # dag.test() runs the DAGs of the DAGs folder (set by this directory's conftest)
+    dag_file = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]) / "docs_airflow_example.py"
+    dag_file.write_text(_docs_example())
+    try:
+        dag = load_dags(str(dag_file))["train"]
+        when = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
+        dag_run = dag.test(logical_date=when, run_after=when)
+    finally:
+        dag_file.unlink()
+    out = "".join(capfd.readouterr())
+    assert task_states(dag_run) == {"train": "success"}, out[-4000:]
+    assert "docs example rank 0" in out and "docs example rank 1" in out
