@@ -139,3 +139,28 @@ def test_list_filters_by_state_and_limit_and_delete_prunes_finished(
         assert not {first_ok, failed, last_ok} & set(res.out.split())
     finally:
         tether_proc("cancel", running)
+
+
+def test_ddp_with_a_missing_script_fails_at_dryrun_on_local_cwd(
+    tether_proc: TetherProc, project: Path
+) -> None:
+    for argv in (["run", "--dryrun"], ["run"]):
+        res = tether_proc(*argv, "dist.ddp", "-j", "1x1", "--script", "nosuch.py")
+        assert res.code == 1 and "Traceback" not in res.err
+        assert f"nosuch.py is not in {project}" in res.err, res.err
+    assert "nosuch" not in tether_proc("list").out  # nothing was submitted
+    # elsewhere the script is the image's: not checked here
+    res = tether_proc("run", "--dryrun", "-s", "kubernetes", "dist.ddp", "--script", "nosuch.py")
+    assert res.code == 0, res.err
+
+
+def test_a_torchrun_failure_summary_shows_the_workers_last_lines_once(
+    tether_proc: TetherProc, project: Path
+) -> None:
+    (project / "train.py").write_text(
+        "import sys\nprint('starting', flush=True)\n"
+        "print('boom: bad learning rate', file=sys.stderr)\nsys.exit(3)\n")
+    res = tether_proc("run", "dist.ddp", "-j", "1x1", "--script", "train.py", timeout=300)
+    assert res.code == 1, res.err
+    assert res.err.count("boom: bad learning rate") == 1, res.err
+    assert "Root Cause" not in res.err and "ChildFailedError" not in res.err, res.err

@@ -6,7 +6,13 @@ import argparse
 import json
 
 from tether.cli.cmd_base import SubCommand
-from tether.cli.common import CLIError, add_handle_argument, check_handle, get_runner
+from tether.cli.common import (
+    CLIError,
+    add_handle_argument,
+    check_handle,
+    format_status,
+    get_runner,
+)
 
 
 class CmdStatus(SubCommand):
@@ -45,4 +51,4 @@ class CmdStatus(SubCommand):
                 doc["roles"] = [r for r in roles if r["role"] in args.roles]
             print(json.dumps(doc, indent=2))
         else:
-            print(status.format(filter_roles=args.roles))
+            print(format_status(status, args.roles))

@@ -185,7 +185,28 @@ def report_final(handle: str, status: AppStatus | None) -> None:
         return
     print(f"{handle} {status.state.name}", flush=True)
     if status.state.name != "SUCCEEDED":
-        eprint(status.format())
+        eprint(format_status(status))
+
+
+def format_status(status: AppStatus, roles: list[str] | None = None) -> str:
+    """``status.format()``, without the app's message where a replica's says the same.
+
+    Schedulers often make the app's message from its first failed replica's (exit code, last
+    lines of stderr); shown under the replica, it is not repeated at the top.
+
+    Args:
+        status: The status.
+        roles: Only these roles (all when None).
+
+    Returns:
+        The text.
+    """
+    import dataclasses
+
+    replica_msgs = {rep.msg.strip() for rs in status.roles for rep in rs.replicas if rep.msg}
+    if status.msg and status.msg.strip() in replica_msgs:
+        status = dataclasses.replace(status, msg="")
+    return status.format(filter_roles=roles)
 
 
 def eprint(*items: object, file: TextIO | None = None) -> None:

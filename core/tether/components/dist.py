@@ -26,6 +26,7 @@ from tether.components.structured_arg import (
     role_name_of,
 )
 from tether.specs import AppDef, Role, macros, parse_mounts, resource
+from tether.specs.app import ROLE_NEEDS_FILES
 
 TORCH_DEBUG_FLAGS: dict[str, str] = {
     "CUDA_LAUNCH_BLOCKING": "1",
@@ -187,6 +188,7 @@ def ddp(
                 resource=resource(cpu=cpu, gpu=gpu, memMB=memMB, h=h),
                 port_map={"c10d": rdzv_port},
                 mounts=parse_mounts(mounts) if mounts else [],
+                metadata={ROLE_NEEDS_FILES: [script]} if script is not None else {},
             )
         ],
     )

@@ -305,3 +305,9 @@ def check_app(app: Any) -> list[Problem]:
     for role in app.roles:
         out += check_role(role)
     return out
+
+
+ROLE_NEEDS_FILES = "tether.needs_files"
+"""``Role.metadata`` key: the paths (relative to the role's working directory) its command
+needs, e.g. ``dist.ddp``'s ``--script``. Schedulers that run roles on this host check them
+at dryrun, so a typo fails before anything starts."""

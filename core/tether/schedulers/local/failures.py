@@ -7,6 +7,7 @@ supervisor's log when the supervisor did not start.
 from __future__ import annotations
 
 import os
+import re
 import signal
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -59,7 +60,37 @@ def stderr_tail(path: str, lines: int = STDERR_TAIL_LINES, max_bytes: int = 1638
         return ""
     text = data.decode("utf-8", errors="replace")
     kept = [ln[:500] for ln in text.splitlines() if ln.strip()]
-    return "\n".join(kept[-lines:])
+    return "\n".join(without_launcher_report(kept)[-lines:])
+
+
+_TORCHRUN_FAILED = "torch.distributed.elastic.multiprocessing.errors.ChildFailedError"
+_TORCHRUN_LOG = re.compile(r"^[EWI]\d{4} .*torch/distributed/elastic/")
+
+
+def without_launcher_report(lines: list[str]) -> list[str]:
+    """The lines before torchrun's own report of a failed child, when the child wrote some.
+
+    When a worker fails, torchrun logs it, raises ``ChildFailedError`` (a traceback of
+    torchrun itself) and prints a "Root Cause" box; the last lines of stderr are then all
+    torchrun's. What the user needs is the worker's own last lines, above that report.
+
+    Args:
+        lines: The log's lines.
+
+    Returns:
+        The lines up to torchrun's report (all of them when there is none, or when nothing
+        comes before it).
+    """
+    failed = next((i for i in range(len(lines) - 1, -1, -1) if _TORCHRUN_FAILED in lines[i]),
+                  None)
+    if failed is None:
+        return lines
+    start = failed
+    while start > 0 and not lines[start].startswith("Traceback (most recent call last)"):
+        start -= 1
+    while start > 0 and _TORCHRUN_LOG.match(lines[start - 1]):
+        start -= 1
+    return lines[:start] or lines
 
 
 def failure_message(rep: ReplicaRecord, code: int, secrets: Iterable[str] = ()) -> str:

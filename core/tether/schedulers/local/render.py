@@ -136,6 +136,32 @@ def role_cwd(role: Role, default_cwd: str) -> str:
     return os.path.abspath(os.path.expanduser(next(iter(ws.projects))))
 
 
+def missing_needed_files(app: AppDef, default_cwd: str) -> list[str]:
+    """What the roles need in their working directory but is not there (one line each).
+
+    Args:
+        app: The app (``Role.metadata[ROLE_NEEDS_FILES]`` names the paths).
+        default_cwd: The ``cwd`` run option or the current directory.
+
+    Returns:
+        ``role 'train': train.py is not in /home/me/proj`` for each missing path.
+    """
+    from tether.specs.app import ROLE_NEEDS_FILES
+
+    out = []
+    for role in app.roles:
+        needed = role.metadata.get(ROLE_NEEDS_FILES) or []
+        if not needed:
+            continue
+        cwd = role_cwd(role, default_cwd)
+        for rel in needed:
+            path = os.path.join(cwd, os.path.expanduser(str(rel)))
+            if not os.path.exists(path):
+                out.append(f"role {role.name!r}: {rel} is not in {cwd} (the directory "
+                           "local_cwd runs the role in)")
+    return out
+
+
 _NO_AUTOSET_WARNING = """
 ======================================================================
 {replicas} replica(s) of this app ask for GPUs, but `CUDA_VISIBLE_DEVICES`

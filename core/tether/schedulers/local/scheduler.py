@@ -30,6 +30,7 @@ from tether.schedulers.local.render import (
     BACKEND,
     LocalRequest,
     format_request,
+    missing_needed_files,
     render,
     role_cwd,
 )
@@ -46,6 +47,7 @@ from tether.specs import (
     Role,
     RoleStatus,
 )
+from tether.errors import SpecError
 from tether.specs.secrets import redact
 from tether.workspace.api import WorkspaceMixin
 
@@ -174,6 +176,10 @@ class LocalScheduler(Scheduler[LocalRequest, LocalOpts], WorkspaceMixin[None]):
         else:
             log_dir = self._store.apps_dir.absolute() / app_id / "logs"
         default_cwd = os.path.expanduser(opts.cwd) if opts.cwd else os.getcwd()
+        missing = missing_needed_files(app, default_cwd)
+        if missing:
+            raise SpecError(f"app {app.name!r} cannot run: {'; '.join(missing)} (run from "
+                            "the project's directory, or set the run option cwd=DIR)")
         req = render(app, opts, app_id, log_dir, default_cwd, self.device_count)
         return AppDryRunInfo(req, format_request)
 
