@@ -11,6 +11,8 @@ import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.cli.conftest import Result
 from tether.specs import parse_app_handle
 
@@ -164,3 +166,83 @@ def test_a_torchrun_failure_summary_shows_the_workers_last_lines_once(
     assert res.code == 1, res.err
     assert res.err.count("boom: bad learning rate") == 1, res.err
     assert "Root Cause" not in res.err and "ChildFailedError" not in res.err, res.err
+
+
+def _kubeconfig(path: Path, port: int) -> Path:
+    path.write_text(textwrap.dedent(f"""\
+        apiVersion: v1
+        kind: Config
+        current-context: dead
+        clusters:
+        - name: dead
+          cluster: {{server: "https://127.0.0.1:{port}"}}
+        contexts:
+        - name: dead
+          context: {{cluster: dead, user: u}}
+        - name: spare
+          context: {{cluster: dead, user: u}}
+        users:
+        - name: u
+          user: {{token: not-a-secret}}
+        """))
+    return path
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:  # nothing listens on it once closed
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+HANDLE = "kubernetes://tether/default:train-abc123"
+
+
+def test_an_unreachable_cluster_is_an_error_naming_server_and_kubeconfig(
+    tether_proc: TetherProc, tmp_path: Path
+) -> None:
+    port = _closed_port()
+    kubeconfig = _kubeconfig(tmp_path / "kubeconfig", port)
+    for command in (["status", HANDLE], ["log", HANDLE], ["list", "-s", "kubernetes"]):
+        res = tether_proc(*command, env={"KUBECONFIG": str(kubeconfig)})
+        assert res.code == 1, (command, res.out, res.err)
+        assert (f"cannot reach the Kubernetes apiserver at https://127.0.0.1:{port} "
+                f"(kubeconfig {kubeconfig}, context dead)") in res.err, res.err
+        assert "Retrying" not in res.err and "Traceback" not in res.err
+        assert "UNKNOWN" not in res.out and "has no replicas" not in res.err
+
+
+def test_a_missing_kubeconfig_or_context_says_so_with_cli_hints(
+    tether_proc: TetherProc, tmp_path: Path
+) -> None:
+    missing = tmp_path / "no-such-kubeconfig"
+    res = tether_proc("status", HANDLE, env={"KUBECONFIG": str(missing)})
+    assert res.code == 1
+    assert f"{missing} ($KUBECONFIG) does not exist" in res.err, res.err
+    assert "scheduler_params" not in res.err
+
+    kubeconfig = _kubeconfig(tmp_path / "kubeconfig", _closed_port())
+    config = tmp_path / "ctx.tetherconfig"
+    config.write_text("[kubernetes]\ncontext = gpu\n")
+    res = tether_proc("status", HANDLE,
+                      env={"KUBECONFIG": str(kubeconfig), "TETHERCONFIG": str(config)})
+    assert res.code == 1
+    assert "has no context 'gpu'; its contexts: dead, spare" in res.err, res.err
+    assert "-cfg context=NAME" in res.err and "scheduler_params" not in res.err
+
+
+def test_kubeconfig_set_in_process_after_import_is_the_one_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kubernetes.config  # noqa: F401  (imported before $KUBECONFIG is set)
+
+    from tether.schedulers.kubernetes.client import KubernetesUnreachableError
+    from tether.schedulers.kubernetes.scheduler import create_scheduler
+
+    port = _closed_port()
+    kubeconfig = _kubeconfig(tmp_path / "late-kubeconfig", port)
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    with pytest.raises(KubernetesUnreachableError) as info:
+        create_scheduler("test").describe("default:train-abc123")
+    assert f"127.0.0.1:{port} (kubeconfig {kubeconfig}, context dead)" in str(info.value)

@@ -71,6 +71,7 @@ _USER_ERRORS: tuple[type[BaseException], ...] = (
     LookupError,
     FileNotFoundError,
     PermissionError,
+    ConnectionError,
     ImportError,
     TypeError,
 )

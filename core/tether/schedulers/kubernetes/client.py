@@ -68,22 +68,74 @@ def quota_refusal(err: KubernetesApiError) -> tuple[str, str] | None:
     return (m.group(1), m.group(0)) if m else None
 
 
+class KubernetesUnreachableError(KubernetesApiError, ConnectionError):
+    """The apiserver could not be reached at all (nothing answers, DNS, TLS...)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(0, message)
+
+
+class KubernetesConfigError(KubernetesApiError, ValueError):
+    """No usable kubeconfig: a missing file, an unknown context, an invalid file."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(0, message)
+
+
+_HINT = ("set $KUBECONFIG to your cluster's kubeconfig or create ~/.kube/config "
+         "(`tether run --dryrun` needs no cluster)")
+
+
+def kubeconfig_paths(kubeconfig: str | None = None) -> tuple[list[str], str]:
+    """The kubeconfig files the client reads, as ``kubectl`` does, and where they came from.
+
+    Read when called, not when ``kubernetes`` was imported: a ``$KUBECONFIG`` set later in
+    the process counts.
+
+    Args:
+        kubeconfig: An explicit file (wins).
+
+    Returns:
+        The paths (``$KUBECONFIG`` may list several) and a word on their origin.
+    """
+    if kubeconfig:
+        return [os.path.expanduser(kubeconfig)], "the kubeconfig given to the scheduler"
+    env = os.environ.get("KUBECONFIG", "")
+    if env:
+        return [os.path.expanduser(p) for p in env.split(os.pathsep) if p], "$KUBECONFIG"
+    return [os.path.expanduser("~/.kube/config")], "the default location"
+
+
+def _quiet_urllib3_retries() -> None:
+    """urllib3 logs each retry of a refused connection as a warning; the error that follows
+    says it once, with the server and the kubeconfig."""
+    pool_log = logging.getLogger("urllib3.connectionpool")
+    if not any(isinstance(f, _NoRetryWarnings) for f in pool_log.filters):
+        pool_log.addFilter(_NoRetryWarnings())
+
+
+class _NoRetryWarnings(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Retrying (")
+
+
 def load_api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
     """Creates a ``kubernetes.client.ApiClient``.
 
     Order: an explicit ``kubeconfig`` file; the in-cluster service account when running in
-    a pod (``$KUBERNETES_SERVICE_HOST``); else ``$KUBECONFIG`` or ``~/.kube/config``.
+    a pod (``$KUBERNETES_SERVICE_HOST``); else ``$KUBECONFIG`` (as it is now) or
+    ``~/.kube/config``.
 
     Args:
         kubeconfig: Path of a kubeconfig file.
         context: Context to use (default: the file's current context).
 
     Returns:
-        The client.
+        The client; ``client.tether_source`` says which kubeconfig and context it uses.
 
     Raises:
-        KubernetesApiError: When no configuration can be loaded (the message says where it
-            looked and how to point tether at a cluster).
+        KubernetesApiError: When no configuration can be loaded: a missing file, a context
+            the file does not have (the message lists those it has), an invalid file.
     """
     try:
         from kubernetes import client, config
@@ -93,22 +145,41 @@ def load_api_client(kubeconfig: str | None = None, context: str | None = None) -
             "the kubernetes scheduler needs the `kubernetes` package: "
             "pip install 'tether[kubernetes]'",
         ) from e
+    _quiet_urllib3_retries()
+    if not kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST") and not context:
+        cfg = client.Configuration()
+        config.load_incluster_config(client_configuration=cfg)
+        api = client.ApiClient(cfg)
+        api.tether_source = "the pod's service account"
+        return api
+    paths, origin = kubeconfig_paths(kubeconfig)
+    existing = [p for p in paths if os.path.isfile(p)]
+    if not existing:
+        raise KubernetesConfigError(
+            f"no Kubernetes configuration: {', '.join(paths)} ({origin}) does not exist; "
+               + _HINT)
+    files = os.pathsep.join(existing)
     try:
-        if kubeconfig:
-            return config.new_client_from_config(config_file=kubeconfig, context=context)
-        if os.environ.get("KUBERNETES_SERVICE_HOST") and not context:
-            cfg = client.Configuration()
-            config.load_incluster_config(client_configuration=cfg)
-            return client.ApiClient(cfg)
-        return config.new_client_from_config(context=context)
+        contexts, current = config.list_kube_config_contexts(config_file=files)
     except Exception as e:
-        where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
-        raise KubernetesApiError(
-            0,
-            f"cannot load a Kubernetes configuration from {where}: {e} "
-            "(set $KUBECONFIG, or pass scheduler_params={'kubernetes': {'kubeconfig': PATH}}; "
-            "`--dryrun` needs no cluster)",
-        ) from e
+        raise KubernetesConfigError(
+            f"cannot read the kubeconfig {files} ({origin}): {e}; " + _HINT) from e
+    names = [str(c.get("name")) for c in contexts or []]
+    chosen = context or (current or {}).get("name")
+    if chosen not in names:
+        what = f"context {context!r}" if context else "its current-context"
+        raise KubernetesConfigError(
+            f"the kubeconfig {files} ({origin}) has no {what}; its contexts: "
+               f"{', '.join(names) or 'none'} (pick one with the run option context: "
+               "`-cfg context=NAME`, or `context` in [kubernetes] of .tetherconfig)")
+    try:
+        api = config.new_client_from_config(config_file=files, context=context)
+    except Exception as e:
+        raise KubernetesConfigError(
+            f"cannot load the Kubernetes configuration from {files} ({origin}), context "
+               f"{chosen!r}: {e}") from e
+    api.tether_source = f"kubeconfig {files}, context {chosen}"
+    return api
 
 
 def _quote(part: str) -> str:
@@ -161,6 +232,9 @@ class KubeApi:
 
     def __init__(self, api_client: Any) -> None:
         self.api_client = api_client
+        self.reached = False
+        """Whether the apiserver answered once (an unreachable one is then a blip, not a
+        wrong configuration)."""
 
     def _call(
         self,
@@ -180,7 +254,7 @@ class KubeApi:
         if isinstance(timeout, float):
             request_timeout = (min(timeout, 10.0), timeout)
         try:
-            return self.api_client.call_api(
+            resp = self.api_client.call_api(
                 path,
                 method,
                 query_params=[(k, v) for k, v in (query or {}).items() if v is not None],
@@ -192,11 +266,26 @@ class KubeApi:
                 _request_timeout=request_timeout,
             )
         except ApiException as e:
+            self.reached = True
             raise KubernetesApiError(int(e.status or 0), _error_message(method, path, e)) from e
         except Exception as e:  # urllib3 connection errors
             if stream:
                 raise
-            raise KubernetesApiError(0, f"{method} {path}: cannot reach the apiserver: {e}") from e
+            raise KubernetesUnreachableError(self.unreachable(method, path, e)) from e
+        self.reached = True
+        return resp
+
+    def unreachable(self, method: str, path: str, e: BaseException) -> str:
+        """The message for an apiserver that cannot be reached: which server, which config."""
+        host = getattr(getattr(self.api_client, "configuration", None), "host", "?")
+        source = getattr(self.api_client, "tether_source", "")
+        reason = getattr(e, "reason", None) or e
+        found = re.search(r"\[Errno -?\d+\] ([^'\")]+)", str(reason))
+        why = found.group(1).strip() if found else str(reason)
+        return (f"cannot reach the Kubernetes apiserver at {host}"
+                + (f" ({source})" if source else "")
+                + f": {why} ({method} {path}). Is the cluster up, and is this the kubeconfig "
+                  "and context you meant?")
 
     def request(
         self,

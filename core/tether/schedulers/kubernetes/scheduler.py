@@ -36,6 +36,7 @@ from tether.schedulers.kubernetes.checks import check_app, check_opts
 from tether.schedulers.kubernetes.client import (
     KubeApi,
     KubernetesApiError,
+    KubernetesUnreachableError,
     core_path,
     load_api_client,
 )
@@ -245,8 +246,11 @@ class KubernetesScheduler(Scheduler[KubernetesRequest, KubernetesOpts], ImageWor
         failed replicas and their reasons in ``msg``); SUCCEEDED when every replica
         succeeded; RUNNING when a replica runs; otherwise PENDING with the reasons
         (unschedulable, image pull, Kueue admission...).
-        UNKNOWN when the apiserver cannot be reached or answers with a server error (the
-        error in ``msg``); other API errors (forbidden, bad credentials) are raised.
+        UNKNOWN when an apiserver that answered before cannot be reached, or answers with a
+        server error (the error in ``msg``): a waiter keeps polling through a blip. One never
+        reached (a wrong kubeconfig, context or a cluster that is down) raises
+        :class:`KubernetesUnreachableError` naming the server, the kubeconfig and context;
+        other API errors (forbidden, bad credentials) are raised.
         A failed replica with retries left is PENDING ("restarting"). This is a pure read:
         the restart, and stopping the other replicas after a final failure, are
         :meth:`reconcile`'s.
@@ -258,12 +262,14 @@ class KubernetesScheduler(Scheduler[KubernetesRequest, KubernetesOpts], ImageWor
             The description, or None when no object of the app exists.
         """
         ns, name = self._parse_app_id(app_id)
-        self._kube()  # a missing kubeconfig is an error, not an UNKNOWN app
+        api = self._kube()  # a missing kubeconfig is an error, not an UNKNOWN app
         try:
             view = self._fetch(ns, name)
         except KubernetesApiError as e:
             if e.status and e.status < 500:
                 raise
+            if isinstance(e, KubernetesUnreachableError) and not api.reached:
+                raise  # never reached: the configuration, not a blip of a known cluster
             return DescribeAppResponse(app_id=f"{ns}:{name}", state=AppState.UNKNOWN, msg=str(e))
         if view is None:
             return None
