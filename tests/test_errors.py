@@ -66,6 +66,8 @@ BUILTIN_BASES = {
     "tether.schedulers.gcp_batch.client.GcpBatchClientError": "RuntimeError",
     "tether.schedulers.gcp_batch.render.GcpBatchRenderError": "ValueError",
     "tether.schedulers.kubernetes.client.KubernetesApiError": "RuntimeError",
+    "tether.schedulers.kubernetes.client.KubernetesConfigError": "ValueError",
+    "tether.schedulers.kubernetes.client.KubernetesUnreachableError": "RuntimeError",
     "tether.schedulers.local.state.CorruptRecordError": "ValueError",
     "tether.schedulers.lsf.render.LsfRenderError": "ValueError",
     "tether.schedulers.lsf.scheduler.LsfCommandError": "RuntimeError",
@@ -234,7 +236,11 @@ def _examples() -> list[TetherError]:
     from tether.adapters.prefect.run import JobStoppedError
     from tether.cli.common import CLIError
     from tether.runner import UnknownAppError
-    from tether.schedulers.kubernetes.client import KubernetesApiError
+    from tether.schedulers.kubernetes.client import (
+        KubernetesApiError,
+        KubernetesConfigError,
+        KubernetesUnreachableError,
+    )
     from tether.schedulers.local.attempts import StartError
     from tether.schedulers.slurm.client import SlurmCommandError
     from tether.specs import AppStatusError
@@ -246,6 +252,8 @@ def _examples() -> list[TetherError]:
         BackendError("full", backend="aws_batch", kind="quota"),
         SlurmCommandError(["sbatch", "x.sh"], 1, "sbatch: error: invalid partition\n"),
         KubernetesApiError(0, "apiserver unreachable"),
+        KubernetesUnreachableError("cannot reach the Kubernetes apiserver at https://h:1"),
+        KubernetesConfigError("no Kubernetes configuration: /k does not exist"),
         UnknownAppError("local_cwd://default/x-1"),
         TrackerNotConfiguredError(),
         AppStatusError(AppStatus(AppState.FAILED, msg="oom"), "app failed"),

@@ -71,7 +71,6 @@ _USER_ERRORS: tuple[type[BaseException], ...] = (
     LookupError,
     FileNotFoundError,
     PermissionError,
-    ConnectionError,
     ImportError,
     TypeError,
 )
@@ -277,6 +276,14 @@ def _configure_logging(level: str) -> None:
                         stream=sys.stderr)
 
 
+def _is_setup_error(e: BaseException) -> bool:
+    """A backend that cannot be reached or is not set up: the user's to fix, told in one line
+    (the message names the server and the configuration)."""
+    from tether.errors import BackendError  # imports nothing
+
+    return isinstance(e, BackendError) and e.kind == "connection"
+
+
 def _one_line(e: BaseException) -> str:
     if isinstance(e, KeyError) and e.args and isinstance(e.args[0], str):
         msg = e.args[0]
@@ -344,7 +351,7 @@ def _main(argv: list[str]) -> None:
 
             traceback.print_exc()
         code = e.code if isinstance(e, CLIError) else EXIT_FAILED
-        if isinstance(e, _USER_ERRORS):
+        if isinstance(e, _USER_ERRORS) or _is_setup_error(e):
             eprint(f"tether: error: {_one_line(e)}")
         else:
             eprint(

@@ -68,8 +68,10 @@ def quota_refusal(err: KubernetesApiError) -> tuple[str, str] | None:
     return (m.group(1), m.group(0)) if m else None
 
 
-class KubernetesUnreachableError(KubernetesApiError, ConnectionError):
+class KubernetesUnreachableError(KubernetesApiError):
     """The apiserver could not be reached at all (nothing answers, DNS, TLS...)."""
+
+    kind: BackendErrorKind = "connection"
 
     def __init__(self, message: str) -> None:
         super().__init__(0, message)
@@ -77,6 +79,8 @@ class KubernetesUnreachableError(KubernetesApiError, ConnectionError):
 
 class KubernetesConfigError(KubernetesApiError, ValueError):
     """No usable kubeconfig: a missing file, an unknown context, an invalid file."""
+
+    kind: BackendErrorKind = "connection"
 
     def __init__(self, message: str) -> None:
         super().__init__(0, message)

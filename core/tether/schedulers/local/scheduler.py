@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from tether.errors import SpecError
 from tether.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
@@ -47,7 +48,6 @@ from tether.specs import (
     Role,
     RoleStatus,
 )
-from tether.errors import SpecError
 from tether.specs.secrets import redact
 from tether.workspace.api import WorkspaceMixin
 
