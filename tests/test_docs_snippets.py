@@ -218,6 +218,16 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("prefect.md", "from tether.adapters.prefect.cache import JOB_INPUTS"): Exec(
         prelude="from datetime import timedelta\n"
                 "from tether.adapters.prefect import component_task\n"),
+    ("reliability.md", "from tether.errors import BackendError, TetherError"): Exec(
+        # no Slurm on this machine's PATH: submitting fails, and the block says how
+        prelude="from tether.runner import get_runner\nfrom tether.specs import AppDef, Role\n"
+                "runner = get_runner()\n"
+                "app = AppDef('t', roles=[Role('r', image='', entrypoint='true')])\n"
+                "import contextlib, io\nout = io.StringIO()\n"
+                "with contextlib.redirect_stdout(out):\n"
+                "    exec(\'\'\'\n",
+        after="\'\'\')\n"
+              "assert out.getvalue().startswith(('slurm failed (', 'tether: ')), out.getvalue()\n"),
     ("schedulers.md", "podman system service --time=0 unix:///tmp/podman.sock &   "
                       "# or a running Docker"): Commands(),
     ("schedulers.md", "tether run -s kubernetes --dryrun -cfg namespace=ml,context=gpu-cluster "

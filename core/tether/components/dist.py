@@ -188,7 +188,8 @@ def ddp(
                 resource=resource(cpu=cpu, gpu=gpu, memMB=memMB, h=h),
                 port_map={"c10d": rdzv_port},
                 mounts=parse_mounts(mounts) if mounts else [],
-                metadata={ROLE_NEEDS_FILES: [script]} if script is not None else {},
+                # checked where the role runs on this host (a macro is known only then)
+                metadata={ROLE_NEEDS_FILES: [script]} if script and "$" not in script else {},
             )
         ],
     )

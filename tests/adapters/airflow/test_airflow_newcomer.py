@@ -38,10 +38,10 @@ DAGS = textwrap.dedent('''\
     ''')
 
 
-def _dryrun(*argv: str) -> subprocess.CompletedProcess[str]:
+def _dryrun(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "tether.adapters.airflow.dryrun", *argv],
-        capture_output=True, text=True, timeout=180, check=False,
+        capture_output=True, text=True, timeout=180, check=False, cwd=cwd,
     )
 
 
@@ -85,10 +85,11 @@ def _docs_example() -> str:
 def test_the_docs_example_dry_runs_on_the_default_and_on_kubernetes(tmp_path: Path) -> None:
     dag_file = tmp_path / "train_dag.py"
     dag_file.write_text(_docs_example())
-    proc = _dryrun(str(dag_file))
+    (tmp_path / "train.py").write_text("print('hi')\n")  # local_cwd checks the script exists
+    proc = _dryrun(str(dag_file), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "## DAG train" in proc.stdout and "local_cwd" in proc.stdout
-    assert "cannot render" not in proc.stdout.lower()
+    assert "cannot render" not in proc.stdout.lower(), proc.stdout
     proc = _dryrun(str(dag_file), "-p", "scheduler=kubernetes")
     assert proc.returncode == 0, proc.stderr
     assert "kind: Job" in proc.stdout or '"kind": "Job"' in proc.stdout, proc.stdout[-2000:]
