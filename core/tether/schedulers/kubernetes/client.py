@@ -161,7 +161,7 @@ def load_api_client(kubeconfig: str | None = None, context: str | None = None) -
     if not existing:
         raise KubernetesConfigError(
             f"no Kubernetes configuration: {', '.join(paths)} ({origin}) does not exist; "
-               + _HINT)
+            + _HINT)
     files = os.pathsep.join(existing)
     try:
         contexts, current = config.list_kube_config_contexts(config_file=files)
@@ -171,17 +171,18 @@ def load_api_client(kubeconfig: str | None = None, context: str | None = None) -
     names = [str(c.get("name")) for c in contexts or []]
     chosen = context or (current or {}).get("name")
     if chosen not in names:
-        what = f"context {context!r}" if context else "its current-context"
+        what = (f"has no context {context!r}" if context else
+                f"has no current-context {chosen!r}" if chosen else "sets no current-context")
         raise KubernetesConfigError(
-            f"the kubeconfig {files} ({origin}) has no {what}; its contexts: "
-               f"{', '.join(names) or 'none'} (pick one with the run option context: "
-               "`-cfg context=NAME`, or `context` in [kubernetes] of .tetherconfig)")
+            f"the kubeconfig {files} ({origin}) {what}; its contexts: "
+            f"{', '.join(names) or 'none'} (pick one with the run option context: "
+            "`-cfg context=NAME`, or `context` in [kubernetes] of .tetherconfig)")
     try:
         api = config.new_client_from_config(config_file=files, context=context)
     except Exception as e:
         raise KubernetesConfigError(
             f"cannot load the Kubernetes configuration from {files} ({origin}), context "
-               f"{chosen!r}: {e}") from e
+            f"{chosen!r}: {e}") from e
     api.tether_source = f"kubeconfig {files}, context {chosen}"
     return api
 
