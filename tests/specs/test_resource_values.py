@@ -1,7 +1,8 @@
 """What a Resource's counts may be, and what a user reads when one is wrong.
 
--1 is the documented "no request" sentinel; other negative values are refused with the field,
-the value and what is allowed (property tests over the whole number line).
+-1 is the documented "no request" sentinel; other negative values are refused at dryrun
+(:func:`tether.specs.validate`; the constructor checks types only, as TorchX's) with the
+field, the value and what is allowed (property tests over the whole number line).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether.specs import NULL_RESOURCE, Resource
+from tether.specs import NULL_RESOURCE, AppDef, Resource, Role, validate
 
 FIELDS = ("cpu", "gpu", "memMB")
 _OK = {"cpu": 1.0, "gpu": 0, "memMB": 128}
@@ -24,11 +25,18 @@ _OK = {"cpu": 1.0, "gpu": 0, "memMB": 128}
 def test_every_count_at_or_above_zero_is_kept(field: str, value: int) -> None:
     res = Resource(**{**_OK, field: value})
     assert getattr(res, field) == value
+    validate(_app(res))
 
 
 @given(field=st.sampled_from(FIELDS))
 def test_minus_one_is_the_schedulers_default(field: str) -> None:
-    assert getattr(Resource(**{**_OK, field: -1}), field) == getattr(NULL_RESOURCE, field) == -1
+    res = Resource(**{**_OK, field: -1})
+    assert getattr(res, field) == getattr(NULL_RESOURCE, field) == -1
+    validate(_app(res))
+
+
+def _app(res: Resource) -> AppDef:
+    return AppDef("a", roles=[Role("r", image="img", entrypoint="true", resource=res)])
 
 
 @given(
@@ -45,7 +53,7 @@ def test_other_negative_values_are_refused_saying_what_is_allowed(
     if field != "cpu":
         value = min(math.floor(value), -2)  # the integral fields take whole numbers
     with pytest.raises(ValueError) as info:
-        Resource(**{**_OK, field: value})
+        validate(_app(Resource(**{**_OK, field: value})))
     msg = str(info.value)
     assert f"resource.{field} = {value!r}" in msg
     assert ">= 0" in msg and "-1 for the scheduler's default" in msg

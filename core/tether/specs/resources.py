@@ -33,7 +33,8 @@ class Resource:
     Each count is a number >= 0, or -1: "no request, the scheduler's default" (what
     :data:`NULL_RESOURCE` holds). A ``cpu`` or ``memMB`` of 0 asks for nothing too: schedulers
     set a CPU or memory request only when it is positive. Any other negative value is refused
-    with an error naming the field and what is allowed.
+    at dryrun (:func:`tether.specs.validate`) with an error naming the field and what is
+    allowed; the constructor checks types only, as TorchX's.
 
     Attributes:
         cpu: Number of logical CPUs (may be fractional on container schedulers); 0 or -1:
