@@ -228,6 +228,34 @@ CHECKS: dict[tuple[str, str], Check] = {
                 "    exec(\'\'\'\n",
         after="\'\'\')\n"
               "assert out.getvalue().startswith(('slurm failed (', 'tether: ')), out.getvalue()\n"),
+    ("airflow.md", """export AIRFLOW_CONN_HPC_SSH='{"conn_type": "tether_slurm", "host": """
+                   '"login.hpc.example",'): RunsIn(
+        "tests/adapters/airflow/test_airflow_slurm_remote.py::"
+        "test_ssh_and_rest_connections_run_a_job_without_a_slurm_client"),
+    ("prefect.md", "from tether.adapters.prefect.slurm import SlurmConnection"): RunsIn(
+        "tests/adapters/prefect/test_slurm_connection.py::"
+        "test_saved_block_and_env_settings_run_jobs_over_ssh_and_rest"),
+    ("scale.md", "subscribers (Runner.wait/watch/wait_any, a trigger, a task)     any number, "
+                 "threads or asyncio"): Setup("a diagram of the watch hub, not code"),
+    ("scale.md", "from tether.runner import get_runner"): Exec(),
+    ("scale.md", "from tether.schedulers.watch import Subscription"): RunsIn(
+        "tests/schedulers/watch/test_hub_local.py::"
+        "test_subscribers_share_one_view_and_each_hears_the_end_once"),
+    ("scale.md", "from tether.schedulers.watch import AsyncSubscription"): RunsIn(
+        "tests/schedulers/watch/test_hub_local.py::test_async_subscribers_on_one_event_loop"),
+    ("scale.md", "make e2e-infra                                       "
+                 "# builds kube-apiserver once (cached)"):
+        Setup("the benchmark and the e2e groups that run these tests"),
+    ("slurm.md", "export TETHER_SLURM_TRANSPORT=ssh TETHER_SLURM_HOST=login.hpc.example "
+                 "TETHER_SLURM_USER=alice"): RunsIn(
+        "tests/e2e/test_slurm_ssh_e2e.py::"
+        "test_cli_runs_over_ssh_and_a_later_call_finds_the_job_by_environment"),
+    ("slurm.md", 'params = {"transport": "ssh", "host": "login.hpc.example", "user": "alice", '
+                 '"port": 22,'): RunsIn(
+        "tests/e2e/test_slurm_ssh_e2e.py::test_submit_describe_logs_list_over_ssh"),
+    ("slurm.md", 'params = {"transport": "rest", "rest_url": "https://slurm.hpc.example:6820", '
+                 '"user": "alice",'): RunsIn(
+        "tests/e2e/test_slurm_rest_e2e.py::test_submit_describe_list_over_rest"),
     ("schedulers.md", "podman system service --time=0 unix:///tmp/podman.sock &   "
                       "# or a running Docker"): Commands(),
     ("schedulers.md", "tether run -s kubernetes --dryrun -cfg namespace=ml,context=gpu-cluster "
