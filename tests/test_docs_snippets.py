@@ -256,6 +256,16 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("slurm.md", 'params = {"transport": "rest", "rest_url": "https://slurm.hpc.example:6820", '
                  '"user": "alice",'): RunsIn(
         "tests/e2e/test_slurm_rest_e2e.py::test_submit_describe_list_over_rest"),
+    ("recovery.md", "AppStatus:"): RunsIn(
+        "tests/e2e/test_slurm_failure_causes_e2e.py::test_node_set_down_mid_run_is_node_lost"),
+    ("recovery.md", "from tether.specs import AppDef, RecoveryPolicy, Role"): Exec(
+        after="from tether.specs import validate\nvalidate(app)\n"
+              "assert app.recovery.max_recoveries == 5\n"),
+    ("schedulers.md", "bash tests/e2e/infra/setup.d/10-kube.sh      "
+                      "# etcd, kube-apiserver, kube-controller-manager"):
+        Setup("make e2e-infra runs these set-up scripts"),
+    ("schedulers.md", ".venv/bin/python -m tests.e2e.infra.kube_node"):
+        Setup("tests/e2e/test_kubernetes_real.py starts this node through its fixture"),
     ("schedulers.md", "podman system service --time=0 unix:///tmp/podman.sock &   "
                       "# or a running Docker"): Commands(),
     ("schedulers.md", "tether run -s kubernetes --dryrun -cfg namespace=ml,context=gpu-cluster "
