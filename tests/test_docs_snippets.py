@@ -266,6 +266,12 @@ CHECKS: dict[tuple[str, str], Check] = {
         Setup("make e2e-infra runs these set-up scripts"),
     ("schedulers.md", ".venv/bin/python -m tests.e2e.infra.kube_node"):
         Setup("tests/e2e/test_kubernetes_real.py starts this node through its fixture"),
+    ("architecture.md", "cli/                    adapters/  airflow · prefect · kfp"):
+        Setup("a diagram of the layers, not code (tests/test_layering.py checks the layers)"),
+    ("architecture.md", "Runner ──holds──> SchedulerPool     one scheduler per name, built on "
+                        "first use, closed together"): Setup("a diagram, not code"),
+    ("architecture.md", "ComponentOperator ─┐   (Airflow task: per try, a session and a "
+                        "TryLifecycle)"): Setup("a diagram, not code"),
     ("schedulers.md", "podman system service --time=0 unix:///tmp/podman.sock &   "
                       "# or a running Docker"): Commands(),
     ("schedulers.md", "tether run -s kubernetes --dryrun -cfg namespace=ml,context=gpu-cluster "
