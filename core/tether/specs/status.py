@@ -214,10 +214,14 @@ class AppStatus:
         import yaml  # only when a status is printed this way
 
         doc = self.to_dict()
+        if doc.get("failure") is None:
+            doc.pop("failure", None)  # tether's field: shown only when there is a cause
         doc["state"] = repr(self.state)
         doc["structured_error_msg"] = _parsed(self.structured_error_msg)
         for role in doc["roles"]:  # type: ignore[attr-defined]
             for rep in role["replicas"]:
+                if rep.get("failure") is None:
+                    rep.pop("failure", None)
                 rep["state"] = repr(AppState[rep["state"]])
                 rep["structured_error_msg"] = _parsed(rep["structured_error_msg"])
         return str(yaml.safe_dump({"AppStatus": doc}))
