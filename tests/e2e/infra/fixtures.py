@@ -38,6 +38,15 @@ if TYPE_CHECKING:
     from tests.e2e.infra.tether_image import TetherImage
 
 
+
+def stop_following() -> None:
+    """Stops the process's watch hub views before a session's backend stops: they linger
+    after their last subscriber (30 s) and would reconnect to a dead server, logging from
+    their threads after pytest closed its streams (a crash of the session in 3.11, whose
+    traceback printing is not thread-safe against pytest's own ``ast.parse``)."""
+    from tether.schedulers.watch.hub import get_hub
+
+    get_hub().close()
 @pytest.fixture(scope="session")
 def slurm_cluster() -> Iterator[SlurmCluster]:
     """A running two-node Slurm cluster shared by the session (stopped by PID at the end);
@@ -52,6 +61,7 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
         )
     with SlurmCluster(jwt=jwt_available()) as cluster:
         yield cluster
+        stop_following()
 
 
 def _need_remote_tools() -> None:
@@ -111,6 +121,7 @@ def kube_api(kube_cluster: KubeCluster) -> Iterator[Any]:
     """An admin ``kubernetes.client.ApiClient`` for the session cluster."""
     with kube_cluster.api_client() as api:
         yield api
+        stop_following()
 
 
 @pytest.fixture(scope="session")
@@ -122,6 +133,7 @@ def ray_head() -> Iterator[Any]:
 
     with RayHead(num_cpus=2) as head:
         yield head
+        stop_following()
 
 
 @pytest.fixture(scope="session")
@@ -142,6 +154,7 @@ def aws_moto() -> Iterator[Any]:
     try:
         with MotoServer(podman.docker_host, image=podman.image, podman=podman) as moto:
             yield moto
+            stop_following()
     except MotoUnavailable as e:
         pytest.skip(str(e))
     finally:

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tests.e2e.infra.fixtures import stop_following
+
 if TYPE_CHECKING:
     from tests.e2e.infra.kube import KubeCluster
     from tests.e2e.infra.kube_node import RealNode
@@ -73,6 +75,7 @@ def real_kube() -> Iterator[RealKube]:
     try:
         with cluster.api_client() as api:
             yield RealKube(cluster=cluster, node=node, api=api)
+            stop_following()
     finally:
         try:
             node.stop()
