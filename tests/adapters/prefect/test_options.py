@@ -105,6 +105,55 @@ def test_job_inputs_cache_reuses_a_result_until_any_input_changes() -> None:
         assert secret.encode() not in path.read_bytes(), path
 
 
+def _same_key(ctx: Any, parameters: dict[str, Any]) -> str:
+    """A user's ``cache_key_fn`` that keys on nothing tether runs."""
+    return "one-key-for-everything"
+
+
+@pytest.mark.parametrize("policy", ["INPUTS", "DEFAULT", "TASK_SOURCE", "cache_key_fn"])
+def test_prefect_policies_never_share_an_entry_between_components_or_options(
+        policy: str) -> None:
+    """Prefect's own policies (and a custom key function) key on what Prefect sees: every
+    component task shares one function, so unscoped they would hand one component's result
+    to another. Scoped, only the same component with the same options shares an entry, and
+    secret env values are stored nowhere."""
+    import os
+
+    from prefect import cache_policies, flow
+
+    from tether.adapters.prefect import component_task
+
+    secret = f"s3cr3t-{uuid.uuid4().hex}"
+    env = {"SALT": uuid.uuid4().hex, "API_TOKEN": secret}
+    option: dict[str, Any] = ({"cache_key_fn": _same_key} if policy == "cache_key_fn"
+                              else {"cache_policy": getattr(cache_policies, policy)})
+    py = component_task("utils.python", scheduler="local_cwd", env=env, **option)
+    other_component = component_task(python_again, scheduler="local_cwd", env=env, **option)
+
+    @flow
+    def cached() -> list[JobResult]:
+        return [
+            py(c=PID_CODE),
+            py(c=PID_CODE),  # the same component and options: the cached entry
+            other_component(c=PID_CODE),
+            py.with_options(env={**env, "API_TOKEN": secret + "-rotated"})(c=PID_CODE),
+            py.with_options(cfg={"grace_period": 3.0})(c=PID_CODE),
+            py.with_options(image="another:1")(c=PID_CODE),
+        ]
+
+    state = cached(return_state=True)
+    assert state.is_completed(), state.message
+    base, again, *others = state.result()
+    assert again.app_handle == base.app_handle
+    handles = [base.app_handle] + [r.app_handle for r in others]
+    assert len(set(handles)) == len(handles), handles  # each ran its own job
+    assert all(r.state == AppState.SUCCEEDED for r in others)
+    storage = Path(os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"])
+    for path in (p for p in storage.rglob("*") if p.is_file()):
+        assert secret not in path.name
+        assert secret.encode() not in path.read_bytes(), path
+
+
 def test_cache_key_covers_scheduler_and_hashes_env_values() -> None:
     from tether.adapters.prefect import component_task
     from tether.adapters.prefect.task import SPEC_ATTR

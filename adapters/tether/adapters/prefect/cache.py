@@ -9,6 +9,11 @@ called in a new flow run. Two opt-ins:
   key only as hashes, and the key itself is a hash: no value, secret or not, is stored in
   it. Change any of these and the task runs a new job. Add ``cache_expiration`` to bound
   how long a result is reused; ``refresh_cache=True`` forces a new job.
+* Any other policy (Prefect's ``INPUTS``, ``DEFAULT``, ``TASK_SOURCE``, a ``cache_key_fn``...)
+  works as Prefect documents it, scoped to the component task: its key is hashed together
+  with what :data:`JOB_INPUTS` keys on besides the arguments (component name and source,
+  scheduler, cfg, image, env hashes), so two different components, schedulers, cfgs, images
+  or envs never share an entry, whatever the policy keys on.
 * ``persist_result=True`` (without a cache policy) stores every result in Prefect's result
   storage (``PREFECT_RESULTS_*``) under the job's identity (:mod:`.identity`): a rerun of
   the same flow run takes the stored result without even looking for the job; other flow
@@ -53,6 +58,15 @@ def _scheduler(spec: Any) -> str:
         return str(spec.resolve_scheduler(runner))
 
 
+def _task_digest(spec: Any) -> str:
+    """What a component task runs besides its arguments, the scheduler resolved (env values
+    enter hashed)."""
+    return parameters_digest({
+        "spec": replace(spec, scheduler=_scheduler(spec)).digest(),
+        "source": _source_digest(spec.fn),
+    })
+
+
 @dataclass
 class JobInputs(CachePolicy):
     """Cache key: component (name and source), arguments, scheduler, cfg, image, env."""
@@ -80,8 +94,7 @@ class JobInputs(CachePolicy):
             return None
         # the scheduler resolved: left to the configured default or named, one key
         digest = parameters_digest({
-            "spec": replace(spec, scheduler=_scheduler(spec)).digest(),
-            "source": _source_digest(spec.fn),
+            "task": _task_digest(spec),
             "args": spec.component_args(inputs),
         })
         return f"tether-{digest}"
@@ -123,6 +136,63 @@ class RunScoped(CachePolicy):
         key = task_job_key(task_run.flow_run_id, task_run.task_key, same, args, task_run.id,
                            spec.digest())
         return f"tether-run-{key}"
+
+
+@dataclass
+class ComponentScoped(CachePolicy):
+    """A user's policy, its key scoped to what the component task runs.
+
+    Attributes:
+        inner: The policy the user chose (``INPUTS``, ``DEFAULT``, a ``cache_key_fn``...).
+    """
+
+    inner: CachePolicy | None = None
+
+    def compute_key(
+        self,
+        task_ctx: TaskRunContext,
+        inputs: dict[str, Any],
+        flow_parameters: dict[str, Any],
+        **kwargs: Any,
+    ) -> str | None:
+        """The inner policy's key hashed with the task's digest (None: no caching).
+
+        Args:
+            task_ctx: The task run's context.
+            inputs: The task's parameters.
+            flow_parameters: The flow's parameters.
+            **kwargs: Passed to the inner policy.
+
+        Returns:
+            ``tether-scoped-<hash>``, or None when the inner policy gives no key.
+        """
+        if self.inner is None:
+            return None
+        key = self.inner.compute_key(task_ctx, inputs, flow_parameters, **kwargs)
+        spec = _spec(task_ctx)
+        if key is None or spec is None:
+            return key
+        return f"tether-scoped-{parameters_digest({'key': key, 'task': _task_digest(spec)})}"
+
+
+def scope_cache_policy(policy: Any) -> Any:
+    """The policy a component task uses for the one Prefect made of its options.
+
+    Tether's own policies and ``NO_CACHE`` stay; any other is wrapped in
+    :class:`ComponentScoped`, keeping its key storage, isolation level and lock manager.
+
+    Args:
+        policy: The task's ``cache_policy`` as Prefect set it.
+
+    Returns:
+        The policy to use.
+    """
+    if not isinstance(policy, CachePolicy) or policy is NO_CACHE or isinstance(
+            policy, JobInputs | RunScoped | ComponentScoped):
+        return policy
+    return ComponentScoped(key_storage=policy.key_storage,
+                           isolation_level=policy.isolation_level,
+                           lock_manager=policy.lock_manager, inner=policy)
 
 
 JOB_INPUTS = JobInputs()

@@ -80,7 +80,7 @@ def dryrun(task: Task[..., Any], *args: Any, **kwargs: Any) -> TaskDryRun:
         app_summary, info = render_dryrun(app, scheduler, spec.cfg, runner)
     from prefect.cache_policies import NO_CACHE
 
-    cache = task.cache_policy
+    cache = getattr(task.cache_policy, "inner", None) or task.cache_policy
     layer: dict[str, Any] = {
         "name": task.name,
         "component": spec.component_name,

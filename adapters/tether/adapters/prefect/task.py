@@ -183,7 +183,8 @@ def component_task(
             ``timeout_seconds``, ``tags``, ``task_run_name``, ``cache_policy``,
             ``persist_result``...). Caching is off (``NO_CACHE``) unless ``cache_policy`` or
             ``cache_key_fn`` is given (:data:`tether.adapters.prefect.cache.JOB_INPUTS` keys
-            on everything the job runs); ``persist_result=True`` alone stores each result
+            on everything the job runs; Prefect's own policies are scoped to the component,
+            scheduler, cfg, image and env); ``persist_result=True`` alone stores each result
             under the job's identity (:mod:`tether.adapters.prefect.cache`).
 
     Returns:
@@ -196,7 +197,7 @@ def component_task(
         ValueError: For a non-positive ``poll_interval``, an unknown component name (the
             message lists close matches) or a function that is not a valid component.
     """
-    from tether.adapters.prefect.cache import default_cache_policy
+    from tether.adapters.prefect.cache import default_cache_policy, scope_cache_policy
 
     _task_options(task_options)
     if poll_interval <= 0:
@@ -224,8 +225,9 @@ def component_task(
     doc = inspect.getdoc(fn) or ""
     if doc and "description" not in options:
         options["description"] = doc.split("\n\n", 1)[0]
-    return cast("ComponentTask[Any]",
-                _task_class()(fn=_task_function(spec, str(options["name"])), **options))
+    task = _task_class()(fn=_task_function(spec, str(options["name"])), **options)
+    task.cache_policy = scope_cache_policy(task.cache_policy)
+    return cast("ComponentTask[Any]", task)
 
 
 _KEEP: Any = object()
@@ -266,8 +268,11 @@ def _task_class() -> type[Task[..., Any]]:
                 if poll_interval <= 0:
                     raise ValueError(f"poll_interval must be positive, got {poll_interval!r}")
                 changes["poll_interval"] = poll_interval
+            from tether.adapters.prefect.cache import scope_cache_policy
+
             new = super().with_options(**options)
             new.__class__ = type(self)
+            new.cache_policy = scope_cache_policy(new.cache_policy)
             if changes:
                 new.fn = _task_function(replace(spec, **changes), new.name)
             return new
