@@ -354,6 +354,7 @@ def test_task_timeout_cancels_the_job(tmp_path: Path, how: str) -> None:
     assert elapsed < 20, elapsed
     (task_run,) = _task_runs(state.state_details.flow_run_id)
     assert task_run.state.name == "TimedOut", task_run.state
+    assert task_run.state.is_failed() and "exceeded timeout" in task_run.state.message
     _assert_job_cancelled_and_gone(pidfile, marker)
     wait_for_logs(state.state_details.flow_run_id, "cancelling tether job", "is CANCELLED")
 

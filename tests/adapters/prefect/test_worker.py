@@ -158,3 +158,11 @@ def test_cancelling_a_worker_flow_run_leaves_no_running_job(
         release.touch()
     apps = _apps()
     assert [a.state for a in apps] == [AppState.CANCELLED], apps
+    # the user's cancel, not a crash: the tether task run ends CANCELLED too
+    with get_client(sync_client=True) as client:
+        from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+        runs = client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+    assert [r.state.type.value for r in runs if r.state] == ["CANCELLED"], [
+        (r.name, r.state) for r in runs]

@@ -16,6 +16,11 @@ Prefect stops a task in three ways, and each must reach the job (its ``JobSessio
   a flow run that no runner supervises (a flow started as a script): nothing signals the
   process, so :class:`CancelWatch` also reads the flow run's state every few seconds.
 
+A termination signal sent because a user cancelled the flow run (a worker or runner stopping
+the process of a cancelled run) ends the task run ``Cancelled``, not ``Crashed``:
+:func:`cancelled_through_api` tells the two apart, and the task sets its own state before
+leaving with Prefect's ``Abort`` (which Prefect does not turn into a crash).
+
 When the task runner shuts down after the flow returned normally (``Completed``) with tasks
 still running, the jobs are left to finish, as Prefect does with any running task.
 """
@@ -148,3 +153,34 @@ class CancelWatch:
                 self._client.__exit__(None, None, None)
             finally:
                 self._client = None
+
+
+def cancelled_through_api(client: SyncPrefectClient | None, flow_run_id: UUID | None) -> bool:
+    """Whether a termination signal comes from a cancel of the flow run (not a crash).
+
+    The runner's control channel says so when it sent the signal for a cancel; otherwise
+    the flow run's state in the API (CANCELLING or CANCELLED) decides.
+
+    Args:
+        client: A sync Prefect client (None: only the control channel is read).
+        flow_run_id: The flow run.
+
+    Returns:
+        True when the flow run is being cancelled.
+    """
+    try:  # Prefect's own record of why the runner signals; private, so read defensively
+        from prefect._internal.control_listener import get_intent
+
+        if get_intent() == "cancel":
+            return True
+    except Exception as e:
+        log.debug("cannot read the runner's termination intent: %s", e)
+    if client is None or flow_run_id is None:
+        return False
+    try:
+        flow_run = client.read_flow_run(flow_run_id)
+    except Exception as e:
+        log.debug("cannot read the state of flow run %s: %s", flow_run_id, e)
+        return False
+    state = flow_run.state.type.value if flow_run.state is not None else None
+    return state in {"CANCELLING", "CANCELLED"}

@@ -226,7 +226,37 @@ class _TaskCall:
                 _stop(self.art_name, session, e, self.logger)
                 if shipper is not None:
                     _flush_quietly(shipper)
+            self._abort_if_cancelled(e, session)
             raise
+
+    def _abort_if_cancelled(self, exc: BaseException, session: JobSession | None) -> None:
+        """A termination signal of a user's cancel: the task run ends Cancelled.
+
+        Prefect records any ``TerminationSignal`` that leaves a task as a crash; so when the
+        flow run is being cancelled the task sets ``Cancelled`` itself and leaves with
+        ``Abort``, which Prefect passes on without a state of its own.
+
+        Raises:
+            Abort: When the flow run is being cancelled.
+        """
+        from prefect.exceptions import Abort, TerminationSignal
+        from prefect.states import Cancelled
+
+        from tether.adapters.prefect.cancel import cancelled_through_api
+
+        if not isinstance(exc, TerminationSignal) or not cancelled_through_api(
+                self.client, self.task_run.flow_run_id):
+            return
+        handle = session.app_handle if session is not None else None
+        message = (f"the flow run {self.task_run.flow_run_id} was cancelled; "
+                   f"tether job {handle or '(not submitted)'} was cancelled with it")
+        try:
+            self.client.set_task_run_state(self.task_run.id, Cancelled(message=message),
+                                           force=True)
+        except Exception as e:  # the API gone: Prefect records the crash as before
+            self.logger.warning("cannot mark task run %s Cancelled: %s", self.task_run.id, e)
+            return
+        raise Abort(message) from exc
 
     def _session(self, runner: Runner, arguments: Mapping[str, Any]) -> JobSession:
         spec, task_run = self.spec, self.task_run
