@@ -325,6 +325,46 @@ def test_mark_failed_cancels_the_job_in_both_modes(airflow: Deployment) -> None:
             airflow.log(run, task, 1))
 
 
+def test_kill_while_no_triggerer_runs_the_trigger(airflow: Deployment) -> None:
+    """A deferred task marked failed, and another cleared, while the triggerer is down: no
+    trigger ran, so no ``on_kill``. The cleared one's next try re-attaches to its job; once
+    the triggerer is back, the failed one's trigger checks its task instance as it starts
+    and cancels its job."""
+    airflow.stack.stop_component("triggerer")
+    try:
+        failed, cleared = airflow.trigger("tether_e2e_gate"), airflow.trigger("tether_e2e_gate")
+        handles = {}
+        for run in (failed, cleared):
+            run.open("sync")
+            handles[run.run_id] = airflow.wait_running_job(run, "deferred")
+            airflow.wait_deferred(run, "deferred", 1)
+        airflow.stack.request(
+            "PATCH", f"/api/v2/dags/{failed.dag_id}/dagRuns/{failed.run_id}/taskInstances/"
+            "deferred", {"new_state": "failed"},
+        )
+        airflow.clear(cleared, "deferred")
+        kept = handles[cleared.run_id]
+        airflow.wait("try 2 to re-attach with no trigger ever run",
+                     lambda: f"re-attached to tether job {kept}" in airflow.log(
+                         cleared, "deferred", 2))
+        airflow.wait_deferred(cleared, "deferred", 2)
+        assert airflow.state(handles[failed.run_id]) == AppState.RUNNING  # nothing ran yet
+    finally:
+        airflow.stack.start_component("triggerer")
+    handle = handles[failed.run_id]
+    airflow.wait_job_state(handle, AppState.CANCELLED)
+    # the trigger's own check as it started (Airflow 3.3 also calls on_kill when it drops
+    # the trigger a moment later; the check covers a trigger that starts after that cancel)
+    airflow.wait("the trigger's start check", lambda: (
+        f"killed before its trigger ran: cancelling tether job {handle} (the task instance "
+        "is failed)") in airflow.log_files(failed, "deferred"))
+    assert airflow.ti(failed, "deferred")["state"] == "failed"
+    cleared.open("deferred")
+    airflow.wait_state(cleared, "deferred", ("success",), try_number=2)
+    assert airflow.jobs_of(cleared, "deferred") == [kept]  # no second job
+    assert airflow.state(kept) == AppState.SUCCEEDED
+
+
 def test_deferred_logs_are_live_and_secrets_never_logged(airflow: Deployment) -> None:
     run = airflow.trigger("tether_e2e_gate")
     handle = airflow.wait_running_job(run, "deferred")

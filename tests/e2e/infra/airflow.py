@@ -171,14 +171,7 @@ class AirflowStack:
             raise AirflowError(f"airflow db migrate failed:\n{migrate.stdout}\n{migrate.stderr}")
         try:
             for name in COMPONENTS:
-                argv = [*cli, name]
-                if name == "api-server":
-                    argv += ["--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"]
-                with open(self.log_path(name), "wb") as out:
-                    self._procs[name] = start_service(
-                        argv, f"airflow-{name}", env=self.env, stdout=out,
-                        stderr=subprocess.STDOUT, cwd=self.root,
-                    )
+                self.start_component(name)
             self._wait_until_up()
         except BaseException:
             self.stop()
@@ -227,22 +220,52 @@ class AirflowStack:
             time.sleep(1.0)
         raise AirflowError(f"Airflow did not come up in {START_TIMEOUT_S:g}s:\n{self.tail()}")
 
+    def start_component(self, name: str) -> None:
+        """Starts one component (``scheduler``, ``triggerer``...), its output appended to
+        :meth:`log_path`.
+
+        Args:
+            name: The component.
+        """
+        cli = airflow_cli()
+        assert cli is not None
+        argv = [*cli, name]
+        if name == "api-server":
+            argv += ["--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"]
+        with open(self.log_path(name), "ab") as out:
+            self._procs[name] = start_service(
+                argv, f"airflow-{name}", env=self.env, stdout=out,
+                stderr=subprocess.STDOUT, cwd=self.root,
+            )
+
+    def stop_component(self, name: str) -> None:
+        """Stops one component (its process group, by PID): SIGTERM, then SIGKILL.
+
+        Args:
+            name: The component.
+        """
+        proc = self._procs.pop(name)
+        self._stop_procs({name: proc})
+
     def stop(self) -> None:
         """Stops every component (its process group, by PID): SIGTERM, then SIGKILL."""
-        for proc in self._procs.values():
+        self._stop_procs(self._procs)
+        self._procs.clear()
+
+    def _stop_procs(self, procs: Mapping[str, subprocess.Popen[bytes]]) -> None:
+        for proc in procs.values():
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + STOP_GRACE_S
-        for proc in self._procs.values():
+        for proc in procs.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
-        for proc in self._procs.values():
+        for proc in procs.values():
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=10)
             forget(proc)
-        self._procs.clear()
 
     def __enter__(self) -> AirflowStack:
         return self.start()

@@ -17,7 +17,9 @@ The event carries the final count, and ``execute_complete`` copies only lines af
 
 **Kills.** When a user kills the deferred task, :meth:`TetherJobTrigger.on_kill` cancels the
 job if the task was stopped for good (mark failed or success); after a clear it leaves the
-job running, for the next try re-attaches to it.
+job running, for the next try re-attaches to it. A kill that came while no triggerer ran
+the trigger reaches no ``on_kill``: a trigger that starts applies the same rule to its task
+instance's state first (:meth:`TetherJobTrigger._killed_before_start`).
 """
 
 from __future__ import annotations
@@ -225,7 +227,11 @@ class TetherJobTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        """Streams logs and follows the job until it is final, then yields one event."""
+        """Streams logs and follows the job until it is final, then yields one event (none
+        when the task was killed before the trigger started)."""
+        # shielded: a kill arriving meanwhile (on_kill) must not cut the check short
+        if await asyncio.shield(self._killed_before_start()):
+            return
         async with self._session() as session:
             status = await session.follow(until=self.deadline)
             timed_out = status is not None and not status.is_terminal()
@@ -239,6 +245,33 @@ class TetherJobTrigger(BaseTrigger):
             payload["log_cursor"] = (session.cursor.to_json() if session.cursor is not None
                                      else None)
             yield TriggerEvent(payload)
+
+    async def _killed_before_start(self) -> bool:
+        """Applies the kill rule when the task stopped being deferred before this trigger ran.
+
+        A deferred task marked failed or cleared while no triggerer ran this trigger never
+        got an ``on_kill``; the triggerer still loads the trigger once before it drops it.
+        So the trigger looks at its task instance first: a final state cancels the job (as
+        ``on_kill`` would), a cleared task leaves it to the next try's re-attach. A state
+        that cannot be read changes nothing: the trigger follows the job as usual.
+
+        Returns:
+            True when the task is no longer deferred (the trigger has nothing to follow).
+        """
+        if not self._has_ti():
+            return False
+        state = await asyncio.to_thread(self._ti_state)
+        if state in ("deferred", "unknown"):
+            return False
+        cancel, reason = kill_cancels_job(state, None, self.try_number, deferred=True)
+        if not cancel:
+            self.log.info("the task was killed before its trigger ran: leaving tether job %s "
+                          "running (%s)", self.app_handle, reason)
+            return True
+        self.log.info("the task was killed before its trigger ran: cancelling tether job %s "
+                      "(%s)", self.app_handle, reason)
+        await asyncio.to_thread(_cancel, self.app_handle, self.conn_id, self.secret)
+        return True
 
     async def on_kill(self) -> None:
         """A user killed the deferred task: cancels the job unless a new try takes it over."""
