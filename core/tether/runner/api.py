@@ -21,7 +21,7 @@ import builtins
 import copy
 import logging
 import warnings
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self, overload
 
@@ -459,6 +459,24 @@ class Runner:
             The changes: each app's current state first, its final one exactly once.
         """
         return follow.watch(self._pool, app_handles, timeout)
+
+    def awatch(
+        self,
+        app_handles: Iterable[AppHandle],
+        timeout: float | None = None,
+        wait_interval: float = 10,
+    ) -> AsyncIterator[follow.AppEvent]:
+        """:meth:`watch` on an asyncio event loop (see :func:`tether.runner.follow.awatch`).
+
+        Args:
+            app_handles: The apps.
+            timeout: The longest time in all, in seconds.
+            wait_interval: Seconds between retries of a reconcile that failed.
+
+        Returns:
+            The changes, to read with ``async for``.
+        """
+        return follow.awatch(self._pool, app_handles, timeout, wait_interval)
 
     def wait_any(
         self, app_handles: Iterable[AppHandle], timeout: float | None = None

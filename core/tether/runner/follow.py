@@ -3,7 +3,7 @@
 Every follower in a process shares one view per backend connection (see
 :mod:`tether.schedulers.watch`), so following N apps costs the backend about what one costs.
 :class:`~tether.runner.api.Runner` delegates its ``status``, ``wait``, ``watch`` and
-``wait_any`` here.
+``wait_any`` here, and ``awatch`` (the same on an asyncio event loop).
 
 Retries the engine lacks (``Scheduler.reconcile``) are driven by change: a follower
 reconciles an app when the scheduler says work is due (``DescribeAppResponse.actions_due``:
@@ -13,14 +13,21 @@ a restart or a stop it planned) and once at the end; a reconcile that fails is r
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tether.schedulers.capabilities import FollowMode
-from tether.schedulers.watch import JobEvent, Subscription, WatchHub, get_hub
+from tether.schedulers.watch import (
+    AsyncSubscription,
+    JobEvent,
+    Subscription,
+    WatchHub,
+    get_hub,
+)
 from tether.specs import AppHandle, AppState, AppStatus
 
 if TYPE_CHECKING:
@@ -125,6 +132,57 @@ def watch(
             if due or (ev.final and not ev.gone):
                 reconciler.run(str(ev.ref))
             yield _app_event(ev)
+
+
+async def awatch(
+    pool: SchedulerPool,
+    handles: Iterable[AppHandle],
+    timeout: float | None = None,
+    wait_interval: float = 10.0,
+    hub: WatchHub | None = None,
+) -> AsyncIterator[AppEvent]:
+    """:func:`watch` on an asyncio event loop: one :class:`AsyncSubscription`, no thread.
+
+    Scheduler calls (resolving the handles, ``reconcile``) run in worker threads, so the
+    loop never blocks on a backend; any number of these on one loop share the hub's views.
+
+    Args:
+        pool: The runner (its schedulers).
+        handles: The apps.
+        timeout: The longest time in all, in seconds (None: no limit).
+        wait_interval: Seconds between retries of a reconcile that failed.
+        hub: The hub (default: the process's).
+
+    Yields:
+        The changes: each app's current state first, its final one exactly once.
+    """
+    reconciler = _Reconciler(pool)
+    wanted = list(handles)
+    targets = await asyncio.to_thread(_resolve_all, pool, wanted)
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
+    async with AsyncSubscription(hub) as sub:
+        for handle, (sched, app_id) in targets.items():
+            sub.follow(sched, app_id, ref=handle)
+        while sub.open:
+            left = None if deadline is None else deadline - loop.time()
+            if left is not None and left <= 0:
+                return
+            ev = await sub.get(wait_interval if left is None else min(wait_interval, left))
+            if ev is None:
+                await asyncio.to_thread(reconciler.retry)
+                continue
+            due = ev.response is not None and ev.response.actions_due
+            if due or (ev.final and not ev.gone):
+                await asyncio.to_thread(reconciler.run, str(ev.ref))
+            yield _app_event(ev)
+
+
+def _resolve_all(
+    pool: SchedulerPool, handles: Iterable[AppHandle]
+) -> dict[AppHandle, tuple[Scheduler[Any], str]]:
+    """Each distinct handle's scheduler and app id (may build a scheduler: a worker thread)."""
+    return {handle: pool.for_handle(handle) for handle in dict.fromkeys(handles)}
 
 
 def wait_any(

@@ -3,8 +3,10 @@
 While the job runs, the trigger streams every replica's log lines into its log, which
 Airflow 3 shows in the task log, and follows the job's status: it holds one
 :class:`~tether.adapters.common.AsyncJobSession`, the job session on the triggerer's event
-loop, whose follower polls the Runner in short worker-thread calls, so the loop never
-blocks on a scheduler call. It fires one
+loop, whose follower (:class:`~tether.adapters.common.HubAsyncFollower`) follows the job
+through the process's watch hub: every tether trigger in one triggerer shares one view per
+backend connection, with no thread per trigger, and scheduler calls run in worker threads,
+so the loop never blocks on one. It fires one
 event when the job reaches a final state, or cancels the job and fires a ``timed_out`` event
 at the task's ``execution_timeout``.
 
@@ -34,7 +36,7 @@ from tether.adapters.airflow.attempts import kill_cancels_job, ti_state
 from tether.adapters.common import (
     AsyncJobSession,
     CursorStore,
-    PollingAsyncFollower,
+    HubAsyncFollower,
 )
 from tether.runner import Runner, get_runner
 from tether.specs import AppState, AppStatus
@@ -219,7 +221,7 @@ class TetherJobTrigger(BaseTrigger):
 
     def _session(self) -> AsyncJobSession:
         """The job session on the triggerer's loop (logs into the trigger's, the task's, log)."""
-        follower = PollingAsyncFollower(lambda: _runner_for(self.conn_id), self.poll_interval)
+        follower = HubAsyncFollower(lambda: _runner_for(self.conn_id), self.poll_interval)
         return AsyncJobSession(
             self.app_handle, follower, lambda: _runner_for(self.conn_id), self.log,
             self.poll_interval, self._cursor_store() if self.stream_logs else None,

@@ -9,7 +9,8 @@
 * **The log cursor** (:class:`LogCursor`, :mod:`.cursor`) and where it is kept
   (:class:`CursorStore`: an Airflow XCom, a Prefect variable, a file, none).
 * **Following** (:class:`Follower`, :class:`AsyncFollower`, :mod:`.follow`): where a
-  session's status comes from; the seam a shared watch plugs into.
+  session's status comes from; every default follows through the process's watch hub
+  (:class:`RunnerFollower`, :class:`HubAsyncFollower`).
 * **Outputs**: :class:`JobResult` carries the job's published outputs and final status;
   :class:`JobFailedError` is raised for a job that did not succeed.
 
@@ -27,6 +28,7 @@ from tether.adapters.common.cursor import CursorStore, FileCursorStore, LogCurso
 from tether.adapters.common.follow import (
     AsyncFollower,
     Follower,
+    HubAsyncFollower,
     PollingAsyncFollower,
     RunnerFollower,
 )
@@ -52,6 +54,7 @@ __all__ = [
     "CursorStore",
     "FileCursorStore",
     "Follower",
+    "HubAsyncFollower",
     "JobFailedError",
     "JobResult",
     "JobSession",
