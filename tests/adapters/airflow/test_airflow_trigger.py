@@ -8,21 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import sys
 import time
-from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.schedulers.watch.counting import CountingHub
 from tether.adapters.airflow.trigger import TetherJobTrigger
 from tether.runner import get_runner
-from tether.schedulers.api import DescribeAppResponse, Scheduler
-from tether.schedulers.watch import FollowTarget, Reader, WatchHub, resolve_target
-from tether.schedulers.watch import hub as hub_module
 from tether.specs import AppDef, AppState, Role
 
 
@@ -319,44 +315,10 @@ def test_killing_a_cleared_deferred_task_leaves_the_job_for_the_next_try() -> No
         runner.cancel(handle)
 
 
-class _CountingHub:
-    """The process's hub, its readers counted (how many views were built, what each read)."""
-
-    def __init__(self) -> None:
-        self.readers = 0
-        self.reads: list[frozenset[str]] = []
-        self.hub = WatchHub(resolve=self._resolve)
-
-    def _resolve(self, scheduler: Scheduler[Any], app_id: str) -> FollowTarget:
-        target = resolve_target(scheduler, app_id)
-        return dataclasses.replace(target, make_reader=lambda: self._reader(target))
-
-    def _reader(self, target: FollowTarget) -> Reader:
-        self.readers += 1
-        inner, reads = target.make_reader(), self.reads
-
-        class Counted:
-            def start(self, wake: Callable[[], None]) -> None:
-                inner.start(wake)
-
-            def read(self, app_ids: Collection[str]) -> Mapping[str, DescribeAppResponse] | None:
-                reads.append(frozenset(app_ids))
-                return inner.read(app_ids)
-
-            def confirm(self, app_id: str) -> DescribeAppResponse | None:
-                return inner.confirm(app_id)
-
-            def stop(self) -> None:
-                inner.stop()
-
-        return Counted()
-
-
 def test_triggers_on_one_loop_share_one_view_of_the_hub(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    counting = _CountingHub()
-    monkeypatch.setattr(hub_module, "_HUB", counting.hub)  # what get_hub() hands out
+    counting = CountingHub().install(monkeypatch)
     go = tmp_path / "go"
     code = f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.05)"
     handles = [_launch(code) for _ in range(5)]
@@ -380,7 +342,6 @@ def test_triggers_on_one_loop_share_one_view_of_the_hub(
     assert following["views"] == 1 and following["jobs"] == len(handles)
     assert following["subscribers"] == len(handles)
     assert counting.readers == 1
-    app_ids = set().union(*counting.reads)
-    assert len(app_ids) == len(handles)
-    assert max(len(r) for r in counting.reads) == len(handles)
+    assert len(set().union(*counting.reads)) == len(handles)
+    assert counting.most_read() == len(handles)
     counting.hub.close()

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.adapters.prefect.conftest import wait_for_logs, wait_until
+from tests.schedulers.watch.counting import CountingHub
 from tether.adapters.common import JobFailedError, JobResult
 from tether.adapters.prefect.identity import task_job_key
 from tether.adapters.prefect.task import SPEC_ATTR
@@ -219,6 +220,41 @@ def test_map_and_submit_run_parallel_jobs() -> None:
     # the three jobs overlapped in time
     assert max(r.outputs["start"] for r in results) < min(r.outputs["end"] for r in results)
     assert len({a.job_key for a in _local_apps()}) == 3
+
+
+def test_component_tasks_of_one_flow_share_one_view_of_the_watch_hub(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from prefect import flow
+
+    from tether.adapters.prefect import component_task
+
+    counting = CountingHub().install(monkeypatch)
+    py = component_task("utils.python", scheduler="local_cwd", poll_interval=0.2)
+    go = tmp_path / "go"
+    code = f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.05)\n"
+
+    @flow
+    def two() -> tuple[dict[str, int], list[JobResult]]:
+        futures = [py.submit(c=code + f"print({i})") for i in range(2)]
+        for _ in range(600):  # until both tasks follow their jobs (or they never will)
+            if counting.most_read() == 2:
+                break
+            time.sleep(0.05)
+        following = counting.hub.stats()
+        go.touch()
+        return following, [f.result() for f in futures]
+
+    try:
+        following, results = two()
+    finally:
+        go.touch()
+        counting.hub.close()
+    assert [r.state for r in results] == [AppState.SUCCEEDED] * 2
+    # two tasks, one shared view: one reader, whose reads cover both jobs
+    assert following["views"] == 1 and following["jobs"] == 2
+    assert counting.readers == 1
+    assert counting.most_read() == 2
 
 
 class _FailOnce(logging.Filter):
