@@ -4,11 +4,13 @@ Every caller (the CLI, the Airflow operator, the Prefect task, the KFP launcher 
 through it, so job identity, tracking wiring, outputs and cancellation behave the same
 everywhere.
 
-The Runner does itself what launches a job: materialize a component, render the native
+The Runner does itself what launches a job: render the native
 request (:meth:`Runner.dryrun`), submit it, and find or re-attach to a job by its job key
 (:meth:`Runner.run_or_attach`, by the one rule of :mod:`tether.runner.reattach`). It holds
-two collaborators and hands the rest on to them: its schedulers
-(:class:`~tether.runner.pool.SchedulerPool`) and what is done with an app already launched
+three collaborators and hands the rest on to them: its schedulers
+(:class:`~tether.runner.pool.SchedulerPool`), its components by name
+(:class:`~tether.runner.components.Components`: find, defaults, materialize) and what is
+done with an app already launched
 (:class:`~tether.runner.launched.LaunchedApps`: describe, logs, outputs, cancel); its
 ``status``, ``wait``, ``watch`` and ``wait_any`` go through the process's watch hub
 (:mod:`tether.runner.follow`). The
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self, overload
 
 from tether.config import TetherConfig
 from tether.runner import follow
+from tether.runner.components import Components
 from tether.runner.launched import LaunchedApps
 from tether.runner.pool import DEFAULT_SESSION, SchedulerPool
 from tether.runner.reattach import Action, EarlierJob, ExistingJob, RunOutcome, decide
@@ -79,7 +82,7 @@ class Runner:
         self._name = name
         self._pool = SchedulerPool(name, scheduler_factories, scheduler_params, config)
         self._apps = LaunchedApps(self._pool)
-        self._component_defaults = {k: dict(v) for k, v in (component_defaults or {}).items()}
+        self._components = Components(lambda: self.config, component_defaults)
 
     # ---- lifecycle and the schedulers it holds -------------------------------------------
     def __enter__(self) -> Self:
@@ -153,11 +156,11 @@ class Runner:
     def _scheduler_for(self, app_handle: AppHandle) -> tuple[Scheduler[Any], str]:
         return self._pool.for_handle(app_handle)
 
-    # ---- components ----------------------------------------------------------------------
+    # ---- components (see tether.runner.components) ---------------------------------------
     def materialize_component(
         self, component: str, component_args: list[str] | Mapping[str, Any]
     ) -> AppDef:
-        """Finds a component by name and calls it with ``component_args``.
+        """Finds a component by name and calls it (see :meth:`Components.materialize`).
 
         Args:
             component: A builtin (``dist.ddp``), ``file.py:fn`` or ``pkg.module:fn``.
@@ -166,13 +169,7 @@ class Runner:
         Returns:
             The AppDef.
         """
-        from tether.components.args import materialize
-        from tether.components.finder import get_component
-
-        info = get_component(component)
-        defaults = dict(self.config.component_defaults(info.name))
-        defaults.update(self._component_defaults.get(info.name, {}))
-        return materialize(info.fn, component_args, defaults)
+        return self._components.materialize(component, component_args)
 
     def dryrun_component(
         self,
@@ -184,20 +181,7 @@ class Runner:
         parent_run_id: str | None = None,
         job_key: str | None = None,
     ) -> AppDryRunInfo[Any]:
-        """Like :meth:`dryrun` for a component found by name.
-
-        Args:
-            component: The component's name.
-            component_args: Its arguments.
-            scheduler: The scheduler.
-            cfg: Run options.
-            workspace: A workspace for the roles that have none.
-            parent_run_id: Tracking parent.
-            job_key: Stable job identity.
-
-        Returns:
-            The rendered request.
-        """
+        """:meth:`dryrun` of :meth:`materialize_component` ``(component, component_args)``."""
         app = self.materialize_component(component, component_args)
         return self.dryrun(app, scheduler, cfg, workspace, parent_run_id, job_key)
 
@@ -211,20 +195,7 @@ class Runner:
         parent_run_id: str | None = None,
         job_key: str | None = None,
     ) -> AppHandle:
-        """Finds a component by name, materializes it and runs it (see :meth:`run`).
-
-        Args:
-            component: The component's name.
-            component_args: Its arguments.
-            scheduler: The scheduler.
-            cfg: Run options.
-            workspace: A workspace for the roles that have none.
-            parent_run_id: Tracking parent.
-            job_key: Stable job identity.
-
-        Returns:
-            The app handle.
-        """
+        """:meth:`run` of :meth:`materialize_component` ``(component, component_args)``."""
         app = self.materialize_component(component, component_args)
         return self.run(app, scheduler, cfg, workspace, parent_run_id, job_key)
 
