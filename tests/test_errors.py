@@ -19,9 +19,15 @@ from tether.specs import AppDef, AppState, AppStatus, Role
 WALK = r"""
 import importlib, inspect, json, pkgutil, sys
 import tether
+import tether.adapters
 
+# tether.adapters is walked on its own too: an editable install maps it through an import
+# hook, whose tree pkgutil does not list under tether.__path__
+infos = {i.name: i for i in pkgutil.walk_packages(tether.__path__, "tether.")}
+infos.update((i.name, i) for i in pkgutil.walk_packages(tether.adapters.__path__,
+                                                         "tether.adapters."))
 found, skipped = {}, {}
-for info in pkgutil.walk_packages(tether.__path__, "tether."):
+for info in sorted(infos.values(), key=lambda i: i.name):
     try:
         module = importlib.import_module(info.name)
     except ModuleNotFoundError as e:  # a backend whose SDK (an extra) is not installed
