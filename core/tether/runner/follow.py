@@ -14,6 +14,7 @@ a restart or a stop it planned) and once at the end; a reconcile that fails is r
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator
@@ -61,6 +62,26 @@ class AppEvent:
 def _app_event(ev: JobEvent) -> AppEvent:
     handle = str(ev.ref)
     return AppEvent(handle, ev.state, ev.status(), ev.msg, ev.final, ev.previous)
+
+
+def _confirmed(pool: SchedulerPool, ev: JobEvent) -> AppEvent:
+    """An app's final event with the status a direct read gives (one read per ended app).
+
+    Correctness before savings: a shared view can hear that a job ended before it hears the
+    replicas that say why (a Kubernetes Job's failure before its pod's exit code), so the
+    final status a follower returns is read from the backend itself.
+    """
+    event = _app_event(ev)
+    sched, app_id = pool.for_handle(event.app_handle)
+    try:
+        read = _describe(sched, app_id)
+    except Exception as e:  # the view's final state stands; the read is a refinement
+        log.warning("reading the final status of %s failed (%s)", event.app_handle, e)
+        return event
+    if read is None or not read.state.is_terminal():
+        return event
+    return dataclasses.replace(event, state=read.state, status=read,
+                               msg=read.msg or event.msg)
 
 
 class _Reconciler:
@@ -131,7 +152,7 @@ def watch(
             due = ev.response is not None and ev.response.actions_due
             if due or (ev.final and not ev.gone):
                 reconciler.run(str(ev.ref))
-            yield _app_event(ev)
+            yield _confirmed(pool, ev) if ev.final and not ev.gone else _app_event(ev)
 
 
 async def awatch(
@@ -175,7 +196,10 @@ async def awatch(
             due = ev.response is not None and ev.response.actions_due
             if due or (ev.final and not ev.gone):
                 await asyncio.to_thread(reconciler.run, str(ev.ref))
-            yield _app_event(ev)
+            if ev.final and not ev.gone:
+                yield await asyncio.to_thread(_confirmed, pool, ev)
+            else:
+                yield _app_event(ev)
 
 
 def _resolve_all(
