@@ -46,6 +46,9 @@ CLASSPATH = "tether.adapters.airflow.trigger.TetherJobTrigger"
 XCOM_LOG_CURSOR = "tether_log_cursor"
 """XCom key where a deferred try keeps how many log lines of each replica it has written."""
 
+KILLED_STATES = frozenset({"failed", "success", "skipped", "upstream_failed", "removed"})
+"""Task-instance states that mean a deferred task was ended (marked) before its trigger ran."""
+
 CANCEL_WAIT = 30.0
 """Seconds the trigger waits for a job it cancelled at the timeout to stop."""
 
@@ -263,7 +266,9 @@ class TetherJobTrigger(BaseTrigger):
         if not self._has_ti():
             return False
         state = await asyncio.to_thread(self._ti_state)
-        if state in ("deferred", "unknown"):
+        if state not in KILLED_STATES:
+            # deferred, unreadable, or not final (a cleared task's next try re-attaches to the
+            # job; `dag.test()` runs the trigger while its task reads SCHEDULED): follow it
             return False
         cancel, reason = kill_cancels_job(state, None, self.try_number, deferred=True)
         if not cancel:
