@@ -142,6 +142,33 @@ def test_application_exit_code_is_not_infrastructure(
     assert "Cause: application, exit code 3" in final.format()
 
 
+def _wait_until_quota_admission_sees(kube_api: Any, ns: str, quota: str) -> None:
+    """Waits until the apiserver's quota admission refuses a Job in ``ns`` by ``quota``.
+
+    Admission reads quotas from an informer cache, and a namespace it found without quotas
+    stays so for up to 30 s (its live-lookup cache: the service account controller's writes
+    primed it). A cluster's admins see the same: a new quota holds shortly after it is made.
+    Probed with server-side dry runs, which pass admission and store nothing.
+    """
+    batch = client.BatchV1Api(kube_api)
+    probe = {
+        "metadata": {"name": "quota-probe"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+            {"name": "c", "image": "busybox:1.36"}]}}},
+    }  # fmt: skip
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            batch.create_namespaced_job(ns, probe, dry_run="All")
+            seen = "admitted"
+        except client.ApiException as err:
+            if err.status == 403 and f"exceeded quota: {quota}" in str(err.body):
+                return
+            seen = f"{err.status}: {err.body}"
+        assert time.monotonic() < deadline, f"quota admission never refused by {quota}: {seen}"
+        time.sleep(0.5)
+
+
 def test_resource_quota_refusal_is_a_capacity_error(
     runner: Runner, kubelet: FakeKubelet, kube_api: Any, ns: str
 ) -> None:
@@ -156,6 +183,7 @@ def test_resource_quota_refusal_is_a_capacity_error(
     v1.patch_namespaced_resource_quota_status(
         "team-quota", ns, {"status": {"hard": hard, "used": {"count/jobs.batch": "0"}}}
     )
+    _wait_until_quota_admission_sees(kube_api, ns, "team-quota")
     with pytest.raises(CapacityError) as info:
         runner.run(_app(), "kubernetes", _cfg(ns, "quota"))
     err = info.value

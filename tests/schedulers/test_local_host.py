@@ -13,6 +13,7 @@ import fcntl
 import json
 import os
 import random
+import resource
 import signal
 import socket
 import struct
@@ -22,6 +23,7 @@ import textwrap
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,8 +37,23 @@ FAST = {"grace_period": 0.2}
 
 
 @pytest.fixture(autouse=True)
-def _host_on(monkeypatch: pytest.MonkeyPatch) -> None:
+def _host_on(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The supervisor host on, and one of this test process alone.
+
+    Launchers share a host when their supervisors would be identical, resource limits
+    included. Other test runs on the machine (CI runs its groups side by side) launch through
+    the host too, starting one when there is none: these tests count hosts, and kill theirs.
+    So this process launches with a message-queue limit (a soft limit, which nothing here
+    uses) that no other process has, and so a host address of its own.
+    """
     monkeypatch.setenv(host.ENABLE_ENV, "1")
+    before = resource.getrlimit(resource.RLIMIT_MSGQUEUE)
+    top = before[1] if before[1] != resource.RLIM_INFINITY else 1 << 40
+    resource.setrlimit(resource.RLIMIT_MSGQUEUE, (top - 1 - os.getpid() % top, before[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_MSGQUEUE, before)
 
 
 def host_pids() -> list[int]:
@@ -114,7 +131,6 @@ def test_the_host_a_launch_started_is_no_process_of_that_app(
     """The host outlives every app: it must not carry the id of the app whose launch started
     it, or that app would look alive (a dead launcher and supervisor not detected) and
     stopping the app's processes would stop the host."""
-    import resource
 
     from tether.schedulers.local.procs import app_processes
 

@@ -99,13 +99,26 @@ def start_service(argv: list[str], label: str, **popen: Any) -> subprocess.Popen
         "owner": os.getpid(), "owner_start_time": start_time(os.getpid()),
     }  # fmt: skip
     (MARKER_DIR / f"{proc.pid}.json").write_text(json.dumps(marker))
-    _watchdogs[proc.pid] = subprocess.Popen(
-        [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(proc.pid), str(GRACE_S),
-         str(marker["start_time"])],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    # what a watchdog says when it fails is kept: a service left unguarded must be explained
+    log_fd = os.open(_watchdog_log(proc.pid), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        _watchdogs[proc.pid] = subprocess.Popen(
+            [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(proc.pid), str(GRACE_S),
+             str(marker["start_time"])],
+            stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, start_new_session=True,
+        )  # fmt: skip
+    finally:
+        os.close(log_fd)
     return proc
+
+
+def _watchdog_log(pgid: int) -> Path:
+    return MARKER_DIR / f"{pgid}.watchdog.log"
+
+
+def watchdog_pid(proc: subprocess.Popen[bytes]) -> int:
+    """The pid of the watchdog guarding a service :func:`start_service` started here."""
+    return _watchdogs[proc.pid].pid
 
 
 _watchdogs: dict[int, subprocess.Popen[bytes]] = {}
@@ -117,6 +130,8 @@ def forget(proc: subprocess.Popen[bytes]) -> None:
     """
     with contextlib.suppress(FileNotFoundError):
         (MARKER_DIR / f"{proc.pid}.json").unlink()
+    with contextlib.suppress(FileNotFoundError):
+        _watchdog_log(proc.pid).unlink()
     watchdog = _watchdogs.pop(proc.pid, None)
     if watchdog is not None:
         watchdog.kill()
@@ -161,4 +176,6 @@ def reap_leftovers() -> list[str]:
             reaped.append(f"{m.get('label')} (pgid {pgid})")
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            _watchdog_log(pgid).unlink()
     return reaped

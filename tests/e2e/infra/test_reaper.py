@@ -21,33 +21,23 @@ from tests.e2e.infra.reaper import group_alive, reap_leftovers
 
 OWNER = textwrap.dedent("""
     import sys, time
-    from tests.e2e.infra.reaper import start_service
+    from tests.e2e.infra.reaper import start_service, watchdog_pid
     proc = start_service(["sh", "-c", "sleep 600 & sleep 600; wait", sys.argv[1]], "stand-in")
-    print(proc.pid, flush=True)
+    print(proc.pid, watchdog_pid(proc), flush=True)
     time.sleep(600)
 """)
 
 
-def start_owner() -> tuple[subprocess.Popen[str], int]:
-    """A stand-in test process with a service; returns it and the service's group id."""
+def start_owner() -> tuple[subprocess.Popen[str], int, int]:
+    """A stand-in test process with a service; returns it, the service's group id and the
+    pid of the service's watchdog."""
     label = f"tether-reaper-test-{uuid.uuid4().hex}"
     owner = subprocess.Popen([sys.executable, "-c", OWNER, label], stdout=subprocess.PIPE,
                              text=True, cwd=os.getcwd())
     assert owner.stdout is not None
-    pgid = int(owner.stdout.readline())
+    pgid, watchdog = (int(n) for n in owner.stdout.readline().split())
     assert group_alive(pgid)
-    return owner, pgid
-
-
-def watchdog_of(pgid: int) -> int:
-    """The pid of the watchdog guarding group ``pgid``."""
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            with contextlib.suppress(OSError), open(f"/proc/{name}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-                if b"pidfd_open" in b"".join(argv) and str(pgid).encode() in argv:
-                    return int(name)
-    raise AssertionError(f"no watchdog guards group {pgid}")
+    return owner, pgid, watchdog
 
 
 def wait_gone(pgid: int) -> bool:
@@ -58,7 +48,7 @@ def wait_gone(pgid: int) -> bool:
 
 
 def test_a_service_dies_with_its_killed_test_process() -> None:
-    owner, pgid = start_owner()
+    owner, pgid, _ = start_owner()
     owner.kill()
     owner.wait()
     assert wait_gone(pgid), "the service outlived its test process"
@@ -66,9 +56,9 @@ def test_a_service_dies_with_its_killed_test_process() -> None:
 
 
 def test_a_session_start_reaps_what_a_killed_run_and_its_watchdog_left() -> None:
-    owner, pgid = start_owner()
-    watchdog = watchdog_of(pgid)
-    os.kill(watchdog, signal.SIGKILL)
+    owner, pgid, watchdog = start_owner()
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(watchdog, signal.SIGKILL)
     owner.kill()
     owner.wait()
     with contextlib.suppress(ChildProcessError):
@@ -83,7 +73,7 @@ def test_a_session_start_reaps_what_a_killed_run_and_its_watchdog_left() -> None
 
 
 def test_a_running_test_process_keeps_its_service() -> None:
-    owner, pgid = start_owner()
+    owner, pgid, _ = start_owner()
     try:
         assert not any(f"(pgid {pgid})" in r for r in reap_leftovers())
         assert group_alive(pgid)
