@@ -83,6 +83,14 @@ class Ctx:
         return env
 
 
+def core_requirements() -> list[str]:
+    """The requirements of tether without extras (``[project].dependencies``)."""
+    import tomllib
+
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        return list(tomllib.load(f)["project"]["dependencies"])
+
+
 def ensure_installed() -> None:
     """(Re)installs this tree into :data:`INSTALLED_VENV` as a regular package.
 
@@ -95,8 +103,10 @@ def ensure_installed() -> None:
     try:
         if not py.exists():
             subprocess.run([sys.executable, "-m", "venv", str(INSTALLED_VENV)], check=True)
-            subprocess.run([*pip, "-c", str(ROOT / "constraints" / "test.txt"), "pyyaml",
-                            "docstring-parser", "fsspec"], check=True)
+        # tether's own requirements, as pyproject.toml declares them (a dependency added there
+        # reaches this venv at the next run)
+        subprocess.run([*pip, "-c", str(ROOT / "constraints" / "test.txt"),
+                        *core_requirements()], check=True)
         subprocess.run([*pip, "--no-deps", "--force-reinstall", str(ROOT)], check=True,
                        cwd=str(INSTALLED_VENV))
         TETHER_BIN = INSTALLED_VENV / "bin"

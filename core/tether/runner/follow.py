@@ -13,7 +13,6 @@ a restart or a stop it planned) and once at the end; a reconcile that fails is r
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import time
@@ -177,6 +176,8 @@ async def awatch(
     Yields:
         The changes: each app's current state first, its final one exactly once.
     """
+    import asyncio  # here: the synchronous followers must not load it (see subscription.py)
+
     reconciler = _Reconciler(pool)
     wanted = list(handles)
     targets = await asyncio.to_thread(_resolve_all, pool, wanted)

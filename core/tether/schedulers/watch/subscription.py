@@ -11,18 +11,23 @@ it (or dropping it: a finalizer releases it) frees everything it followed in the
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import queue
 import time
 import weakref
 from collections.abc import AsyncIterator, Hashable, Iterator
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from tether.schedulers.api import Scheduler
 from tether.schedulers.watch.events import JobEvent, WatchKey
 from tether.schedulers.watch.hub import Deliver, WatchHub, get_hub
+
+if TYPE_CHECKING:
+    import asyncio
+
+# asyncio is imported where an async subscription is made or read, not with this module: the
+# synchronous followers (the CLI's run, status and wait) would pay ~10 ms at every start
 
 
 class _Following:
@@ -136,6 +141,8 @@ class AsyncSubscription(_Following):
     """
 
     def __init__(self, hub: WatchHub | None = None) -> None:
+        import asyncio
+
         self._queue: asyncio.Queue[JobEvent] = asyncio.Queue()
         loop = asyncio.get_running_loop()
         super().__init__(hub, _loop_deliver(loop, self._queue))
@@ -160,6 +167,8 @@ class AsyncSubscription(_Following):
         Returns:
             The event, or None after ``timeout``.
         """
+        import asyncio
+
         try:
             ev = await asyncio.wait_for(self._queue.get(), timeout)
         except TimeoutError:
@@ -175,6 +184,8 @@ class AsyncSubscription(_Following):
         Yields:
             Events.
         """
+        import asyncio
+
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         while self._open:
