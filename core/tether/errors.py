@@ -20,10 +20,16 @@ below every other module of tether, ``tether.specs`` included.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (see below)
+if TYPE_CHECKING:
+    from typing import Any, Literal
 
-BackendErrorKind = Literal["submit", "quota", "connection", "api", "command", "output", "build",
-                           "other"]
+    BackendErrorKind = Literal["submit", "quota", "connection", "api", "command", "output",
+                               "build", "other"]
+else:
+    # `tether --help` imports this module and nothing else that needs typing: its import is
+    # about a tenth of that command's start. The checker reads the Literal above.
+    BackendErrorKind = str
 """What went wrong at a backend: it refused a submission (``submit``), a limit was reached
 (``quota``), it cannot be reached or is not set up (``connection``), it refused a request
 (``api``), its command failed (``command``), it answered something tether cannot read

@@ -1,7 +1,7 @@
 """The Runner: run, dry-run, wait, cancel, logs and outputs of jobs on any scheduler."""
 
 from tether.runner.api import ExistingJob, Runner, RunOutcome, get_runner
-from tether.runner.follow import AppEvent
+from tether.runner.events import AppEvent
 from tether.runner.launched import UnknownAppError
 from tether.runner.logs import LogLine, fan_in
 from tether.runner.wiring import ENV_JOB_KEY

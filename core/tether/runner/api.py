@@ -28,8 +28,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self, overload
 
 from tether.config import TetherConfig
-from tether.runner import follow
 from tether.runner.components import Components
+from tether.runner.events import AppEvent
 from tether.runner.launched import LaunchedApps
 from tether.runner.pool import DEFAULT_SESSION, SchedulerPool
 from tether.runner.reattach import Action, EarlierJob, ExistingJob, RunOutcome, decide
@@ -396,6 +396,8 @@ class Runner:
         Returns:
             The status, or None when the scheduler does not know the app.
         """
+        from tether.runner import follow  # the watch hub loads when an app is followed
+
         return follow.status(self._pool, app_handle)
 
     def wait(
@@ -415,11 +417,13 @@ class Runner:
         Returns:
             The final status, or None when the app does not exist (or was deleted).
         """
+        from tether.runner import follow  # the watch hub loads when an app is followed
+
         return follow.wait(self._pool, app_handle, wait_interval, timeout)
 
     def watch(
         self, app_handles: Iterable[AppHandle], timeout: float | None = None
-    ) -> Iterator[follow.AppEvent]:
+    ) -> Iterator[AppEvent]:
         """Each change of many apps until all are final (see :func:`tether.runner.follow.watch`).
 
         Args:
@@ -429,6 +433,8 @@ class Runner:
         Returns:
             The changes: each app's current state first, its final one exactly once.
         """
+        from tether.runner import follow  # the watch hub loads when an app is followed
+
         return follow.watch(self._pool, app_handles, timeout)
 
     def awatch(
@@ -436,7 +442,7 @@ class Runner:
         app_handles: Iterable[AppHandle],
         timeout: float | None = None,
         wait_interval: float = 10,
-    ) -> AsyncIterator[follow.AppEvent]:
+    ) -> AsyncIterator[AppEvent]:
         """:meth:`watch` on an asyncio event loop (see :func:`tether.runner.follow.awatch`).
 
         Args:
@@ -447,11 +453,13 @@ class Runner:
         Returns:
             The changes, to read with ``async for``.
         """
+        from tether.runner import follow  # the watch hub loads when an app is followed
+
         return follow.awatch(self._pool, app_handles, timeout, wait_interval)
 
     def wait_any(
         self, app_handles: Iterable[AppHandle], timeout: float | None = None
-    ) -> follow.AppEvent | None:
+    ) -> AppEvent | None:
         """The first of the apps to finish (or be found gone).
 
         Args:
@@ -461,6 +469,8 @@ class Runner:
         Returns:
             Its final event, or None after ``timeout``.
         """
+        from tether.runner import follow  # the watch hub loads when an app is followed
+
         return follow.wait_any(self._pool, app_handles, timeout)
 
     def reconcile(self, app_handle: AppHandle) -> None:

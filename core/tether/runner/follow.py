@@ -17,9 +17,9 @@ import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tether.runner.events import AppEvent
 from tether.schedulers.capabilities import FollowMode
 from tether.schedulers.watch import (
     AsyncSubscription,
@@ -28,34 +28,13 @@ from tether.schedulers.watch import (
     WatchHub,
     get_hub,
 )
-from tether.specs import AppHandle, AppState, AppStatus
+from tether.specs import AppHandle, AppStatus
 
 if TYPE_CHECKING:
     from tether.runner.pool import SchedulerPool
     from tether.schedulers.api import Scheduler
 
 log: logging.Logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class AppEvent:
-    """A change of a followed app.
-
-    Attributes:
-        app_handle: The app.
-        state: Its state (UNKNOWN when it is gone).
-        status: Its status (None when the scheduler confirmed it no longer exists).
-        msg: The scheduler's message, or why the app is gone.
-        final: Nothing more will be heard of it (a terminal state, or gone).
-        previous: The state heard before (None for the first event).
-    """
-
-    app_handle: AppHandle
-    state: AppState
-    status: AppStatus | None
-    msg: str
-    final: bool
-    previous: AppState | None = None
 
 
 def _app_event(ev: JobEvent) -> AppEvent:

@@ -28,7 +28,6 @@ asks to cancel an earlier job that is not final.
 
 from __future__ import annotations
 
-import difflib
 import enum
 from dataclasses import dataclass
 
@@ -88,6 +87,8 @@ class Reattach(enum.Enum):
         names = [m.value for m in cls]
         if isinstance(value, str) and value in names:
             return cls(value)
+        import difflib  # for an error's hint only: not on the start-up path
+
         close = difflib.get_close_matches(str(value), names, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise SpecError(

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from tether.specs.secrets import mask_text
@@ -95,6 +94,8 @@ def wrap_error(msg: str, header: str, width: int = 80) -> str:
 
 def _when(timestamp: Any) -> str:
     try:
+        from datetime import datetime  # only when a time is shown: not at start-up
+
         return str(datetime.fromtimestamp(int(timestamp)))
     except (TypeError, ValueError, OverflowError, OSError):
         return NOT_AVAILABLE
