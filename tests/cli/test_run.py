@@ -288,3 +288,16 @@ def test_progress_on_a_terminal_is_one_redrawn_line(project: Path) -> None:
     assert "\r\x1b[2K" in err and "RUNNING" in err
     assert out.splitlines()[1:] == ["done", out.splitlines()[0] + " SUCCEEDED"]
     assert "\x1b" not in out
+
+
+def test_run_reads_a_nested_generic_argument(tether: Callable[..., Result],
+                                             tmp_path: Path) -> None:
+    path = tmp_path / "comp.py"
+    path.write_text(
+        "from tether.specs import AppDef, Role\n\n"
+        "def trainer(args_by_role: dict[str, list[str]]) -> AppDef:\n"
+        "    return AppDef('t', [Role(n, image='/tmp', entrypoint='echo', args=a)\n"
+        "                        for n, a in args_by_role.items()])\n")
+    res = tether("run", "--dryrun", f"{path}:trainer", "--args_by_role", "w=--lr;0.1,ps=--x")
+    assert res.code == 0, res.err
+    assert "--lr" in res.out and "0.1" in res.out and "--x" in res.out

@@ -16,7 +16,9 @@ Importing this package imports nothing heavy (no torch, no scheduler).
 
 import os
 
-__tether_not_components__ = ("args", "builders", "finder", "params", "structured_arg", "validate")
+__tether_not_components__ = (
+    "args", "builders", "finder", "literals", "params", "structured_arg", "validate",
+)
 """Sub-modules that hold the machinery, not components (skipped by the finder)."""
 
 DEFAULT_IMAGE: str = os.environ.get("TETHER_IMAGE", "ghcr.io/tether-ml/tether:latest")

@@ -5,8 +5,8 @@ Every parameter is an option: ``--name VALUE`` (``-x VALUE`` too for one-letter 
 
 * ``bool``: ``--flag`` (true), ``--flag true|false``, ``--flag=false``, ``--no-flag``;
 * ``list[X]``: ``--opt a,b,c``; repeating the option appends;
-* ``dict[K, V]``: ``--env A=1,B=2``; a piece without ``=`` continues the previous value
-  (``--env A=1,2`` is ``{"A": "1,2"}``); repeating the option merges;
+* ``dict[K, V]``: ``--env A=1,B=2``; ``dict[K, list[X]]``: ``--m a=1;2,b=3``; repeating the
+  option merges (the grammar, TorchX's, is in :mod:`tether.components.literals`);
 * ``*args``: the first token that is not a known option, and everything after it, or
   everything after ``--``.
 
@@ -23,6 +23,7 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tether.components.literals import parse_dict, parse_list, parse_value_list
 from tether.components.params import ComponentSpec, Kind, Param, inspect_component
 from tether.errors import SpecError
 
@@ -70,6 +71,8 @@ def _default_text(p: Param) -> str:
         return ""
     if p.container == "list":
         return ",".join(str(v) for v in d)
+    if p.container == "dict" and p.value_list:
+        return ",".join(f"{k}={';'.join(str(x) for x in v)}" for k, v in d.items())
     if p.container == "dict":
         return ",".join(f"{k}={v}" for k, v in d.items())
     return str(d).lower() if p.base is bool else str(d)
@@ -103,7 +106,7 @@ def build_parser(
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=(
             "Values: bool options take --flag, --flag=false or --no-flag; lists a,b,c; "
-            "dicts K=V,K2=V2. "
+            "dicts K=V,K2=V2 (lists as values: K=a;b,K2=c). "
             + (
                 "Arguments after the named options (or after --) go to the component's "
                 "positional arguments."
@@ -148,7 +151,8 @@ def _metavar(p: Param) -> str:
 
 
 def _default_text_value(p: Param, value: Any) -> str:
-    tmp = Param(name=p.name, kind=p.kind, base=p.base, container=p.container, default=value)
+    tmp = Param(name=p.name, kind=p.kind, base=p.base, container=p.container,
+                value_list=p.value_list, default=value)
     return _default_text(tmp) or repr(value)
 
 
@@ -200,27 +204,20 @@ def _scalar(p: Param, text: str, base: type, what: str) -> Any:
 
 
 def _convert_text(p: Param, text: str, what: str) -> Any:
-    """Converts one command-line value of ``p``."""
+    """Converts one command-line value of ``p`` (list/dict forms: :mod:`.literals`)."""
     if p.container == "list":
-        return [_scalar(p, v.strip(), p.base, what) for v in text.split(",") if v.strip()]
+        return [_scalar(p, v, p.base, what) for v in parse_list(text)]
     if p.container == "dict":
-        out: dict[Any, Any] = {}
-        last: str | None = None
-        for piece in text.split(","):
-            if not piece:
-                continue
-            key, sep, val = piece.partition("=")
-            if not sep:
-                if last is None:
-                    raise ValueError(f"{what} expects K=V pairs separated by ',', got {text!r}")
-                out[last] = f"{out[last]},{piece}"
-                continue
-            last = key.strip()
-            if not last:
-                raise ValueError(f"{what}: empty key in {text!r}")
-            out[last] = val
+        try:
+            pairs = parse_dict(text, keep_quotes=p.value_list)
+        except ValueError as e:
+            raise ValueError(f"{what} {e}") from None
         return {
-            _scalar(p, k, p.key_type, what): _scalar(p, v, p.base, what) for k, v in out.items()
+            _scalar(p, k, p.key_type, what): (
+                [_scalar(p, x, p.base, what) for x in parse_value_list(v)] if p.value_list
+                else _scalar(p, v, p.base, what)
+            )
+            for k, v in pairs.items()
         }
     if p.optional and text.strip().lower() in ("none", "null") and p.base is not str:
         return None
@@ -242,7 +239,8 @@ def _convert_value(p: Param, value: Any, what: str) -> Any:
     if p.container == "dict":
         if not isinstance(value, Mapping):
             raise ValueError(f"{what} expects a dict, got {type(value).__name__} {value!r}")
-        return {str(k) if p.key_type is str else k: _convert_value(_elem(p), v, what)
+        elem = _elem(p, as_list=p.value_list)
+        return {str(k) if p.key_type is str else k: _convert_value(elem, v, what)
                 for k, v in value.items()}
     if p.base is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
@@ -253,8 +251,9 @@ def _convert_value(p: Param, value: Any, what: str) -> Any:
     raise ValueError(f"{what} expects {p.type_text()}, got {type(value).__name__} {value!r}")
 
 
-def _elem(p: Param) -> Param:
-    return Param(name=p.name, kind=Kind.OPTION, base=p.base)
+def _elem(p: Param, as_list: bool = False) -> Param:
+    return Param(name=p.name, kind=Kind.OPTION, base=p.base,
+                 container="list" if as_list else None)
 
 
 def _merge(p: Param, old: Any, new: Any, given: bool) -> Any:

@@ -6,7 +6,8 @@ invalid component. Both the argument parser (:mod:`tether.components.args`) and 
 (:mod:`tether.components.validate`) build on it, so they always agree.
 
 Supported parameter types: ``str``, ``int``, ``float``, ``bool``, ``Optional[...]`` of these,
-``list[X]`` and ``dict[K, V]`` with scalar ``X``/``K``/``V``, and ``*args`` of a scalar type.
+``list[X]`` and ``dict[K, V]`` with scalar ``X``/``K``/``V``, ``dict[K, list[X]]`` (a list per
+key), and ``*args`` of a scalar type.
 ``Annotated[T, "-x", ...]`` adds short aliases (any metadata string that starts with ``-``).
 """
 
@@ -25,7 +26,7 @@ SCALARS: tuple[type, ...] = (str, int, float, bool)
 
 ALLOWED_TYPES_TEXT = (
     "str, int, float, bool, Optional[...] of these, list[str] (or of int/float), "
-    "dict[str, str] (or of scalars), and *args: str"
+    "dict[str, str] (or of scalars), dict[str, list[str]], and *args: str"
 )
 
 
@@ -47,6 +48,8 @@ class Param:
             type of dicts).
         container: ``None``, ``"list"`` or ``"dict"``.
         key_type: The key type of a dict.
+        value_list: Whether each value of a dict is a list of ``base``
+            (``dict[str, list[str]]``).
         optional: Whether None is allowed (``Optional[...]``).
         default: The default (``inspect.Parameter.empty`` when required).
         flags: Option strings, canonical first (``--script``; ``-j``, ``--j``; aliases).
@@ -60,6 +63,7 @@ class Param:
     base: type = str
     container: str | None = None
     key_type: type = str
+    value_list: bool = False
     optional: bool = False
     default: Any = inspect.Parameter.empty
     flags: list[str] = field(default_factory=list)
@@ -76,7 +80,8 @@ class Param:
         if self.container == "list":
             text = f"list[{self.base.__name__}]"
         elif self.container == "dict":
-            text = f"dict[{self.key_type.__name__}, {self.base.__name__}]"
+            value = f"list[{self.base.__name__}]" if self.value_list else self.base.__name__
+            text = f"dict[{self.key_type.__name__}, {value}]"
         else:
             text = self.base.__name__
         return f"Optional[{text}]" if self.optional else text
@@ -147,6 +152,15 @@ def _describe(t: Any) -> str:
     return text or str(t).replace("typing.", "")
 
 
+def _list_element(t: Any) -> type | None:
+    """The element type of ``list[X]`` with ``X`` str, int or float (else None)."""
+    if typing.get_origin(t) in (list, typing.List):  # noqa: UP006
+        args = typing.get_args(t)
+        if args and args[0] in SCALARS and args[0] is not bool:
+            return args[0]
+    return None
+
+
 def _classify(name: str, t: Any, param: Param) -> str | None:
     """Fills ``param.base/container/key_type/optional`` from ``t``; returns an error or None."""
     t, param.optional = _unwrap_optional(t)
@@ -168,9 +182,14 @@ def _classify(name: str, t: Any, param: Param) -> str | None:
         if len(args) == 2 and args[0] in SCALARS and args[1] in SCALARS:
             param.container, param.key_type, param.base = "dict", args[0], args[1]
             return None
+        elem = _list_element(args[1]) if len(args) == 2 and args[0] in SCALARS else None
+        if elem is not None:
+            param.container, param.key_type, param.base = "dict", args[0], elem
+            param.value_list = True
+            return None
         return (
             f"parameter {name!r} has type {_describe(t)}: dicts must name scalar key and value "
-            "types (e.g. dict[str, str])"
+            "types (e.g. dict[str, str]) or lists of scalar values (dict[str, list[str]])"
         )
     return f"parameter {name!r} has unsupported type {_describe(t)}; allowed: {ALLOWED_TYPES_TEXT}"
 

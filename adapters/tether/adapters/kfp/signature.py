@@ -113,9 +113,16 @@ class StepInput:
         )
 
 
-def _typing_of(base: type, container: str | None, key_type: type) -> tuple[Any, str]:
+def _typing_of(
+    base: type, container: str | None, key_type: type, value_list: bool = False
+) -> tuple[Any, str]:
     if container == "list":
         return typing.List[base], f"List[{_SCALAR_TEXT[base]}]"  # type: ignore[valid-type]  # noqa: UP006
+    if container == "dict" and value_list:  # dict[str, list[str]]
+        return (
+            typing.Dict[key_type, typing.List[base]],  # type: ignore[valid-type]  # noqa: UP006
+            f"Dict[{_SCALAR_TEXT[key_type]}, List[{_SCALAR_TEXT[base]}]]",
+        )
     if container == "dict":
         return (
             typing.Dict[key_type, base],  # type: ignore[valid-type]  # noqa: UP006
@@ -154,7 +161,8 @@ def step_inputs(params: Sequence[Any]) -> list[StepInput]:
                 help=p.help or f"The component's positional arguments (*{p.name}).",
             ))
             continue
-        annotation, text = _typing_of(p.base, p.container, p.key_type)
+        annotation, text = _typing_of(p.base, p.container, p.key_type,
+                                      getattr(p, "value_list", False))
         if p.optional:
             annotation, text = typing.Optional[annotation], f"Optional[{text}]"  # noqa: UP045
         scalar = ""
