@@ -104,7 +104,12 @@ def test_get_overlay_of_a_backend_with_several_kinds_is_never_the_flat_form() ->
 
     role = Role("r", entrypoint="p")
     set_overlay(role, "ray", "Replica", {"cwd": "/x"})
-    assert get_overlay(role, "ray", "JobSubmission") == {"Replica": {"cwd": "/x"}}  # flat
+    # set_overlay marks the nested form: another kind's overlay is never handed out
+    assert get_overlay(role, "ray", "JobSubmission") == {}
+    assert get_overlay(role, "ray", "Replica") == {"cwd": "/x"}
+    # a dict written by hand is unmarked: the backend's kinds tell the forms apart
+    by_hand = Role("r", entrypoint="p", metadata={"ray": {"Replica": {"cwd": "/x"}}})
+    assert get_overlay(by_hand, "ray", "JobSubmission") == {"Replica": {"cwd": "/x"}}  # flat
     kinds = ("Replica", "JobSubmission")
-    assert get_overlay(role, "ray", "JobSubmission", kinds=kinds) == {}
-    assert get_overlay(role, "ray", "Replica", kinds=kinds) == {"cwd": "/x"}
+    assert get_overlay(by_hand, "ray", "JobSubmission", kinds=kinds) == {}
+    assert get_overlay(by_hand, "ray", "Replica", kinds=kinds) == {"cwd": "/x"}

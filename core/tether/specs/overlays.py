@@ -24,7 +24,8 @@ Operators are dict *keys* built by functions: ``PUT("key")`` replaces the value 
 appended), ``DEL("key")`` removes the key (its value is ignored, by convention ``None``).
 
 For backends: ``apply_overlay(native, get_overlay(role, "<backend>", "<Kind>"))`` last, after
-:func:`validate_overlay` where some fields must come from the role instead.
+:func:`validate_overlay` where some fields must come from the role instead; an
+:class:`OverlaySpec` declares the namespace, kind and blocked keys once.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import copy
 import json
 import os
 from collections.abc import MutableMapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tether.errors import SpecTypeError
@@ -47,8 +49,17 @@ _JOIN = "__join__:"
 _DEL = "__del__:"
 
 
+FORMAT_KEY = "__tether_overlays__"
+"""Set in ``metadata[namespace]`` by :func:`set_overlay`: the dict holds ``{kind: overlay}``."""
+
+
 class OverlayError(SpecTypeError):
     """An overlay cannot be merged: names the key, both types and what to do instead."""
+
+
+def _check_kind(kind: str) -> None:
+    if kind == FORMAT_KEY:
+        raise ValueError(f"overlay kind {kind!r} is reserved (it marks the nested form)")
 
 
 def PUT(key: str) -> str:
@@ -124,6 +135,17 @@ def _join(base: MutableMapping[str, Any], key: str, value: Any, field: str) -> N
             match.update({k: copy.deepcopy(v) for k, v in item.items() if k != on})
 
 
+def _accumulate_join(base: MutableMapping[str, Any], key: str, value: Any, field: str) -> None:
+    """A JOIN stored by :func:`set_overlay`: joined into what the field already holds."""
+    held = base.get(key)
+    if held is None and isinstance(base.get(field), list):
+        held = base[field]
+    merged: dict[str, Any] = {} if held is None else {field: copy.deepcopy(held)}
+    _join(merged, key, value, field)
+    _drop_spellings(base, field, keep=None)
+    base[key] = merged[field]
+
+
 def _merge(base: MutableMapping[str, Any], key: str, value: Any, resolve: bool) -> None:
     if key not in base:
         base[key] = list(value) if isinstance(value, tuple) else copy.deepcopy(value)
@@ -169,8 +191,11 @@ def apply_overlay(
             _drop_spellings(base, field, keep=None)
             base[field] = copy.deepcopy(value)
             continue
-        if _resolve and key.startswith(_JOIN):
-            _join(base, key, value, field)
+        if key.startswith(_JOIN):
+            if _resolve:
+                _join(base, key, value, field)
+            else:
+                _accumulate_join(base, key, value, field)
             continue
         _drop_spellings(base, field, keep=key)  # a later operator for a field wins
         _merge(base, key, value, _resolve)
@@ -179,16 +204,24 @@ def apply_overlay(
 def set_overlay(target: AppDef | Role, namespace: str, kind: str, overlay: Overlay) -> None:
     """Stores ``overlay`` in ``target.metadata[namespace][kind]``; calls accumulate.
 
+    ``metadata[namespace]`` is marked as holding ``{kind: overlay}`` (the key
+    :data:`FORMAT_KEY`), so :func:`get_overlay` never takes it for the older flat form.
+
     Args:
         target: A role or an app.
         namespace: The backend, e.g. ``kubernetes``.
         kind: The native object, e.g. ``V1Pod``.
         overlay: The overlay (operator keys allowed).
+
+    Raises:
+        ValueError: When ``kind`` is :data:`FORMAT_KEY`.
     """
+    _check_kind(kind)
     metadata: dict[str, Any] = target.metadata
     ns = metadata.get(namespace)
     if not isinstance(ns, dict):
         ns = metadata[namespace] = {}
+    ns[FORMAT_KEY] = True  # nested form: get_overlay never reads it as one flat overlay
     existing = ns.get(kind)
     if not isinstance(existing, dict):
         existing = ns[kind] = {}
@@ -211,23 +244,36 @@ def _load_file(path: str) -> Overlay:
 
 
 def get_overlay(
-    target: AppDef | Role, namespace: str, kind: str, *, kinds: tuple[str, ...] = ()
+    target: AppDef | Role,
+    namespace: str,
+    kind: str,
+    *,
+    flat_fallback: bool = True,
+    kinds: tuple[str, ...] = (),
 ) -> Overlay:
     """The overlay stored for ``namespace``/``kind`` on ``target`` (``{}`` when none).
 
     ``metadata[namespace]`` may also be the path of a JSON or YAML file holding
-    ``{kind: overlay}``, or (the older flat form) the overlay itself.
+    ``{kind: overlay}``. A namespace dict written by :func:`set_overlay` is read as
+    ``{kind: overlay}`` only: another kind's overlay is never returned. One written by hand
+    without ``kind`` in it is taken as the older flat form (the overlay itself), unless
+    ``flat_fallback`` is false or it holds several dicts (one per kind).
 
     Args:
         target: A role or an app.
         namespace: The backend, e.g. ``kubernetes``.
         kind: The native object, e.g. ``V1Pod``.
+        flat_fallback: Whether an unmarked namespace dict without ``kind`` is the overlay.
         kinds: Every kind the backend reads (a backend with several): a dict holding one of
             them is ``{kind: overlay}``, never the flat form.
 
     Returns:
         The overlay.
+
+    Raises:
+        ValueError: When ``kind`` is :data:`FORMAT_KEY`.
     """
+    _check_kind(kind)
     ns: Any = target.metadata.get(namespace)
     if isinstance(ns, str):
         ns = _load_file(ns)
@@ -235,7 +281,7 @@ def get_overlay(
         return {}
     if isinstance(ns.get(kind), dict):
         return dict(ns[kind])
-    if set(ns) & set(kinds):
+    if ns.get(FORMAT_KEY) or not flat_fallback or set(ns) & set(kinds):
         return {}
     nested = len(ns) > 1 and all(isinstance(v, dict) for v in ns.values())
     return {} if nested else dict(ns)
@@ -272,3 +318,56 @@ def validate_overlay(
             f"{overlay_name} overlay has keys of another overlay kind: {misplaced}. "
             f"{suggestion}".strip()
         )
+
+
+@dataclass(frozen=True)
+class OverlaySpec:
+    """One overlay kind of a backend, declared once (TorchX's ``OverlaySpec``).
+
+    A backend declares its namespace, kind and the keys users set through the role instead,
+    and uses the spec where overlays are written and read::
+
+        V1POD = OverlaySpec("kubernetes", "V1Pod", blocklist=("command", "env"))
+        V1POD.set(role, {"spec": {"nodeSelector": {"gpu": "true"}}})
+        V1POD.get(role)  # {'spec': {'nodeSelector': {'gpu': 'true'}}}
+
+    Attributes:
+        namespace: The backend, e.g. ``kubernetes``.
+        kind: The native object, e.g. ``V1Pod``.
+        blocklist: Keys that must be set through the role or app instead.
+    """
+
+    namespace: str
+    kind: str
+    blocklist: tuple[str, ...] = ()
+
+    def set(self, target: AppDef | Role, overlay: Overlay) -> None:
+        """Stores ``overlay`` (calls accumulate), after checking it against the blocklist.
+
+        Args:
+            target: A role or an app.
+            overlay: The overlay.
+
+        Raises:
+            ValueError: When the overlay has a blocklisted key (nothing is stored).
+        """
+        validate_overlay(overlay, blocklist=list(self.blocklist), overlay_name=self.kind)
+        set_overlay(target, self.namespace, self.kind, overlay)
+
+    def get(self, target: AppDef | Role) -> Overlay:
+        """The stored overlay of this kind, checked against the blocklist.
+
+        Only the ``{kind: overlay}`` form is read (``flat_fallback=False``).
+
+        Args:
+            target: A role or an app.
+
+        Returns:
+            The overlay (``{}`` when none).
+
+        Raises:
+            ValueError: When the stored overlay has a blocklisted key.
+        """
+        overlay = get_overlay(target, self.namespace, self.kind, flat_fallback=False)
+        validate_overlay(overlay, blocklist=list(self.blocklist), overlay_name=self.kind)
+        return overlay
