@@ -354,3 +354,36 @@ def test_int_lists_round_trip(value: list[int]) -> None:
 def test_quoted_dict_values_are_taken_literally(value: dict[str, str]) -> None:
     text = ",".join(f'{k}="{v}"' for k, v in value.items())
     assert parse_dict(text) == value
+
+
+# ---------------------------------------------------------------- documented differences
+
+
+def typed_fn(n: Optional[int] = None, items: Optional[List[str]] = None,  # noqa: UP006, UP045
+             env: Optional[Dict[str, str]] = None) -> AppDef:  # noqa: UP006, UP045
+    """Typed values.
+
+    Args:
+        n: a number
+        items: a list
+        env: a dict
+    """
+    return AppDef(name="typed", metadata={"n": n, "items": items, "env": env})
+
+
+def test_parse_args_gives_typed_values_not_strings() -> None:
+    ns = parse_args(typed_fn, ["--n", "3", "--items", "a,b", "--env", "A=1"])
+    assert (ns.n, ns.items, ns.env) == (3, ["a", "b"], {"A": "1"})
+    assert parse_args(typed_fn, ["--n", "None"]).n is None
+
+
+def test_an_empty_list_or_dict_argument_is_empty_not_none() -> None:
+    md = materialize_appdef(typed_fn, ["--items", "", "--env", ""]).metadata
+    assert (md["items"], md["env"]) == ([], {})
+
+
+def test_config_values_are_converted_and_checked(capsys: pytest.CaptureFixture[str]) -> None:
+    assert materialize_appdef(typed_fn, [], config={"n": "3"}).metadata["n"] == 3
+    with pytest.raises(SystemExit):
+        materialize_appdef(typed_fn, [], config={"n": "three"})
+    assert "expects int, got 'three'" in capsys.readouterr().err

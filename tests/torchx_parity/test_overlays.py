@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tether.specs import AppDef, Role
@@ -80,3 +82,13 @@ def test_join_joins_into_what_earlier_calls_stored() -> None:
     apply_overlay(base, get_overlay(r, "kubernetes", "V1Pod"))
     assert base == {"spec": {"containers": [{"name": "a", "image": "v1", "x": 1, "y": 2},
                                             {"name": "b"}]}}
+
+
+def test_a_yaml_overlay_file_with_a_python_tag_is_refused_naming_the_file(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ov.yaml"
+    path.write_text("V1Pod:\n  spec:\n    tolerations: !!python/tuple [a]\n")
+    r = Role("trainer", image="img", entrypoint="t", metadata={"kubernetes": str(path)})
+    with pytest.raises(ValueError, match=r"(?s)ov\.yaml.*PUT"):
+        get_overlay(r, "kubernetes", "V1Pod")

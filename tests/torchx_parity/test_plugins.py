@@ -124,3 +124,24 @@ def test_register_keeps_the_function() -> None:
     assert register.scheduler(name="x")(make) is make
     assert (make._plugin_type, make._plugin_name) == (PluginType.SCHEDULER, "x")  # type: ignore[attr-defined]
     assert PluginType.SCHEDULER.namespace == "tether_plugins.schedulers"
+
+
+def test_a_duplicate_name_is_an_error_and_private_modules_are_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    dist = tmp_path / "dist"
+    _write(dist, "tether_plugins/schedulers/first.py", SCHEDULERS)
+    _write(dist, "tether_plugins/schedulers/second.py",
+           "from tether.plugins import register\n\n@register.scheduler()\n"
+           "def my_local(session_name, **kwargs):\n    return None\n")
+    _write(dist, "tether_plugins/schedulers/_helpers.py", "raise RuntimeError('imported')\n")
+    monkeypatch.syspath_prepend(str(dist))
+    _forget()
+    try:
+        reg = plugins.registry()
+        assert set(reg.get(PluginType.SCHEDULER)) == {"my_local", "other_local"}
+        (error,) = reg.errors  # the duplicate; _helpers is never imported
+        assert error.module.endswith(".second") and "duplicate" in str(error)
+        assert reg.get(PluginType.SCHEDULER)["my_local"].__module__.endswith(".first")
+    finally:
+        _forget()

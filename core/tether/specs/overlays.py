@@ -237,7 +237,13 @@ def _load_file(path: str) -> Overlay:
     except json.JSONDecodeError:
         import yaml  # only for overlay files written in YAML
 
-        data = yaml.safe_load(text)
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise ValueError(
+                f"overlay file {path!r} is neither JSON nor plain YAML ({e}); Python tags such "
+                "as !!python/tuple are not read: use PUT(key) to replace a list"
+            ) from None
     if not isinstance(data, dict):
         raise ValueError(f"overlay file {path!r} must hold a dict, got {type(data).__name__}")
     return data
