@@ -387,3 +387,9 @@ def test_config_values_are_converted_and_checked(capsys: pytest.CaptureFixture[s
     with pytest.raises(SystemExit):
         materialize_appdef(typed_fn, [], config={"n": "three"})
     assert "expects int, got 'three'" in capsys.readouterr().err
+
+
+def test_a_dict_of_lists_from_config_may_give_each_list_as_text() -> None:
+    app = materialize_appdef(complex_fn, BASE_ARGV,
+                             config={"nested_arg": {"worker": "1;2", "master": "3,4"}})
+    assert [r.args for r in app.roles] == [["1", "2"], ["3", "4"]]

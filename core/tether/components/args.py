@@ -7,8 +7,7 @@ Every parameter is an option: ``--name VALUE`` (``-x VALUE`` too for one-letter 
 * ``list[X]``: ``--opt a,b,c``; repeating the option appends;
 * ``dict[K, V]``: ``--env A=1,B=2``; ``dict[K, list[X]]``: ``--m a=1;2,b=3``; repeating the
   option merges (the grammar, TorchX's, is in :mod:`tether.components.literals`);
-* ``*args``: the first token that is not a known option, and everything after it, or
-  everything after ``--``.
+* ``*args``: the first token that is not a known option and all after it, or all after ``--``.
 
 Defaults come from the signature, overridden by ``[component:<name>]`` of ``.tetherconfig``
 (the ``defaults`` argument), overridden by what the user passes.
@@ -205,8 +204,9 @@ def _scalar(p: Param, text: str, base: type, what: str) -> Any:
 
 def _convert_text(p: Param, text: str, what: str) -> Any:
     """Converts one command-line value of ``p`` (list/dict forms: :mod:`.literals`)."""
-    if p.container == "list":
-        return [_scalar(p, v, p.base, what) for v in parse_list(text)]
+    if p.container == "list":  # value_list: a list inside a dict value (from _elem)
+        items = parse_value_list(text) if p.value_list else parse_list(text)
+        return [_scalar(p, v, p.base, what) for v in items]
     if p.container == "dict":
         try:
             pairs = parse_dict(text, keep_quotes=p.value_list)
@@ -253,7 +253,7 @@ def _convert_value(p: Param, value: Any, what: str) -> Any:
 
 def _elem(p: Param, as_list: bool = False) -> Param:
     return Param(name=p.name, kind=Kind.OPTION, base=p.base,
-                 container="list" if as_list else None)
+                 container="list" if as_list else None, value_list=as_list)
 
 
 def _merge(p: Param, old: Any, new: Any, given: bool) -> Any:
