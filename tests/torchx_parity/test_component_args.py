@@ -393,3 +393,11 @@ def test_a_dict_of_lists_from_config_may_give_each_list_as_text() -> None:
     app = materialize_appdef(complex_fn, BASE_ARGV,
                              config={"nested_arg": {"worker": "1;2", "master": "3,4"}})
     assert [r.args for r in app.roles] == [["1", "2"], ["3", "4"]]
+
+
+def test_an_abbreviated_option_is_not_taken_for_the_full_name(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):  # TorchX's argparse takes --fla for --flag
+        materialize_appdef(flag_fn, ["--fla", "true"])
+    assert "did you mean --flag?" in capsys.readouterr().err
