@@ -1,9 +1,10 @@
 """``lsf``: golden job scripts, ``bjobs`` parsing, and the command layer.
 
 LSF cannot run here. The scripts are golden-tested, and the command layer (submit, status,
-logs, cancel, job identity) runs against a FAKE ``bsub``/``bjobs``/``bkill``/``blaunch``
-(tests/schedulers/fake_lsf.py) put on PATH: it records the calls and prints IBM's documented
-output formats, and its ``bsub`` runs the rendered script for real with bash on this host.
+logs, cancel, job identity) runs against a FAKE ``bsub``/``bjobs``/``bkill``/``bresume``/
+``blaunch`` (tests/schedulers/fake_lsf.py) put on PATH: it records the calls and prints IBM's
+documented output formats, and its ``bsub`` runs the rendered script for real with bash on
+this host.
 
 Regenerate the golden files with ``TETHER_REGEN_GOLDEN=1 pytest tests/schedulers``.
 """
@@ -32,7 +33,7 @@ from tether.schedulers.lsf.render import (
     render,
 )
 from tether.schedulers.lsf.scheduler import LsfCommandError, LsfScheduler
-from tether.schedulers.lsf.status import LsfOutputError, parse_bjobs, parse_submit
+from tether.schedulers.lsf.status import LsfOutputError, aggregate, parse_bjobs, parse_submit
 from tether.specs import AppDef, AppState, Resource, Role
 from tether.specs.status import is_terminal
 
@@ -60,20 +61,40 @@ def test_golden_multi_role_gpu_script() -> None:
                    resource="select[type==X86_64]", bsub_args=["-G research"])
     req = render(ddp_app(), opts, "train-abcd1234", "/shared/logs", "/shared/proj")
     text = format_request(req)
-    assert "sekrit" not in text and "sekrit" in req.script  # masked in dry-runs only
+    assert "sekrit" not in text and "sekrit" in req.jobs[0].script  # masked in dry-runs only
     GOLDEN.check("multi_role_gpu", text)
 
 
 def test_golden_single_replica_defaults() -> None:
     app = AppDef("hello", [Role("echo", entrypoint="echo", args=["hi"])])
-    GOLDEN.check("single_default", render(app, LsfOpts(), "hello-x", "/l", "/w").script)
+    req = render(app, LsfOpts(), "hello-x", "/l", "/w")
+    assert [j.name for j in req.jobs] == ["hello-x.echo"]
+    GOLDEN.check("single_default", req.jobs[0].script)
 
 
-def test_roles_with_different_resources_rejected_naming_role() -> None:
-    app = AppDef("x", [Role("a", entrypoint="p", resource=Resource(cpu=1, gpu=0, memMB=10)),
-                       Role("b", entrypoint="p", resource=Resource(cpu=2, gpu=0, memMB=10))])
-    with pytest.raises(LsfRenderError, match=r"role 'b'.*same resource"):
-        LsfScheduler("s").submit_dryrun(app, {})
+def trainer_evaluator(trainer: str = "pass", evaluator: str = "pass", py: str = PY) -> AppDef:
+    """Two roles asking for different slots, GPUs and memory (one LSF job each)."""
+    return AppDef("te", [
+        Role("trainer", entrypoint=py, args=["-c", trainer], num_replicas=2,
+             resource=Resource(cpu=4, gpu=2, memMB=8192)),
+        Role("evaluator", entrypoint=py, args=["-c", evaluator],
+             resource=Resource(cpu=1, gpu=0, memMB=1024)),
+    ])
+
+
+def test_roles_with_different_resources_render_one_job_each_golden() -> None:
+    info = LsfScheduler("s").submit_dryrun(trainer_evaluator(), {"queue": "gpu"})
+    req = info.request
+    assert [j.name for j in req.jobs] == [f"{req.name}.trainer", f"{req.name}.evaluator"]
+    head = [[ln for ln in j.script.splitlines() if ln.startswith("#BSUB")] for j in req.jobs]
+    assert {"#BSUB -n 8", '#BSUB -R "span[ptile=4] rusage[mem=2048]"', '#BSUB -gpu "num=2"',
+            "#BSUB -H"} <= set(head[0])
+    assert {"#BSUB -n 1", '#BSUB -R "span[ptile=1] rusage[mem=1024]"', "#BSUB -H",
+            f"#BSUB -w 'started(\"{req.name}.trainer\")'"} <= set(head[1])
+    assert not any(ln.startswith("#BSUB -gpu") for ln in head[1])
+    te = trainer_evaluator("train()", "evaluate()", py="python")
+    fixed = render(te, LsfOpts(queue="gpu"), "te-abcd1234", "/shared/logs", "/shared/proj")
+    GOLDEN.check("trainer_evaluator", format_request(fixed))
 
 
 @pytest.mark.parametrize(
@@ -92,10 +113,11 @@ def test_bad_options(cfg: dict[str, Any], match: str) -> None:
 
 
 def test_description_round_trip() -> None:
-    desc = encode_description(ddp_app(), "/l/x y")
+    desc = encode_description(ddp_app(), "/l/x y", "eval")
     assert '"' not in desc and " " not in desc
     assert decode_description(desc) == {"app": "train", "logs": "/l/x y",
-                                        "roles": "trainer:2,eval:1", "key": "dag/run 1/task"}
+                                        "roles": "trainer:2,eval:1", "role": "eval",
+                                        "key": "dag/run 1/task"}
     assert decode_description("someone else's job") is None
 
 
@@ -107,13 +129,18 @@ def test_overlays_merge_into_the_directives_last_golden_and_dryrun_shows_them() 
                                      "-x": ""})  # fmt: skip
     set_overlay(app.roles[1], "lsf", "bsub", {PUT("-R"): '"span[ptile=4] select[avx512]"'})
     opts = LsfOpts(queue="gpu", wall_time="2:00", bsub_args=["-G research"])
-    text = format_request(render(app, opts, "train-abcd1234", "/shared/logs", "/shared/proj"))
-    GOLDEN.check("overlays", text)
-    head = [ln for ln in text.splitlines() if ln.startswith("#BSUB")]
-    assert "#BSUB -q gpu-long" in head and "#BSUB -app ml" in head and "#BSUB -x" in head
-    assert not any(ln.startswith("#BSUB -W") for ln in head)
-    assert '#BSUB -R "span[ptile=4] select[avx512]"' in head
-    assert "#BSUB -G research" in head and "#BSUB -J train-abcd1234" in head
+    req = render(app, opts, "train-abcd1234", "/shared/logs", "/shared/proj")
+    GOLDEN.check("overlays", format_request(req))
+    trainer, evaluator = ([ln for ln in j.script.splitlines() if ln.startswith("#BSUB")]
+                          for j in req.jobs)
+    for head in (trainer, evaluator):  # the app's overlay goes into every job
+        assert "#BSUB -q gpu-long" in head and "#BSUB -app ml" in head and "#BSUB -x" in head
+        assert not any(ln.startswith("#BSUB -W") for ln in head)
+        assert "#BSUB -G research" in head
+    # the role's overlay goes into its own job only
+    assert '#BSUB -R "span[ptile=4] select[avx512]"' in evaluator
+    assert '#BSUB -R "span[ptile=4] rusage[mem=2048]"' in trainer
+    assert "#BSUB -J train-abcd1234.eval" in evaluator
     info = LsfScheduler("s").submit_dryrun(app, {"queue": "gpu"})
     assert "#BSUB -q gpu-long" in str(info) and "#BSUB -app ml" in str(info)
 
@@ -162,6 +189,25 @@ def test_parse_bjobs_states_and_reasons() -> None:
         parse_bjobs("bjobs: not json")
 
 
+@pytest.mark.parametrize(
+    ("states", "missing", "want"),
+    [
+        ([AppState.FAILED, AppState.CANCELLED], False, AppState.FAILED),
+        ([AppState.CANCELLED, AppState.SUCCEEDED], False, AppState.CANCELLED),
+        ([AppState.SUCCEEDED, AppState.SUCCEEDED], False, AppState.SUCCEEDED),
+        ([AppState.SUCCEEDED], True, AppState.FAILED),  # a role's bsub never happened
+        ([AppState.FAILED, AppState.RUNNING], False, AppState.RUNNING),  # sibling being ended
+        ([AppState.PENDING, AppState.RUNNING], False, AppState.RUNNING),
+        ([AppState.PENDING, AppState.PENDING], True, AppState.PENDING),
+        ([AppState.UNKNOWN, AppState.RUNNING], False, AppState.UNKNOWN),
+    ],
+)
+def test_app_state_combines_the_roles_jobs(
+    states: list[AppState], missing: bool, want: AppState
+) -> None:
+    assert aggregate(states, missing) == want
+
+
 # ---- the command layer against the fake LSF ----------------------------------------------------
 @pytest.fixture
 def fake_lsf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -169,7 +215,7 @@ def fake_lsf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     state.mkdir()
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    for cmd in ("bsub", "bjobs", "bkill", "blaunch"):
+    for cmd in ("bsub", "bjobs", "bkill", "bresume", "blaunch"):
         w = bindir / cmd
         w.write_text(f'#!/bin/sh\nexec {PY} {FAKE} {cmd} "$@"\n')
         w.chmod(w.stat().st_mode | stat.S_IXUSR)
@@ -237,8 +283,110 @@ def test_cancel_with_bkill_is_idempotent(fake_lsf: Path, tmp_path: Path) -> None
     sched.cancel(app_id)
     assert wait_terminal(sched, app_id).state == AppState.CANCELLED
     sched.cancel(app_id)  # finished: no second bkill
-    assert [c["args"] for c in calls(fake_lsf) if c["cmd"] == "bkill"] == [[app_id]]
-    assert sched.describe("999999") is None
+    job_ids = list(json.loads((fake_lsf / "jobs.json").read_text()))
+    assert [c["args"] for c in calls(fake_lsf) if c["cmd"] == "bkill"] == [job_ids]
+    assert sched.describe("nosuch-app") is None and sched.describe("x.*") is None
+
+
+# ---- roles with different resources: one job per role, one app (against the fake LSF) -------
+REPORT = ("import os; print(os.environ['TETHER_ROLE_NAME'], os.environ['TETHER_REPLICA_ID'], "
+          "os.environ['TETHER_RANK0_HOST'])")
+SLEEP = "import os, time; open(f'pid-{os.getpid()}', 'w').close(); time.sleep(600)"
+
+
+def lsf_states(sched: LsfScheduler, app_id: str) -> dict[str, AppState]:
+    """Each role's LSF job state as ``bjobs`` reports it (role -> state)."""
+    return {role: job.state for role, job in sched._app_jobs(app_id).items()}
+
+
+def test_trainer_and_evaluator_with_different_resources_run_as_one_app(
+    fake_lsf: Path, tmp_path: Path
+) -> None:
+    sched = LsfScheduler("s")
+    app = trainer_evaluator(REPORT, REPORT)
+    app.metadata[JOB_KEY] = "te-key"
+    app_id = sched.submit(app, {"log_dir": str(tmp_path / "logs"), "cwd": str(tmp_path)})
+    bsubs = [c["stdin"] for c in calls(fake_lsf) if c["cmd"] == "bsub"]
+    assert len(bsubs) == 2 and "#BSUB -n 8" in bsubs[0] and "#BSUB -n 1" in bsubs[1]
+    assert [c["args"] for c in calls(fake_lsf) if c["cmd"] == "bresume"] == [["1001", "1002"]]
+    desc = wait_terminal(sched, app_id)
+    assert desc.state == AppState.SUCCEEDED, desc.msg
+    assert [(r.role, len(r.replicas)) for r in desc.roles_statuses] == [("trainer", 2),
+                                                                       ("evaluator", 1)]
+    assert list(sched.log_iter(app_id, "trainer", 1)) == ["trainer 1 localhost\n"]
+    assert list(sched.log_iter(app_id, "evaluator", 0)) == ["evaluator 0 localhost\n"]
+    listed = sched.list()
+    assert [(a.app_id, a.state, a.job_key) for a in listed] == [
+        (app_id, AppState.SUCCEEDED, "te-key")]
+    # the evaluator read the rank-0 host from the trainer's job
+    assert any(c["cmd"] == "bjobs" and f"{app_id}.trainer" in c["args"] and
+               "first_host" in c["args"] for c in calls(fake_lsf))
+
+
+def _pids(cwd: Path, n: int) -> list[int]:
+    deadline = time.monotonic() + 60
+    while len(found := list(cwd.glob("pid-*"))) < n:
+        assert time.monotonic() < deadline, "the replicas did not start"
+        time.sleep(0.05)
+    return [int(p.name[4:]) for p in found]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_cancel_ends_every_role_job(fake_lsf: Path, tmp_path: Path) -> None:
+    sched = LsfScheduler("s")
+    app_id = sched.submit(trainer_evaluator(SLEEP, SLEEP),
+                          {"log_dir": str(tmp_path / "logs"), "cwd": str(tmp_path)})
+    pids = _pids(tmp_path, 3)
+    assert sched.describe(app_id).state == AppState.RUNNING  # type: ignore[union-attr]
+    sched.cancel(app_id)
+    assert wait_terminal(sched, app_id).state == AppState.CANCELLED
+    assert lsf_states(sched, app_id) == {"trainer": AppState.CANCELLED,
+                                                   "evaluator": AppState.CANCELLED}
+    deadline = time.monotonic() + 60
+    while not all(_gone(p) for p in pids):
+        assert time.monotonic() < deadline, "replicas outlived the cancel"
+        time.sleep(0.05)
+
+
+def test_a_failed_replica_fails_the_app_and_ends_the_other_role(
+    fake_lsf: Path, tmp_path: Path
+) -> None:
+    # trainer replica 1 fails once the evaluator runs; the trainer's job then ends the
+    # evaluator's job, which would otherwise sleep for 10 minutes
+    fail = ("import glob, os, sys, time\n"
+            "if os.environ['TETHER_REPLICA_ID'] == '1':\n"
+            "    while not glob.glob('pid-*'): time.sleep(0.01)\n"
+            "    sys.exit(3)\n")
+    sched = LsfScheduler("s")
+    app_id = sched.submit(trainer_evaluator(fail, SLEEP),
+                          {"log_dir": str(tmp_path / "logs"), "cwd": str(tmp_path)})
+    desc = wait_terminal(sched, app_id)
+    assert desc.state == AppState.FAILED
+    assert "role 'trainer' replica 1 exited with code 3" in desc.msg
+    assert lsf_states(sched, app_id) == {"trainer": AppState.FAILED,
+                                                   "evaluator": AppState.CANCELLED}
+    assert [c["args"] for c in calls(fake_lsf) if c["cmd"] == "bkill"] == [
+        ["-J", f"{app_id}.evaluator", "0"]]
+
+
+def test_a_failed_submission_kills_the_jobs_already_submitted(
+    fake_lsf: Path, tmp_path: Path
+) -> None:
+    app = trainer_evaluator()
+    from tether.specs.overlays import set_overlay
+
+    set_overlay(app.roles[1], "lsf", "bsub", {"-q": "nosuch"})
+    (fake_lsf / "reject_queue").write_text("nosuch")
+    with pytest.raises(LsfCommandError, match="No such queue"):
+        LsfScheduler("s").submit(app, {"log_dir": str(tmp_path / "logs"), "cwd": str(tmp_path)})
+    assert [c["args"] for c in calls(fake_lsf) if c["cmd"] == "bkill"] == [["1001"]]
+    assert [c["cmd"] for c in calls(fake_lsf)] == ["bsub", "bsub", "bkill"]
 
 
 def test_missing_bsub_names_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,18 +10,21 @@ golden-tested and executed under bash with a stand-in ``blaunch``, and the comma
 tested against small fake ``bsub``/``bjobs``/``bkill`` programs that replay IBM's documented
 output formats (``tests/schedulers/test_lsf.py``).
 
-**Design.** One LSF job per app (its name ``<app>-<random>``; the app id is the LSF job
-id). It asks for ``-n`` = replicas x slots per replica with ``span[ptile=<slots>]`` (one
-replica per host), ``rusage[mem=]`` per slot and ``-gpu "num=<gpus>"`` per host, so every role
-must ask for the same resource (else the dry-run names the role). The script starts replica
-``i`` on allocated host ``i`` with ``blaunch``, with the replica environment
-(``$TETHER_RANK0_HOST`` = the first host), writing ``<log_dir>/<job>/<role>/<k>.log`` and
-``.exit``; the first failure ends the job.
+**Design.** One LSF job per role (roles may ask for different resources), named
+``<app id>.<role>``; the app id is ``<app>-<random>``. A role's job asks for ``-n`` = replicas
+x slots per replica with ``span[ptile=<slots>]`` (one replica per host), ``rusage[mem=]`` per
+slot and ``-gpu "num=<gpus>"`` per host. Its script starts replica ``k`` on allocated host
+``k`` with ``blaunch``, with the replica environment (``$TETHER_RANK0_HOST`` = the first host
+of the first role's job), writing ``<log_dir>/<app id>/<role>/<k>.log`` and ``.exit``; the
+first failure ends the role's job and the other roles' jobs. A multi-role app's jobs are
+submitted held and released together (``bresume``).
 
-**Status** is ``bjobs -o ... -json`` through :data:`tether.schedulers.lsf.status.JOB_STATE`
-(an EXIT killed by its owner is CANCELLED), with the failed replicas (from their exit files)
-in the message. **Cancel** is ``bkill``. **Job identity**: the job description
-``tether:app=..;logs=..;roles=..;key=..`` (``bsub -Jd``), read by ``list``/``find_jobs``.
+**Status** is ``bjobs -o ... -json -J "<app id>.*"``: each job through
+:data:`tether.schedulers.lsf.status.JOB_STATE` (an EXIT killed by its owner is CANCELLED),
+combined by :func:`tether.schedulers.lsf.status.aggregate`, with the failed replicas (from
+their exit files) in the message. **Cancel** is one ``bkill`` of the app's jobs. **Job
+identity**: each job's description ``tether:app=..;logs=..;roles=..;role=..;key=..``
+(``bsub -Jd``), read by ``list``/``find_jobs``.
 """
 
 from __future__ import annotations

@@ -1,18 +1,24 @@
-"""Pure rendering: AppDef + :class:`LsfOpts` -> a ``bsub`` job script (no I/O).
+"""Pure rendering: AppDef + :class:`LsfOpts` -> one ``bsub`` job script per role (no I/O).
 
-One LSF job per app. It asks for one host slot group per replica: ``-n`` = replicas x slots
-per replica, ``span[ptile=<slots>]`` so that each host holds exactly one replica, memory as
-``rusage[mem=]`` per slot, GPUs per host with ``-gpu``. The script reads the allocated hosts
-from ``$LSB_MCPU_HOSTS``, starts replica ``i`` on host ``i`` with ``blaunch`` (the replica
-environment from :func:`~tether.schedulers.replica.materialize`, ``$TETHER_RANK0_HOST`` = the
-first host) writing ``<log_dir>/<app>/<role>/<k>.log`` and ``<k>.exit``, and exits with the
-first failure (LSF then ends the other tasks).
+Each role is one LSF job named ``<app id>.<role>`` (roles may ask for different resources,
+and one job gives every host the same shape). A role's job asks for one host slot group per
+replica: ``-n`` = replicas x slots per replica, ``span[ptile=<slots>]`` so that each host holds
+exactly one replica, memory as ``rusage[mem=]`` per slot, GPUs per host with ``-gpu``. The
+script reads the allocated hosts from ``$LSB_MCPU_HOSTS``, starts replica ``k`` on host ``k``
+with ``blaunch`` (the replica environment from :func:`~tether.schedulers.replica.materialize`)
+writing ``<log_dir>/<app>/<role>/<k>.log`` and ``<k>.exit``, and exits with the first failure
+(LSF then ends the role's other tasks) after ending the other roles' jobs with ``bkill``.
 
-Overlays (:mod:`tether.specs.overlays`) are merged last into the ``#BSUB`` directives, a dict
-of option -> the text after it (a list repeats the option; ``""`` is a bare flag):
+``$TETHER_RANK0_HOST`` is the first host of the first role's job: that job's own script reads
+it from ``$LSB_MCPU_HOSTS``; the other roles' jobs wait for it to start (``-w started()``)
+and read it with ``bjobs -o first_host``. A multi-role app's jobs are submitted held (``-H``)
+and released together once all exist.
+
+Overlays (:mod:`tether.specs.overlays`) are merged last into the ``#BSUB`` directives of each
+job, a dict of option -> the text after it (a list repeats the option; ``""`` is a bare flag):
 ``set_overlay(app or role, "lsf", "bsub", {"-q": "gpu", "-app": "ml", DEL("-W"): None})``,
-the app's first, then each role's. ``-J`` and ``-Jd`` (tether's identity of the job) cannot
-be changed.
+the app's first (into every job), then the role's (into its job). ``-J`` and ``-Jd``
+(tether's identity of the job) cannot be changed.
 """
 
 from __future__ import annotations
@@ -51,22 +57,35 @@ class LsfRenderError(SpecError):
 
 
 @dataclass
-class LsfRequest:
-    """A rendered LSF submission.
+class LsfJobRequest:
+    """One ``bsub`` of an app: the job of one role.
 
     Attributes:
-        name: The LSF job name.
+        role: The role's name.
+        name: The LSF job name (:func:`job_name`).
         script: The job script (``bsub < script``).
-        log_dir: The app's log directory.
-        description: The job description (tether's identity of the app).
         env: Each replica's environment (for the masked dry-run), keyed ``role/k``.
     """
 
+    role: str
     name: str
     script: str
-    log_dir: str
-    description: str
     env: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+@dataclass
+class LsfRequest:
+    """A rendered LSF submission: one job per role, in submission order.
+
+    Attributes:
+        name: The app id (each job is named ``<app id>.<role>``).
+        jobs: The jobs.
+        log_dir: The app's log directory.
+    """
+
+    name: str
+    jobs: list[LsfJobRequest]
+    log_dir: str
 
 
 def slots(role: Role) -> int:
@@ -91,21 +110,11 @@ def check(app: AppDef, opts: LsfOpts) -> None:
     Raises:
         LsfRenderError: Listing the problem.
     """
-    first = app.roles[0]
-    shape = (slots(first), max(first.resource.gpu, 0), max(first.resource.memMB, 0))
     for role in app.roles:
         if not _ROLE_DIR.match(role.name):
             raise LsfRenderError(
                 f"role {role.name!r}: lsf names log files after roles; use letters, digits, "
                 "'_', '.', '-'"
-            )
-        got = (slots(role), max(role.resource.gpu, 0), max(role.resource.memMB, 0))
-        if got != shape:
-            raise LsfRenderError(
-                f"role {role.name!r}: one LSF job gives every host the same slots, GPUs and "
-                f"memory, but this role asks for (slots, gpus, memMB)={got} while role "
-                f"{first.name!r} asks for {shape}; give the roles the same resource or submit "
-                "them as separate apps"
             )
     if opts.gpu_mode is not None and opts.gpu_mode not in GPU_MODES:
         import difflib  # for an error's hint only: not on the start-up path
@@ -126,20 +135,22 @@ def check(app: AppDef, opts: LsfOpts) -> None:
             )
 
 
-def encode_description(app: AppDef, log_dir: str) -> str:
-    """tether's identity of the app in the LSF job description.
+def encode_description(app: AppDef, log_dir: str, role: str) -> str:
+    """tether's identity of the app in the LSF job description of one role's job.
 
     Args:
         app: The app.
         log_dir: The app's log directory.
+        role: The role this job runs.
 
     Returns:
-        ``tether:app=..;logs=..;roles=r:2,s:1[;key=..]`` (values percent-encoded).
+        ``tether:app=..;logs=..;roles=r:2,s:1;role=r[;key=..]`` (values percent-encoded).
     """
     parts = {
         "app": app.name,
         "logs": log_dir,
         "roles": ",".join(f"{r.name}:{r.num_replicas}" for r in app.roles),
+        "role": role,
     }
     if app.metadata.get(JOB_KEY):
         parts["key"] = app.metadata[JOB_KEY]
@@ -179,11 +190,9 @@ Directives = dict[str, Any]
 """``#BSUB`` option -> the text after it (a list: the option repeated; ``""``: a bare flag)."""
 
 
-def _directives(app: AppDef, opts: LsfOpts, name: str, log_dir: str, cwd: str,
+def _directives(role: Role, opts: LsfOpts, name: str, log_dir: str, cwd: str,
                 desc: str) -> Directives:  # fmt: skip
-    role = app.roles[0]
     per = slots(role)
-    total = sum(r.num_replicas for r in app.roles)
     res = [f"span[ptile={per}]"]
     if role.resource.memMB > 0:
         res.append(f"rusage[mem={math.ceil(role.resource.memMB / per)}]")
@@ -194,7 +203,7 @@ def _directives(app: AppDef, opts: LsfOpts, name: str, log_dir: str, cwd: str,
         out["-q"] = shlex.quote(opts.queue)
     if opts.project:
         out["-P"] = shlex.quote(opts.project)
-    out["-n"] = str(per * total)
+    out["-n"] = str(per * role.num_replicas)
     out["-R"] = f'"{" ".join(res)}"'
     if role.resource.gpu > 0:
         gpu = f"num={role.resource.gpu}"
@@ -216,15 +225,15 @@ def _directives(app: AppDef, opts: LsfOpts, name: str, log_dir: str, cwd: str,
     return out
 
 
-def _overlay(directives: Directives, app: AppDef) -> None:
-    """Merges the ``bsub`` overlays (the app's, then each role's) into the directives, last.
+def _overlay(directives: Directives, app: AppDef, role: Role) -> None:
+    """Merges the ``bsub`` overlays (the app's, then the role's) into a role's directives, last.
 
     Raises:
         LsfRenderError: For an overlay that changes ``-J``/``-Jd``, names no ``-option`` or
             gives a value that is not text (or holds a newline).
     """
     sources: list[tuple[str, AppDef | Role]] = [(f"app {app.name!r}", app)]
-    sources += [(f"role {r.name!r}", r) for r in app.roles]
+    sources.append((f"role {role.name!r}", role))
     for where, target in sources:
         overlay = get_overlay(target, OVERLAY_NAMESPACE, OVERLAY_KIND)
         if not overlay:
@@ -256,75 +265,131 @@ def _header(directives: Directives) -> list[str]:
     return lines
 
 
+def job_name(app_id: str, role: str) -> str:
+    """The LSF job name of one role of an app: ``<app id>.<role>`` (app ids hold no ``.``).
+
+    Args:
+        app_id: The app id.
+        role: The role's name.
+
+    Returns:
+        The job name.
+    """
+    return f"{app_id}.{role}"
+
+
 def render(app: AppDef, opts: LsfOpts, name: str, log_root: str, cwd: str) -> LsfRequest:
-    """Renders the job script of ``app`` (pure).
+    """Renders one job script per role of ``app`` (pure).
+
+    Every role is its own LSF job (each host of a job has the same shape, and roles may ask
+    for different resources), named :func:`job_name`. The jobs of a multi-role app are
+    submitted held (``-H``) and released together once all exist, so that a failing role
+    always finds its siblings to end; the jobs of roles after the first wait for the first
+    role's job to start (``-w "started(...)"``) and read its first host as
+    ``$TETHER_RANK0_HOST``.
 
     Args:
         app: The app (validated and checked).
         opts: The options.
-        name: The LSF job name (also the ``${app_id}`` macro).
+        name: The app id (also the ``${app_id}`` macro).
         log_root: The ``log_dir`` option made absolute.
-        cwd: The job's working directory.
+        cwd: The jobs' working directory.
 
     Returns:
         The request.
     """
     log_dir = f"{log_root.rstrip('/')}/{name}"
-    desc = encode_description(app, log_dir)
-    directives = _directives(app, opts, name, log_dir, cwd, desc)
-    _overlay(directives, app)  # last: the platform's escape hatch wins
-    lines = _header(directives)
-    total = sum(r.num_replicas for r in app.roles)
-    lines += [
+    first = job_name(name, app.roles[0].name)
+    jobs = []
+    for role in app.roles:
+        job = job_name(name, role.name)
+        desc = encode_description(app, log_dir, role.name)
+        directives = _directives(role, opts, job, log_dir, cwd, desc)
+        if len(app.roles) > 1:
+            directives["-H"] = ""
+        if job != first:
+            directives["-w"] = f"'started(\"{first}\")'"
+        _overlay(directives, app, role)  # last: the platform's escape hatch wins
+        siblings = [job_name(name, r.name) for r in app.roles if r is not role]
+        body, env = _body(role, name, log_dir, cwd, None if job == first else first, siblings)
+        jobs.append(LsfJobRequest(role=role.name, name=job,
+                                  script="\n".join(_header(directives) + body), env=env))
+    return LsfRequest(name=name, jobs=jobs, log_dir=log_dir)
+
+
+def _rank0_lines(rank0_job: str | None) -> list[str]:
+    if rank0_job is None:
+        return ['RANK0_HOST="${HOSTS[0]}"']
+    q = shlex.quote(rank0_job)
+    return [
+        f"# the rank-0 host is the first host of job {rank0_job} (started before this one)",
+        f"RANK0_HOST=$(bjobs -a -noheader -o first_host -J {q} 2>/dev/null | head -n 1)",
+        'case "$RANK0_HOST" in ""|-)',
+        f'    echo "tether: no first host of job {rank0_job}; using ${{HOSTS[0]}}" >&2',
+        '    RANK0_HOST="${HOSTS[0]}" ;;',
+        "esac",
+    ]
+
+
+def _body(role: Role, app_id: str, log_dir: str, cwd: str, rank0_job: str | None,
+          siblings: list[str]) -> tuple[list[str], dict[str, dict[str, str]]]:  # fmt: skip
+    """The script after the directives: start each replica with ``blaunch``, exit with the
+    first failure and then end the sibling jobs (a failed replica fails the app)."""
+    logs = f'"$LOGS/{role.name}'
+    lines = [
         "",
         "set -u",
         f"LOGS={shlex.quote(log_dir)}",
-        "mkdir -p " + " ".join(f'"$LOGS/{r.name}"' for r in app.roles),
+        f'mkdir -p {logs}"',
         "# the allocated hosts in order, one per replica ($LSB_MCPU_HOSTS: host slots ...)",
         "read -r -a HOSTS <<< \"$(echo \"${LSB_MCPU_HOSTS:-localhost 1}\" | "
         "awk '{for (i = 1; i <= NF; i += 2) printf \"%s \", $i}')\"",
-        'RANK0_HOST="${HOSTS[0]}"',
+        *_rank0_lines(rank0_job),
         "PIDS=()",
     ]
     envs: dict[str, dict[str, str]] = {}
-    index = 0
-    for role in app.roles:
-        for k in range(role.num_replicas):
-            rep = materialize(role, app_id=name, replica_id=k, rank0_host="", img_root=cwd)
-            env = {n: v for n, v in rep.env.items() if n != ENV_RANK0_HOST}
-            envs[f"{role.name}/{k}"] = env
-            assigns = [shlex.quote(f"{n}={v}") for n, v in env.items()]
-            assigns.append(f'"{ENV_RANK0_HOST}=$RANK0_HOST"')
-            argv = " ".join(shlex.quote(a) for a in [rep.entrypoint, *rep.args])
-            out = f'"$LOGS/{role.name}/{k}'
-            lines += [
-                f"# {role.name} replica {k}",
-                f'( blaunch "${{HOSTS[{index} % ${{#HOSTS[@]}}]}}" env {" ".join(assigns)} '
-                f'{argv} > {out}.log" 2>&1; rc=$?; echo "$rc" > {out}.exit"; exit "$rc" ) &',
-                "PIDS+=($!)",
-            ]
-            index += 1
+    for k in range(role.num_replicas):
+        rep = materialize(role, app_id=app_id, replica_id=k, rank0_host="", img_root=cwd)
+        env = {n: v for n, v in rep.env.items() if n != ENV_RANK0_HOST}
+        envs[f"{role.name}/{k}"] = env
+        assigns = [shlex.quote(f"{n}={v}") for n, v in env.items()]
+        assigns.append(f'"{ENV_RANK0_HOST}=$RANK0_HOST"')
+        argv = " ".join(shlex.quote(a) for a in [rep.entrypoint, *rep.args])
+        out = f"{logs}/{k}"
+        lines += [
+            f"# {role.name} replica {k}",
+            f'( blaunch "${{HOSTS[{k} % ${{#HOSTS[@]}}]}}" env {" ".join(assigns)} '
+            f'{argv} > {out}.log" 2>&1; rc=$?; echo "$rc" > {out}.exit"; exit "$rc" ) &',
+            "PIDS+=($!)",
+        ]
     lines += [
-        f"# exit with the first failure of the {total} replica(s); LSF ends the other tasks",
+        f"# exit with the first failure of the {role.num_replicas} replica(s); LSF ends the "
+        "other tasks",
         "FAIL=0",
         'for _ in "${PIDS[@]}"; do',
         '    wait -n; rc=$?',
         '    if [ "$rc" -ne 0 ]; then FAIL=$rc; break; fi',
         "done",
-        'for f in "$LOGS"/*/*.exit; do',
+        f'for f in {logs}"/*.exit; do',
         '    [ -e "$f" ] || continue; c=$(cat "$f")',
         '    r=${f#"$LOGS"/}; r=${r%.exit}',
         '    [ "$c" = 0 ] || echo "tether: replica $r exited with code $c" >&2',
         "done",
-        'exit "$FAIL"',
-        "",
     ]
-    return LsfRequest(name=name, script="\n".join(lines), log_dir=log_dir, description=desc,
-                      env=envs)
+    if siblings:
+        lines += [
+            "# a failed replica fails the app: end the jobs of the other roles",
+            'if [ "$FAIL" -ne 0 ]; then',
+            *(f"    bkill -J {shlex.quote(s)} 0 > /dev/null 2>&1 || true" for s in siblings),
+            "fi",
+        ]
+    lines += ['exit "$FAIL"', ""]
+    return lines, envs
 
 
 def format_request(req: LsfRequest) -> str:
-    """The script as ``bsub`` receives it, with secret-looking env values masked.
+    """The scripts as ``bsub`` receives them, in submission order, with secret-looking env
+    values masked.
 
     Args:
         req: The request.
@@ -332,12 +397,18 @@ def format_request(req: LsfRequest) -> str:
     Returns:
         The text.
     """
-    text = req.script
-    for env in req.env.values():
-        for n, masked in mask_env(env).items():
-            if masked != env[n]:
-                text = text.replace(shlex.quote(f"{n}={env[n]}"), shlex.quote(f"{n}={masked}"))
-    return text
+    texts = []
+    for job in req.jobs:
+        text = job.script
+        for env in job.env.values():
+            for n, masked in mask_env(env).items():
+                if masked != env[n]:
+                    text = text.replace(shlex.quote(f"{n}={env[n]}"),
+                                        shlex.quote(f"{n}={masked}"))
+        if len(req.jobs) > 1:
+            text = f"# ---- bsub < job {job.name} ----\n{text}"
+        texts.append(text)
+    return "\n".join(texts)
 
 
 def default_log_root(opts: LsfOpts, cwd: str) -> str:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import builtins
+import contextlib
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -32,9 +34,16 @@ from tether.schedulers.lsf.render import (
     decode_roles,
     default_log_root,
     format_request,
+    job_name,
     render,
 )
-from tether.schedulers.lsf.status import BJOBS_FIELDS, LsfJob, parse_bjobs, parse_submit
+from tether.schedulers.lsf.status import (
+    BJOBS_FIELDS,
+    LsfJob,
+    aggregate,
+    parse_bjobs,
+    parse_submit,
+)
 from tether.specs import (
     AppDef,
     AppDryRunInfo,
@@ -49,6 +58,8 @@ from tether.workspace.api import WorkspaceMixin
 
 COMMAND_TIMEOUT_S = 120.0
 LOG_POLL_S = 2.0
+_APP_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+"""What :func:`~tether.schedulers.ids.make_app_id` makes (no ``.`` and no wildcard)."""
 
 
 class LsfCommandError(BackendError):
@@ -58,7 +69,8 @@ class LsfCommandError(BackendError):
 
 
 def run_lsf(cmd: str, args: Sequence[str], stdin: str | None = None) -> str:
-    """Runs one LSF command (``bsub``, ``bjobs``, ``bkill``): the only place tether calls LSF.
+    """Runs one LSF command (``bsub``, ``bjobs``, ``bkill``, ``bresume``): the only place
+    tether calls LSF.
 
     Args:
         cmd: The command.
@@ -119,7 +131,7 @@ class LsfScheduler(Scheduler[LsfRequest, LsfOpts], WorkspaceMixin[None]):
         streams=frozenset({Stream.COMBINED}),
         log_time_filter=False,
         log_tail=True,
-        gang=True,
+        gang=False,  # each role's replicas start together; the roles' jobs start apart
         elastic=False,
         secrets=False,
         port_map=False,
@@ -150,56 +162,87 @@ class LsfScheduler(Scheduler[LsfRequest, LsfOpts], WorkspaceMixin[None]):
         return AppDryRunInfo(req, format_request)
 
     def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
-        """Creates the log directory and submits the script with ``bsub``.
+        """Creates the log directory and submits each role's job with ``bsub``.
+
+        A multi-role app's jobs are submitted held and released together with ``bresume``
+        once all exist; when a submission fails, the jobs already submitted are killed.
 
         Args:
             dryrun_info: What :meth:`submit_dryrun` returned.
 
         Returns:
-            The LSF job id.
+            The app id (the jobs are named ``<app id>.<role>``).
         """
         req: LsfRequest = dryrun_info.request
         Path(req.log_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
-        return parse_submit(run_lsf("bsub", [], stdin=req.script))
+        submitted: builtins.list[str] = []
+        try:
+            for job in req.jobs:
+                submitted.append(parse_submit(run_lsf("bsub", [], stdin=job.script)))
+            if len(submitted) > 1:
+                run_lsf("bresume", submitted)
+        except BaseException:
+            if submitted:
+                with contextlib.suppress(LsfCommandError):
+                    run_lsf("bkill", submitted)
+            raise
+        return req.name
 
     # ---- query -------------------------------------------------------------------------
-    def _bjobs(self, args: Sequence[str]) -> list[LsfJob]:
-        return parse_bjobs(run_lsf("bjobs", ["-o", " ".join(BJOBS_FIELDS), "-json", *args]))
+    def _bjobs(self, args: Sequence[str]) -> builtins.list[LsfJob]:
+        try:
+            out = run_lsf("bjobs", ["-o", " ".join(BJOBS_FIELDS), "-json", *args])
+        except LsfCommandError as e:
+            if "not found" in str(e):
+                return []
+            raise
+        return parse_bjobs(out)
 
-    def _job(self, app_id: str) -> LsfJob | None:
-        for job in self._bjobs(["-a", app_id]):
-            if job.job_id == app_id:
-                return job
-        return None
+    def _app_jobs(self, app_id: str, role: str | None = None) -> dict[str, LsfJob]:
+        """The jobs of an app by role (the newest job of each role), from ``bjobs -J``."""
+        if not _APP_ID.match(app_id):
+            return {}
+        pattern = job_name(app_id, role) if role is not None else f"{app_id}.*"
+        by_role: dict[str, LsfJob] = {}
+        for job in sorted(self._bjobs(["-a", "-J", pattern]), key=_job_order):
+            meta = decode_description(job.description)
+            name = (meta or {}).get("role", "")
+            if meta is not None and job.name == job_name(app_id, name):
+                by_role[name] = job
+        return by_role
 
     def describe(self, app_id: str) -> DescribeAppResponse | None:
-        """Describes the job from ``bjobs`` and the replicas' exit files.
+        """Describes the app from its roles' jobs (``bjobs``) and the replicas' exit files.
 
         Args:
-            app_id: The LSF job id.
+            app_id: The app id.
 
         Returns:
-            The description, or None when LSF does not know the job.
+            The description, or None when LSF knows no job of the app.
         """
-        job = self._job(app_id)
-        if job is None:
+        jobs = self._app_jobs(app_id)
+        if not jobs:
             return None
-        meta = decode_description(job.description) or {}
+        meta = decode_description(next(iter(jobs.values())).description) or {}
         roles = decode_roles(meta.get("roles", ""))
-        state = job.state
-        msgs = [job.reason] if job.reason else []
-        statuses: list[RoleStatus] = []
+        msgs: builtins.list[str] = []
+        statuses: builtins.list[RoleStatus] = []
         for name, n in roles.items():
+            job = jobs.get(name)
+            if job is None:
+                msgs.append(f"role {name!r} has no LSF job (its submission was interrupted)")
+            elif job.reason:
+                msgs.append(f"role {name!r}: {job.reason}")
+            rstate = job.state if job is not None else AppState.UNKNOWN
             reps = []
             for k in range(n):
                 code = _exit_code(meta.get("logs", ""), name, k)
-                rstate = state
-                if code is not None:
-                    rstate = AppState.SUCCEEDED if code == 0 else AppState.FAILED
-                    if code != 0:
-                        msgs.append(f"role {name!r} replica {k} exited with code {code}")
-                reps.append(ReplicaStatus(k, rstate, name, exit_code=code))
+                if code:
+                    msgs.append(f"role {name!r} replica {k} exited with code {code}")
+                reps.append(ReplicaStatus(k, _replica_state(rstate, code), name,
+                                          exit_code=code))
             statuses.append(RoleStatus(name, reps))
+        state = aggregate([j.state for j in jobs.values()], missing=len(jobs) < len(roles))
         return DescribeAppResponse(
             app_id=app_id,
             state=state,
@@ -211,22 +254,32 @@ class LsfScheduler(Scheduler[LsfRequest, LsfOpts], WorkspaceMixin[None]):
         )
 
     def list(self, cfg: Mapping[str, CfgVal] | None = None) -> builtins.list[ListAppResponse]:
-        """The LSF jobs of the user that tether submitted (by job description).
+        """The apps of the user that tether submitted (jobs grouped by the app id in their
+        names, read from their descriptions).
 
         Args:
             cfg: Unused.
 
         Returns:
-            The apps, in LSF's order (by job id, i.e. submission order).
+            The apps, oldest first (by their first job id, i.e. submission order).
         """
-        out: builtins.list[ListAppResponse] = []
-        for job in self._bjobs(["-a"]):
+        apps: dict[str, builtins.list[tuple[LsfJob, dict[str, str]]]] = {}
+        for job in sorted(self._bjobs(["-a"]), key=_job_order):
             meta = decode_description(job.description)
-            if meta is None:
-                continue
-            out.append(ListAppResponse(app_id=job.job_id, state=job.state,
-                                       name=meta.get("app", ""), job_key=meta.get("key"),
-                                       created=float(job.job_id) if job.job_id.isdigit() else None))
+            app_id, dot, role = job.name.partition(".")
+            if meta is not None and dot and role == meta.get("role"):
+                apps.setdefault(app_id, []).append((job, meta))
+        out: builtins.list[ListAppResponse] = []
+        for app_id, jobs in apps.items():
+            by_role = {meta["role"]: job for job, meta in jobs}
+            meta = jobs[0][1]
+            roles = decode_roles(meta.get("roles", ""))
+            state = aggregate([j.state for j in by_role.values()],
+                              missing=len(by_role) < len(roles))
+            first = jobs[0][0].job_id
+            out.append(ListAppResponse(app_id=app_id, state=state, name=meta.get("app", ""),
+                                       job_key=meta.get("key"),
+                                       created=float(first) if first.isdigit() else None))
         return out
 
     # ---- logs --------------------------------------------------------------------------
@@ -241,20 +294,21 @@ class LsfScheduler(Scheduler[LsfRequest, LsfOpts], WorkspaceMixin[None]):
         should_tail: bool,
         streams: Stream,
     ) -> Iterable[str]:
-        desc_job = self._job(app_id)
-        if desc_job is None:
-            raise ValueError(f"lsf job {app_id!r} does not exist")
-        meta = decode_description(desc_job.description) or {}
+        jobs = self._app_jobs(app_id)
+        if not jobs:
+            raise ValueError(f"lsf app {app_id!r} does not exist")
+        meta = decode_description(next(iter(jobs.values())).description) or {}
         roles = decode_roles(meta.get("roles", ""))
         if role_name not in roles or not 0 <= k < roles[role_name]:
-            raise ValueError(f"lsf job {app_id!r} has no replica {role_name}/{k}")
+            raise ValueError(f"lsf app {app_id!r} has no replica {role_name}/{k}")
         path = Path(meta.get("logs", ""), role_name, f"{k}.log")
-        return filter_regex(regex, self._follow(app_id, path, should_tail))
+        return filter_regex(regex, self._follow(app_id, role_name, path, should_tail))
 
-    def _follow(self, app_id: str, path: Path, should_tail: bool) -> Iterator[str]:
+    def _follow(self, app_id: str, role: str, path: Path, should_tail: bool) -> Iterator[str]:
+        """The lines of one replica's log; with ``should_tail``, until its role's job ends."""
         pos = 0
         while True:
-            job = self._job(app_id) if should_tail else None
+            job = self._app_jobs(app_id, role).get(role) if should_tail else None
             finished = job is None or is_terminal(job.state)
             if path.exists():
                 with path.open("rb") as f:
@@ -270,11 +324,24 @@ class LsfScheduler(Scheduler[LsfRequest, LsfOpts], WorkspaceMixin[None]):
 
     # ---- stop --------------------------------------------------------------------------
     def _cancel_existing(self, app_id: str) -> None:
+        ids = [j.job_id for j in self._app_jobs(app_id).values() if not is_terminal(j.state)]
+        if not ids:
+            return
         try:
-            run_lsf("bkill", [app_id])
+            run_lsf("bkill", ids)
         except LsfCommandError as e:
             if "already finished" not in str(e) and "No matching job" not in str(e):
                 raise
+
+
+def _job_order(job: LsfJob) -> tuple[int, str]:
+    return (int(job.job_id) if job.job_id.isdigit() else 0, job.job_id)
+
+
+def _replica_state(role_state: AppState, code: int | None) -> AppState:
+    if code is None:
+        return role_state
+    return AppState.SUCCEEDED if code == 0 else AppState.FAILED
 
 
 def _exit_code(log_dir: str, role: str, k: int) -> int | None:

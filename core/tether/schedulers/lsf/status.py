@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,11 @@ JOB_STATE: dict[str, AppState] = {
 }
 """``bjobs`` STAT -> state. An EXIT whose exit reason says the owner or an administrator
 killed it (``bkill``) is CANCELLED."""
+
+APP_STATE_ORDER = (AppState.FAILED, AppState.CANCELLED)
+"""When every job of an app has ended, the first of these that a job ended in is the app's
+state (a failed role fails the app, even though its script then ends the other roles' jobs,
+which read CANCELLED); else SUCCEEDED."""
 
 KILLED_REASONS = ("TERM_OWNER", "TERM_ADMIN", "killed by owner", "killed by admin")
 
@@ -75,6 +81,30 @@ class LsfJob:
         if state == AppState.FAILED and any(k in self.reason for k in KILLED_REASONS):
             return AppState.CANCELLED
         return state
+
+
+def aggregate(states: Sequence[AppState], missing: bool = False) -> AppState:
+    """The state of an app from the states of its roles' jobs.
+
+    UNKNOWN when any job's state is; once every job has ended, see :data:`APP_STATE_ORDER`
+    (a role without a job, its submission interrupted, makes the ended app FAILED); else
+    RUNNING while any job runs, PENDING before.
+
+    Args:
+        states: The state of each job of the app.
+        missing: Whether a role of the app has no job.
+
+    Returns:
+        The app's state.
+    """
+    if not states or AppState.UNKNOWN in states:
+        return AppState.UNKNOWN
+    if all(s.is_terminal() for s in states):
+        for s in APP_STATE_ORDER:
+            if s in states:
+                return s
+        return AppState.FAILED if missing else AppState.SUCCEEDED
+    return AppState.RUNNING if AppState.RUNNING in states else AppState.PENDING
 
 
 def parse_submit(out: str) -> str:

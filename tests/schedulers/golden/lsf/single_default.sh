@@ -1,6 +1,6 @@
 #!/bin/bash
-#BSUB -J hello-x
-#BSUB -Jd "tether:app=hello;logs=%2Fl%2Fhello-x;roles=echo%3A1"
+#BSUB -J hello-x.echo
+#BSUB -Jd "tether:app=hello;logs=%2Fl%2Fhello-x;roles=echo%3A1;role=echo"
 #BSUB -n 1
 #BSUB -R "span[ptile=1]"
 #BSUB -cwd /w
@@ -23,7 +23,7 @@ for _ in "${PIDS[@]}"; do
     wait -n; rc=$?
     if [ "$rc" -ne 0 ]; then FAIL=$rc; break; fi
 done
-for f in "$LOGS"/*/*.exit; do
+for f in "$LOGS/echo"/*.exit; do
     [ -e "$f" ] || continue; c=$(cat "$f")
     r=${f#"$LOGS"/}; r=${r%.exit}
     [ "$c" = 0 ] || echo "tether: replica $r exited with code $c" >&2
