@@ -190,8 +190,8 @@ def tether_image() -> Iterator[TetherImage]:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Stops the test services an earlier, killed run left behind (see
-    :func:`tests.e2e.infra.reaper.reap_leftovers`)."""
-    from tests.e2e.infra.reaper import reap_leftovers
+    :func:`tests.e2e.infra.reaper.reap_at_session_start`)."""
+    from tests.e2e.infra.reaper import reap_at_session_start
 
-    for what in reap_leftovers():
+    for what in reap_at_session_start():
         print(f"stopped a test service left by an earlier run: {what}", file=sys.stderr)

@@ -38,6 +38,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 import yaml
 
+from tests.e2e.infra.reaper import forget, start_service
+
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
@@ -234,6 +236,7 @@ def _stop_all(procs: list[tuple[str, subprocess.Popen[Any], IO[bytes]]]) -> None
         _name, proc, log = procs.pop()
         try:
             stop_process(proc)
+            forget(proc)
         finally:
             log.close()
 
@@ -242,8 +245,10 @@ class KubeCluster:
     """etcd + kube-apiserver + kube-controller-manager on loopback ports, in a temp dir.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`. Every child is
-    stopped by PID (SIGTERM, then SIGKILL); children also get PR_SET_PDEATHSIG so that they
-    die with the test process even if it is killed.
+    stopped by PID (SIGTERM, then SIGKILL). Children start through
+    :func:`tests.e2e.infra.reaper.start_service` (a watchdog stops each one's process group
+    when the test process ends, also by SIGKILL, and the next session's start reaps what a
+    killed watchdog left) and also get PR_SET_PDEATHSIG.
 
     Attributes:
         workdir: Directory holding certs, tokens, etcd data, logs and the kubeconfig.
@@ -361,6 +366,7 @@ class KubeCluster:
         for i, (name, proc, log) in enumerate(self._procs):
             if name == "kube-apiserver":
                 stop_process(proc)
+                forget(proc)
                 log.close()
                 del self._procs[i]
                 break
@@ -429,14 +435,14 @@ class KubeCluster:
         logs = self.workdir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         log = (logs / f"{name}.log").open("wb")
-        try:
-            proc = subprocess.Popen(
+        try:  # guarded: it dies with the test process, or at the next session's start
+            proc = start_service(
                 argv,
+                name,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=self.workdir,
-                start_new_session=True,
                 preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )
         except BaseException:

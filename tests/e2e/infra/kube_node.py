@@ -44,6 +44,7 @@ from tests.e2e.infra.kube import (
     stop_process,
 )
 from tests.e2e.infra.kube_images import PAUSE_IMAGE, write_busybox_archive
+from tests.e2e.infra.reaper import forget, start_service
 
 if TYPE_CHECKING:
     from tests.e2e.infra.kube import KubeCluster
@@ -206,6 +207,7 @@ class RealNode:
             _name, proc, log = self._procs.pop()
             try:
                 stop_process(proc, grace=5.0)
+                forget(proc)
             finally:
                 log.close()
         kube_reap.teardown_dir(self.dir)
@@ -242,14 +244,16 @@ class RealNode:
         log = (logs / f"{name}.log").open("wb")
         from tests.e2e.infra.kube import _die_with_parent
 
-        proc = subprocess.Popen(
+        # guarded: its group dies with the test process; what escapes the group (containerd's
+        # shims, the pods) is torn down by kube_reap at the next session's start
+        proc = start_service(
             argv,
+            f"kube-node-{name}",
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=self.dir,
             env=env,
-            start_new_session=True,
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
         self._procs.append((name, proc, log))

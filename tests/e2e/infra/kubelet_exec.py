@@ -4,9 +4,11 @@ With ``FakeKubelet(..., executor=PodExecutor(...))`` a pod whose behaviour is
 :meth:`~.kubelet.Behaviour.run_process` really runs: the test kubelet starts the first
 container's ``command + args`` on this machine (the image is ignored: the program must exist
 here, e.g. ``sys.executable``), with the container's literal ``env`` values on top of a base
-environment, in its own process group. Its combined stdout and stderr become the container
-log (each line stamped with the time it was read), and the pod terminates with the process's
-exit code (``128 + signal`` when a signal ended it). Deleting the pod stops the process group
+environment, in its own process group (started through
+:func:`tests.e2e.infra.reaper.start_service`, so it dies with the test process). Its
+combined stdout and stderr become the container log (each line stamped with the time it was
+read), and the pod terminates with the process's exit code (``128 + signal`` when a signal
+ended it). Deleting the pod stops the process group
 (SIGTERM, SIGKILL after a grace period), as a kubelet stops a container.
 
 This is how the backend contract suite and the portability matrix run real programs on the
@@ -28,6 +30,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from kubernetes.client import V1Pod
+
+from tests.e2e.infra.reaper import forget, start_service
 
 STOP_GRACE_S = 2.0
 """Seconds between SIGTERM and SIGKILL when a pod is deleted."""
@@ -73,14 +77,16 @@ class PodExecutor:
                 env[var.name] = var.value
         cwd = ctr.working_dir or str(self.cwd)
         try:
-            popen = subprocess.Popen(
+            # guarded: the pod's group dies with the test process (or at the next session's
+            # start), as a node's containers do
+            popen = start_service(
                 argv,
+                f"pod {pod.metadata.name}",
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 env=env,
                 cwd=cwd,
-                start_new_session=True,
             )
         except OSError as err:  # like a container whose command does not exist
             proc = _Proc(None)
@@ -103,6 +109,11 @@ class PodExecutor:
             text = raw.decode(errors="replace").rstrip("\n")
             with proc.lock:
                 proc.lines.append((datetime.now(timezone.utc), text))
+        # drop the guard once the process has ended but before it is reaped, while its pid
+        # (which keys the guard) cannot belong to another process
+        with contextlib.suppress(ChildProcessError):
+            os.waitid(os.P_PID, proc.popen.pid, os.WEXITED | os.WNOWAIT)
+        forget(proc.popen)
         rc = proc.popen.wait()
         proc.popen.stdout.close()
         on_exit(128 - rc if rc < 0 else rc)

@@ -6,8 +6,14 @@ its daemons, which stay in the group, are stopped with it) and gets two guards:
 * a watchdog: a small process of its own that waits for the test process to end (a pidfd,
   so an end by SIGKILL counts) and then stops the service's group: SIGTERM, then SIGKILL;
 * a marker: ``<MARKER_DIR>/<pgid>.json`` naming the group, its leader's start time, the
-  owning test process and the service's label. :func:`reap_leftovers` (called when a test
-  session starts) stops each group whose owner is gone, when the watchdog was killed too.
+  owning test process and the service's label. :func:`reap_leftovers` stops each group whose
+  owner is gone, when the watchdog was killed too.
+
+Some services leave processes outside their group: a real Kubernetes node's containerd
+shims and containers. Such a service keeps everything in one directory that names its owner,
+and its own reaper tears down the directories of dead owners
+(:func:`tests.e2e.infra.kube_reap.reap_stale`). :func:`reap_at_session_start`, called when a
+test session starts, runs all of them.
 
 Both identify a process by pid and start time, so a reused pid is never signalled.
 """
@@ -178,4 +184,19 @@ def reap_leftovers() -> list[str]:
             path.unlink()
         with contextlib.suppress(FileNotFoundError):
             _watchdog_log(pgid).unlink()
+    return reaped
+
+
+def reap_at_session_start() -> list[str]:
+    """Stops everything an earlier, killed test run left: the process groups of its services
+    (:func:`reap_leftovers`), then the real Kubernetes nodes whose test process is gone, with
+    the shims and containers outside their groups (:func:`~tests.e2e.infra.kube_reap.reap_stale`).
+
+    Returns:
+        What was stopped, one line each.
+    """
+    from tests.e2e.infra import kube_reap
+
+    reaped = reap_leftovers()
+    reaped += [f"kube node {name}" for name in kube_reap.reap_stale()]
     return reaped

@@ -10,8 +10,10 @@ with ``SlurmCluster(jwt=True)`` (``AuthAltTypes=auth/jwt``, a key made by the cl
 free port, dropped to an unprivileged user as its manual asks; ``SlurmCluster.token`` mints
 tokens.
 
-Both are started by the fixtures of ``tests/e2e/infra/fixtures.py`` and stopped by PID;
-each daemon also gets ``SIGTERM`` when the process that started it dies (``PR_SET_PDEATHSIG``),
+Both are started by the fixtures of ``tests/e2e/infra/fixtures.py`` and stopped by PID.
+Each starts through :func:`tests.e2e.infra.reaper.start_service` (a watchdog stops it when
+the test process ends, also by SIGKILL; the next session's start reaps what a killed watchdog
+left) and also gets ``SIGTERM`` when the thread that started it dies (``PR_SET_PDEATHSIG``),
 so a killed test run leaves none behind. Install the packages with
 ``tests/e2e/infra/setup.d/32-slurm-remote.sh``.
 
@@ -34,6 +36,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from tests.e2e.infra.reaper import forget, start_service
 from tests.e2e.infra.slurm import SlurmCluster, SlurmUnavailable, free_ports, jwt_available
 
 SSH_USER = "tether-ssh"
@@ -96,16 +99,18 @@ def _tail(log: Path) -> str:
 
 
 def _stop(proc: subprocess.Popen[bytes] | None) -> None:
-    if proc is None or proc.poll() is not None:
+    if proc is None:
         return
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
+    if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=5)
+            os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+    forget(proc)
 
 
 def _keygen(path: Path, comment: str) -> None:
@@ -168,10 +173,10 @@ class SshServer:
             (d / "sshd_config").write_text(self._config())
             log = d / "sshd.log"
             with open(log, "wb") as out:
-                self._proc = subprocess.Popen(
-                    ["/usr/sbin/sshd", "-D", "-e", "-f", str(d / "sshd_config")],
+                self._proc = start_service(
+                    ["/usr/sbin/sshd", "-D", "-e", "-f", str(d / "sshd_config")], "sshd",
                     stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    start_new_session=True, preexec_fn=_die_with_parent,
+                    preexec_fn=_die_with_parent,
                 )  # fmt: skip
             _wait_port(self.port, self._proc, "sshd", log)
         except BaseException:
@@ -262,11 +267,12 @@ class SlurmRestd:
         log = self.dir / "slurmrestd.log"
         env = {**self.cluster.env(), "SLURM_JWT": "daemon"}  # rest_auth/jwt needs it set
         with open(log, "wb") as out:
-            self._proc = subprocess.Popen(
+            self._proc = start_service(
                 ["/usr/sbin/slurmrestd", "-a", "rest_auth/jwt", "-s", ",".join(plugins),
                  "-u", str(ent.pw_uid), "-g", str(ent.pw_gid), f"127.0.0.1:{self.port}"],
+                "slurmrestd",
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                start_new_session=True, preexec_fn=_die_with_parent,
+                preexec_fn=_die_with_parent,
             )  # fmt: skip
         try:
             _wait_port(self.port, self._proc, "slurmrestd", log)

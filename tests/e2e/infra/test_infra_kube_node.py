@@ -23,6 +23,7 @@ from tests.e2e.infra.kube import create_namespace
 from tests.e2e.infra.kube_images import BUSYBOX_IMAGE
 from tests.e2e.infra.kube_node import RealNode
 from tests.e2e.infra.kube_node_fixtures import RealKube
+from tests.e2e.infra.reaper import forget
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(2400)]
 
@@ -196,6 +197,7 @@ def test_killed_run_is_reaped_at_next_start(real_kube: RealKube) -> None:
         for _name, proc, _log in node._procs:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
+            forget(proc)  # their groups' watchdogs stay with this (living) test process
         (node.dir / kube_reap.OWNER_FILE).write_text("999999999 0\n")
         assert _node_traces(node)["processes"], "shims outlive containerd"
         reaped = kube_reap.reap_stale()
