@@ -23,38 +23,14 @@ import subprocess
 import time
 from pathlib import Path
 
+from tests.e2e.infra.reaper import OWNER_FILE as OWNER_FILE
+from tests.e2e.infra.reaper import owner_alive as owner_alive
+from tests.e2e.infra.reaper import write_owner as write_owner
+
 NODES_ROOT = Path("/tmp/tether-kube-nodes")
-OWNER_FILE = "owner"
 BRIDGE_FILE = "bridge"
 CGROUP_FILE = "cgroup-root"
 CGROUP_FS = Path("/sys/fs/cgroup")
-
-
-def _proc_start_time(pid: int) -> str | None:
-    """The start time (clock ticks since boot) of a process, or None if it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
-def write_owner(node_dir: Path) -> None:
-    """Records this process (PID and start time, so a reused PID does not count) as owner."""
-    pid = os.getpid()
-    (node_dir / OWNER_FILE).write_text(f"{pid} {_proc_start_time(pid)}\n")
-
-
-def owner_alive(node_dir: Path) -> bool:
-    """Whether the test process that started the node in ``node_dir`` still runs."""
-    try:
-        pid_s, start = (node_dir / OWNER_FILE).read_text().split()
-    except (OSError, ValueError):
-        # No marker yet: a node being created right now, unless the directory is old.
-        with contextlib.suppress(OSError):
-            return time.time() - node_dir.stat().st_mtime < 60
-        return False
-    return _proc_start_time(int(pid_s)) == start
 
 
 def _pids_referencing(node_dir: Path) -> list[int]:

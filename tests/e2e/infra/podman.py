@@ -11,6 +11,11 @@ stopped by its PID. Point Docker clients at it with :attr:`PodmanService.docker_
         os.environ["DOCKER_HOST"] = podman.docker_host
         docker.from_env().containers.run(podman.image, ["echo", "hi"], remove=True)
 
+The service runs through :func:`tests.e2e.infra.reaper.start_service`; its directory names its
+test process (an ``owner`` file), and the containers of a killed run, whose ``conmon``
+monitors run outside the service's process group, are removed with the directory at the next
+session's start (:func:`reap_stale`). A clean :meth:`PodmanService.stop` removes them too.
+
 The busybox image has a shell and the usual applets (``sh -c``, ``echo``, ``cat``...) but no
 Python: enough for container steps whose command is a program of the image. Install the
 packages with ``tests/e2e/infra/setup.d/20-podman.sh``.
@@ -29,8 +34,10 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from tests.e2e.infra.reaper import forget, start_service
+from tests.e2e.infra.reaper import OWNER_FILE, forget, owner_alive, start_service, write_owner
 
+DIR_PREFIX = "tether-podman-"
+"""Each service's directory is ``/tmp/<DIR_PREFIX>...`` (see :func:`reap_stale`)."""
 BUSYBOX_IMAGE = "localhost/bb:latest"
 RUNC_CANDIDATES = ("/usr/sbin/runc", "/usr/bin/runc")
 BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox")
@@ -48,6 +55,82 @@ INSTALL_HINT = (
     "install them with tests/e2e/infra/setup.d/20-podman.sh (apt-get install -y "
     "--no-install-recommends podman runc busybox-static)"
 )
+
+
+def podman_argv(service_dir: Path, *args: str) -> list[str]:
+    """A podman command line using the storage and settings of the service in ``service_dir``.
+
+    Args:
+        service_dir: The service's directory.
+        *args: podman's arguments.
+
+    Returns:
+        The command line.
+    """
+    runc = _first_existing(RUNC_CANDIDATES, "runc") or "runc"
+    return [
+        "podman", "--root", str(service_dir / "root"), "--runroot", str(service_dir / "run"),
+        "--cgroup-manager", "cgroupfs", "--events-backend", "file", "--runtime", runc, *args,
+    ]
+
+
+def _podman_env(service_dir: Path) -> dict[str, str]:
+    return {**os.environ, "CONTAINERS_CONF": str(service_dir / "containers.conf")}
+
+
+def teardown_storage(service_dir: Path) -> None:
+    """Removes the containers of a service's storage (their ``conmon`` monitors run in
+    sessions of their own, outside the service's process group), the networks they joined,
+    the storage's mounts and the directory. Found by the storage's paths, never by a
+    process name, so other podman instances are left alone.
+
+    Args:
+        service_dir: The service's directory (its service must be stopped or gone).
+    """
+    env = _podman_env(service_dir)
+    _remove_networks(service_dir, env)
+    for args in (("rm", "--all", "--force", "--time", "0"), ("unmount", "--all")):
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            subprocess.run(podman_argv(service_dir, *args), env=env, capture_output=True,
+                           timeout=120)
+    shutil.rmtree(service_dir, ignore_errors=True)
+
+
+def _remove_networks(service_dir: Path, env: dict[str, str]) -> None:
+    """Removes the networks the service's containers joined (with the containers).
+
+    Network definitions live in the host's shared CNI configuration directory, not in the
+    service's storage, so they would outlive it (and use up podman's subnets). Networks of
+    other podman instances have no container here and are left alone.
+    """
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        res = subprocess.run(
+            podman_argv(service_dir, "ps", "-a", "--format", "{{.Networks}}"), env=env,
+            capture_output=True, text=True, timeout=60)
+        names = {n for line in res.stdout.splitlines() for n in line.split(",")
+                 if n.strip() and n.strip() != "podman"}
+        if names:
+            subprocess.run(podman_argv(service_dir, "network", "rm", "-f", *sorted(names)),
+                           env=env, capture_output=True, timeout=120)
+
+
+def reap_stale(root: Path = Path("/tmp")) -> list[str]:
+    """Tears down the podman services whose test process is gone (a killed run): their
+    containers and storage (:func:`teardown_storage`). A directory without an owner is
+    left alone.
+
+    Args:
+        root: Where the services' directories are.
+
+    Returns:
+        The directories reaped.
+    """
+    reaped = []
+    for service_dir in sorted(root.glob(f"{DIR_PREFIX}*")):
+        if (service_dir / OWNER_FILE).is_file() and not owner_alive(service_dir):
+            teardown_storage(service_dir)
+            reaped.append(str(service_dir))
+    return reaped
 
 
 class PodmanUnavailable(RuntimeError):
@@ -166,12 +249,7 @@ class PodmanService:
     def podman(self, *args: str) -> list[str]:
         """A podman command line using this service's storage and settings."""
         assert self.dir is not None, "start() first"
-        runc = _first_existing(RUNC_CANDIDATES, "runc") or "runc"
-        return [
-            "podman", "--root", str(self.dir / "root"), "--runroot", str(self.dir / "run"),
-            "--cgroup-manager", "cgroupfs", "--events-backend", "file", "--runtime", runc,
-            *args,
-        ]
+        return podman_argv(self.dir, *args)
 
     def _run(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
         res = subprocess.run(self.podman(*args), env=self.env(), capture_output=True, text=True,
@@ -197,8 +275,9 @@ class PodmanService:
         if missing:
             raise PodmanUnavailable(f"missing {', '.join(missing)}; {INSTALL_HINT}")
         # a short path: unix socket paths are limited to ~108 bytes
-        self.dir = Path(tempfile.mkdtemp(prefix="tether-podman-", dir="/tmp"))
+        self.dir = Path(tempfile.mkdtemp(prefix=DIR_PREFIX, dir="/tmp"))
         try:
+            write_owner(self.dir)  # a killed run's containers are reaped by it (reap_stale)
             (self.dir / "containers.conf").write_text(CONTAINERS_CONF)
             (self.dir / "registries.conf").write_text("".join(
                 f'[[registry]]\nlocation = "{r}"\ninsecure = true\n\n'
@@ -265,31 +344,8 @@ class PodmanService:
         if proc is not None:
             forget(proc)
         if self.dir is not None:
-            self._remove_networks()
-            # containers are --rm; unmount what podman may still hold of this storage only
-            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-                subprocess.run(self.podman("unmount", "--all"), env=self.env(),
-                               capture_output=True, timeout=60)
-            shutil.rmtree(self.dir, ignore_errors=True)
+            teardown_storage(self.dir)
             self.dir = None
-
-    def _remove_networks(self) -> None:
-        """Removes the networks this service's containers joined (with the containers).
-
-        Network definitions live in the host's shared CNI configuration directory, not in
-        this service's storage, so they would outlive it (and use up podman's subnets).
-        Networks of other podman instances have no container here and are left alone.
-        """
-        assert self.dir is not None
-        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-            res = subprocess.run(
-                self.podman("ps", "-a", "--format", "{{.Networks}}"), env=self.env(),
-                capture_output=True, text=True, timeout=60)
-            names = {n for line in res.stdout.splitlines() for n in line.split(",")
-                     if n.strip() and n.strip() != "podman"}
-            if names:
-                subprocess.run(self.podman("network", "rm", "-f", *sorted(names)),
-                               env=self.env(), capture_output=True, timeout=120)
 
     def service_log(self) -> str:
         """What the service wrote so far (for failure messages)."""

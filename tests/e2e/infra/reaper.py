@@ -10,9 +10,10 @@ its daemons, which stay in the group, are stopped with it) and gets two guards:
   owner is gone, when the watchdog was killed too.
 
 Some services leave processes outside their group: a real Kubernetes node's containerd
-shims and containers. Such a service keeps everything in one directory that names its owner,
-and its own reaper tears down the directories of dead owners
-(:func:`tests.e2e.infra.kube_reap.reap_stale`). :func:`reap_at_session_start`, called when a
+shims and containers, podman's ``conmon`` monitors and containers. Such a service keeps
+everything in one directory that names its owner (:func:`write_owner`), and its own reaper
+tears down the directories of dead owners (:func:`tests.e2e.infra.kube_reap.reap_stale`,
+:func:`tests.e2e.infra.podman.reap_stale`). :func:`reap_at_session_start`, called when a
 test session starts, runs all of them.
 
 Both identify a process by pid and start time, so a reused pid is never signalled.
@@ -75,6 +76,40 @@ def start_time(pid: int) -> int | None:
     except OSError:
         return None
     return int(data[data.rfind(b")") + 2 :].split()[19])
+
+
+OWNER_FILE = "owner"
+"""The file naming a service directory's owner (``<pid> <start time>``)."""
+
+
+def write_owner(service_dir: Path) -> None:
+    """Records this process (pid and start time, so a reused pid does not count) as the
+    owner of a service's directory.
+
+    Args:
+        service_dir: The directory.
+    """
+    pid = os.getpid()
+    (service_dir / OWNER_FILE).write_text(f"{pid} {start_time(pid)}\n")
+
+
+def owner_alive(service_dir: Path) -> bool:
+    """Whether the test process that owns ``service_dir`` still runs (a directory without
+    an owner yet counts as owned for its first minute: it is being made).
+
+    Args:
+        service_dir: The directory.
+
+    Returns:
+        False once the owner is gone.
+    """
+    try:
+        pid_s, start = (service_dir / OWNER_FILE).read_text().split()
+    except (OSError, ValueError):
+        with contextlib.suppress(OSError):
+            return time.time() - service_dir.stat().st_mtime < 60
+        return False
+    return str(start_time(int(pid_s))) == start
 
 
 def group_alive(pgid: int) -> bool:
@@ -189,14 +224,15 @@ def reap_leftovers() -> list[str]:
 
 def reap_at_session_start() -> list[str]:
     """Stops everything an earlier, killed test run left: the process groups of its services
-    (:func:`reap_leftovers`), then the real Kubernetes nodes whose test process is gone, with
-    the shims and containers outside their groups (:func:`~tests.e2e.infra.kube_reap.reap_stale`).
+    (:func:`reap_leftovers`), then the real Kubernetes nodes and the podman services whose
+    test process is gone, with the shims, monitors and containers outside their groups.
 
     Returns:
         What was stopped, one line each.
     """
-    from tests.e2e.infra import kube_reap
+    from tests.e2e.infra import kube_reap, podman
 
     reaped = reap_leftovers()
     reaped += [f"kube node {name}" for name in kube_reap.reap_stale()]
+    reaped += [f"podman service {path}" for path in podman.reap_stale()]
     return reaped
