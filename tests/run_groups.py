@@ -78,6 +78,7 @@ SLURM_RAY = [
     "tests/adapters/airflow/test_airflow_slurm_remote.py",
     "tests/adapters/prefect/test_slurm_connection.py",
     "tests/e2e/matrix/test_matrix_slurm.py",
+    "tests/e2e/infra/test_reaper_slurm.py",
     "tests/e2e/test_ray_e2e.py",
     "tests/e2e/matrix/test_matrix_ray.py",
     "tests/e2e/test_slurm_watch.py",

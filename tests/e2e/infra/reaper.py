@@ -10,11 +10,12 @@ its daemons, which stay in the group, are stopped with it) and gets two guards:
   owner is gone, when the watchdog was killed too.
 
 Some services leave processes outside their group: a real Kubernetes node's containerd
-shims and containers, podman's ``conmon`` monitors and containers. Such a service keeps
+shims and containers, podman's ``conmon`` monitors and containers, Slurm's ``slurmstepd``
+and the job steps under it. Such a service keeps
 everything in one directory that names its owner (:func:`write_owner`), and its own reaper
 tears down the directories of dead owners (:func:`tests.e2e.infra.kube_reap.reap_stale`,
-:func:`tests.e2e.infra.podman.reap_stale`). :func:`reap_at_session_start`, called when a
-test session starts, runs all of them.
+:func:`tests.e2e.infra.podman.reap_stale`, :func:`tests.e2e.infra.slurm.reap_stale`).
+:func:`reap_at_session_start`, called when a test session starts, runs all of them.
 
 Both identify a process by pid and start time, so a reused pid is never signalled.
 """
@@ -110,6 +111,72 @@ def owner_alive(service_dir: Path) -> bool:
             return time.time() - service_dir.stat().st_mtime < 60
         return False
     return str(start_time(int(pid_s))) == start
+
+
+def processes_naming(text: str, daemons: tuple[str, ...] = ()) -> list[int]:
+    """The processes whose command line holds ``text`` (a service's directory), with their
+    descendants; and the ``daemons`` (by process name) whose environment holds it, with every
+    process of their sessions (a daemon's session is its own: a job step's, never a user's).
+    Never this process. (Only the daemons' environment is read: a user's shell that exported
+    a variable naming the directory is left alone.)
+
+    Args:
+        text: What to look for.
+        daemons: Process names (``comm``) whose environment is searched too.
+
+    Returns:
+        Their pids.
+    """
+    needle = text.encode()
+    parents: dict[int, int] = {}
+    session: dict[int, int] = {}
+    found: set[int] = set()
+    sessions: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        pid = int(entry.name)
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            stat = (entry / "stat").read_bytes()
+            fields = stat[stat.rfind(b")") + 2 :].split()
+            parents[pid], session[pid] = int(fields[1]), int(fields[3])
+            comm = stat[stat.find(b"(") + 1 : stat.rfind(b")")].decode(errors="replace")
+            if needle in (entry / "cmdline").read_bytes():
+                found.add(pid)
+            elif comm in daemons and needle in (entry / "environ").read_bytes():
+                found.add(pid)
+                sessions.add(session[pid])
+    sessions.discard(os.getsid(0))
+    found |= {pid for pid, sid in session.items() if sid in sessions}
+    grew = True
+    while grew:  # children, grandchildren... of what was found
+        more = {pid for pid, ppid in parents.items() if ppid in found} - found
+        found |= more
+        grew = bool(more)
+    return sorted(found)
+
+
+def kill_processes(pids: list[int]) -> None:
+    """SIGKILLs ``pids`` and waits (bounded) until they are gone (a zombie counts).
+
+    Args:
+        pids: The processes.
+    """
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_running(p) for p in pids):
+        time.sleep(0.05)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return False
+    return data[data.rfind(b")") + 2 :].split()[0] != b"Z"
 
 
 def group_alive(pgid: int) -> bool:
@@ -224,15 +291,17 @@ def reap_leftovers() -> list[str]:
 
 def reap_at_session_start() -> list[str]:
     """Stops everything an earlier, killed test run left: the process groups of its services
-    (:func:`reap_leftovers`), then the real Kubernetes nodes and the podman services whose
-    test process is gone, with the shims, monitors and containers outside their groups.
+    (:func:`reap_leftovers`), then the real Kubernetes nodes, the podman services and the
+    Slurm clusters whose test process is gone, with the shims, monitors, containers and job
+    steps outside their groups.
 
     Returns:
         What was stopped, one line each.
     """
-    from tests.e2e.infra import kube_reap, podman
+    from tests.e2e.infra import kube_reap, podman, slurm
 
     reaped = reap_leftovers()
     reaped += [f"kube node {name}" for name in kube_reap.reap_stale()]
     reaped += [f"podman service {path}" for path in podman.reap_stale()]
+    reaped += [f"slurm cluster {path}" for path in slurm.reap_stale()]
     return reaped

@@ -36,7 +36,18 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from tests.e2e.infra.reaper import forget, start_service
+from tests.e2e.infra.reaper import (
+    OWNER_FILE,
+    forget,
+    kill_processes,
+    owner_alive,
+    processes_naming,
+    start_service,
+    write_owner,
+)
+
+DIR_PREFIX = "tether-slurm-"
+"""Each cluster's directory is ``/tmp/<DIR_PREFIX>...`` (see :func:`reap_stale`)."""
 
 CLUSTER = "tether-test"
 ACCOUNT = "tether"
@@ -289,8 +300,9 @@ class SlurmCluster:
                 "tests/e2e/infra/setup.d/31-slurmdbd.sh"
             )
         # short path: the munge socket path is limited to ~108 bytes
-        self.dir = Path(tempfile.mkdtemp(prefix="tether-slurm-", dir="/tmp"))
+        self.dir = Path(tempfile.mkdtemp(prefix=DIR_PREFIX, dir="/tmp"))
         try:
+            write_owner(self.dir)  # a killed run's job steps are reaped by it (reap_stale)
             self._start_munge()
             ports = free_ports(3 + len(NODES))
             node_ports = dict(zip(NODES, ports[3:]))
@@ -466,6 +478,9 @@ class SlurmCluster:
         if self.dir is not None and not os.environ.get("TETHER_KEEP_SLURM_DIR"):
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None
+        elif self.dir is not None:  # kept for a look: not a killed run's to reap
+            with contextlib.suppress(OSError):
+                (self.dir / OWNER_FILE).unlink()
 
     def __enter__(self) -> SlurmCluster:
         return self.start()
@@ -477,6 +492,28 @@ class SlurmCluster:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def reap_stale(root: Path = Path("/tmp")) -> list[str]:
+    """Tears down the clusters whose test process is gone (a killed run): the daemons and the
+    job steps, ``slurmstepd`` and its tasks, which run in sessions of their own (found by the
+    cluster's directory in their command line, or in the ``SLURM_CONF`` of a ``slurmstepd``,
+    with its session), then the directory.
+    A directory without an owner is left alone.
+
+    Args:
+        root: Where the clusters' directories are.
+
+    Returns:
+        The directories reaped.
+    """
+    reaped = []
+    for cluster_dir in sorted(root.glob(f"{DIR_PREFIX}*")):
+        if (cluster_dir / OWNER_FILE).is_file() and not owner_alive(cluster_dir):
+            kill_processes(processes_naming(f"{cluster_dir}/", daemons=("slurmstepd",)))
+            shutil.rmtree(cluster_dir, ignore_errors=True)
+            reaped.append(str(cluster_dir))
+    return reaped
 
 
 def _interrupt(signum: int, frame: object) -> None:
