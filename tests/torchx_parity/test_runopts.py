@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -100,3 +100,50 @@ def test_unset_optional_group_is_not_a_key() -> None:
     assert list(OptsA()) == ["foo"]
     assert "k8s" not in dict(OptsA())
     assert list(OptsA(k8s=K8sOpts())) == ["foo", "k8s.context"]
+
+
+@dataclass
+class MailGroup(StructuredOpts):
+    mail_user: str | None = field(default=None, metadata={"cfg_key": "mail-user"})
+    """Who gets mail."""
+
+
+@dataclass
+class SlurmLikeOpts(StructuredOpts):
+    mail_user: str | None = field(default=None, metadata={"cfg_key": "mail-user"})
+    """Who gets mail."""
+
+    notify: MailGroup | None = None
+    """A group whose option has a cfg_key too."""
+
+
+def test_cfg_key_option_is_read_under_the_field_name_too() -> None:
+    # TorchX's from_cfg reads cfg_key, the field name and its camelCase spelling
+    assert SlurmLikeOpts.from_cfg({"mail-user": "a@b"}).mail_user == "a@b"
+    assert SlurmLikeOpts.from_cfg({"mail_user": "a@b"}).mail_user == "a@b"
+    assert SlurmLikeOpts.from_cfg({"mailUser": "a@b"}).mail_user == "a@b"
+    assert SlurmLikeOpts.from_cfg({"notify.mail_user": "c@d"}).notify == MailGroup("c@d")
+    # equal values under two spellings count once; different ones are an error
+    assert SlurmLikeOpts.from_cfg({"mail_user": "x", "mail-user": "x"}).mail_user == "x"
+    with pytest.raises(InvalidRunConfigException, match="'mail_user' and 'mail-user'"):
+        SlurmLikeOpts.from_cfg({"mail_user": "x", "mail-user": "y"})
+    # the option keeps its cfg_key as its name; lookups by the field name find it
+    opts = SlurmLikeOpts.as_runopts()
+    assert sorted(k for k, _ in opts) == ["mail-user", "notify.mail-user"]
+    assert opts.get("mail_user") is opts.get("mail-user") is not None
+    assert opts.resolve({"mail_user": "a@b"})["mail-user"] == "a@b"
+    assert opts.cfg_from_str("mail_user=a@b") == {"mail_user": "a@b"}
+    got = SlurmLikeOpts.from_cfg({"mail_user": "a@b"})
+    assert got["mail_user"] == got["mail-user"] == "a@b"
+    assert dict(got)["mail-user"] == "a@b" and "mail_user" not in dict(got)
+
+
+def test_cfg_key_alias_survives_runopts_merge() -> None:
+    merged = runopts() | SlurmLikeOpts.as_runopts()
+    assert merged.resolve({"mail_user": "a@b"})["mail-user"] == "a@b"
+
+
+def test_nested_dict_of_options_is_rejected_as_in_torchx() -> None:
+    # TorchX reads a group only from dot-prefixed keys; a nested dict is no option
+    with pytest.raises(InvalidRunConfigException, match="unknown run option 'notify'"):
+        SlurmLikeOpts.from_cfg({"notify": {"mail-user": "a@b"}})  # type: ignore[dict-item]

@@ -108,6 +108,7 @@ class runopts:
 
     def __init__(self) -> None:
         self._opts: dict[str, runopt] = {}
+        self._aliases: dict[str, str] = {}  # another spelling -> the declared name
 
     def add(
         self,
@@ -137,6 +138,27 @@ class runopts:
             )
         self._opts[cfg_key] = runopt(default, type_, required, help)
 
+    def add_alias(self, alias: str, cfg_key: str) -> None:
+        """Makes ``alias`` another name of the option ``cfg_key``.
+
+        :meth:`StructuredOpts.as_runopts` calls it for a field whose ``cfg_key`` metadata
+        differs from its name, so the option is read under the field name too (as TorchX's
+        ``StructuredOpts.from_cfg`` does).
+
+        Args:
+            alias: The other spelling (e.g. the field name ``mail_user``).
+            cfg_key: The declared option (e.g. ``mail-user``).
+
+        Raises:
+            ValueError: When ``cfg_key`` is not declared, or ``alias`` is another option.
+        """
+        if cfg_key not in self._opts:
+            raise ValueError(f"run option {cfg_key!r} is not declared; cannot alias it")
+        if alias in self._opts and alias != cfg_key:
+            raise ValueError(f"alias {alias!r} of {cfg_key!r} is itself a run option")
+        if alias != cfg_key:
+            self._aliases[alias] = cfg_key
+
     def update(self, other: runopts) -> None:
         """Adds every option of ``other``.
 
@@ -144,16 +166,36 @@ class runopts:
             other: More options.
         """
         self._opts.update(other._opts)
+        self._aliases.update(other._aliases)
+
+    def name_of(self, key: str) -> str | None:
+        """The declared option a key a user wrote means, or None.
+
+        ``key`` itself, an alias (a field name whose option has another ``cfg_key``), or
+        the snake_case form of either (``clusterName`` -> ``cluster_name``; also in each
+        part of a dotted group key, ``k8s.imageRepo`` -> ``k8s.image_repo``).
+
+        Args:
+            key: The key as written.
+
+        Returns:
+            The option's declared name.
+        """
+        if not isinstance(key, str):
+            return None
+        cands = (key, ".".join(snake_case(p) for p in key.split(".")), snake_case(key))
+        for cand in cands:
+            if cand in self._opts:
+                return cand
+            if cand in self._aliases:
+                return self._aliases[cand]
+        return None
 
     def get(self, name: str) -> runopt | None:
         """The option called ``name`` (or its camelCase spelling: ``clusterName`` finds
-        ``cluster_name``), or None."""
-        found = self._opts.get(name)
-        if found is None and isinstance(name, str):
-            snake = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
-            if snake != name:
-                found = self._opts.get(snake)
-        return found
+        ``cluster_name``; or a field name aliasing a ``cfg_key``), or None."""
+        found = self.name_of(name)
+        return None if found is None else self._opts[found]
 
     @staticmethod
     def is_type(obj: CfgVal, tp: Any) -> bool:
@@ -239,12 +281,7 @@ class runopts:
         out: dict[str, CfgVal] = {}
         spelled: dict[str, str] = {}
         for key, val in cfg.items():
-            name = key
-            if key not in self._opts:
-                for cand in (".".join(snake_case(p) for p in key.split(".")), snake_case(key)):
-                    if cand in self._opts:
-                        name = cand
-                        break
+            name = self.name_of(key) or key
             if name in out and out[name] != val:
                 raise InvalidRunConfigException(
                     f"run option {name!r}{where} is given twice with different values (as "
@@ -357,7 +394,7 @@ class runopts:
             raw[last] = val
         out: dict[str, CfgVal] = {}
         for key, val in raw.items():
-            opt = self._opts.get(key) or self._opts.get(snake_case(key))
+            opt = self.get(key)
             out[key] = _convert(key, val, opt.opt_type) if opt else val.strip()
         return out
 
@@ -527,7 +564,10 @@ class StructuredOpts(Mapping[str, Any]):
         A field whose type is itself a ``StructuredOpts`` is a group: its options are
         flattened with dot-prefixed keys (field ``k8s`` with option ``context`` is
         ``k8s.context``), as TorchX does. Field metadata ``cfg_key`` names an option that
-        cannot be a field name (``field(default=None, metadata={"cfg_key": "mail-user"})``).
+        cannot be a field name (``field(default=None, metadata={"cfg_key": "mail-user"})``);
+        the option is also read under the field name (``mail_user``) and its camelCase
+        spelling, as TorchX does (the same option given under two spellings with different
+        values is an error).
         Fields starting with ``_`` are not options.
 
         Returns:
@@ -539,9 +579,12 @@ class StructuredOpts(Mapping[str, Any]):
         for f in _cfg_fields(cls):
             t = _unwrap_optional(hints[f.name])
             if _is_group(t):
-                for key, sub in t.as_runopts():
+                group = t.as_runopts()
+                for key, sub in group:
                     opts.add(f"{f.name}.{key}", sub.opt_type, sub.help, default=sub.default,
                              required=sub.is_required)  # fmt: skip
+                for alias, key in group._aliases.items():
+                    opts.add_alias(f"{f.name}.{alias}", f"{f.name}.{key}")
                 continue
             required = f.default is dataclasses.MISSING and (
                 f.default_factory is dataclasses.MISSING
@@ -552,6 +595,7 @@ class StructuredOpts(Mapping[str, Any]):
             elif f.default_factory is not dataclasses.MISSING:
                 default = typing.cast(CfgVal, f.default_factory())
             opts.add(_cfg_key(f), t, docs.get(f.name, ""), default=default, required=required)
+            opts.add_alias(f.name, _cfg_key(f))  # TorchX reads the field name too
         return opts
 
     @classmethod
