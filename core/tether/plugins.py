@@ -10,6 +10,15 @@ Example::
 
 from __future__ import annotations
 
+from tether.specs.fractionals import (
+    EIGHTH,
+    HALF,
+    QUARTER,
+    SIXTEENTH,
+    WHOLE,
+    halve_mem_down_to,
+    powers_of_two_gpus,
+)
 from tether.specs.plugins import (
     NAMESPACE,
     PluginRegistry,
@@ -18,12 +27,21 @@ from tether.specs.plugins import (
     register,
     registry,
 )
+from tether.specs.resources import resource_tags
 
 __all__ = [
+    "EIGHTH",
+    "HALF",
     "NAMESPACE",
+    "QUARTER",
+    "SIXTEENTH",
+    "WHOLE",
     "PluginRegistry",
     "PluginType",
     "RegistrationError",
+    "halve_mem_down_to",
+    "powers_of_two_gpus",
     "register",
     "registry",
+    "resource_tags",
 ]

@@ -145,3 +145,97 @@ def test_a_duplicate_name_is_an_error_and_private_modules_are_skipped(
         assert reg.get(PluginType.SCHEDULER)["my_local"].__module__.endswith(".first")
     finally:
         _forget()
+
+
+FRACTIONAL_RESOURCES = '''
+from tether.plugins import HALF, WHOLE, halve_mem_down_to, powers_of_two_gpus, register
+from tether.specs import Resource
+
+
+@register.named_resource(fractionals=powers_of_two_gpus, aliases=["gpu_host"])
+def my_gpu(fractional: float = WHOLE) -> Resource:
+    return Resource(cpu=int(96 * fractional), gpu=int(8 * fractional),
+                    memMB=int(1024 * 1024 * fractional))
+
+
+@register.named_resource(name="cpu_box", fractionals=halve_mem_down_to(minGiB=16))
+def _cpu(fractional: float = WHOLE) -> Resource:
+    return Resource(cpu=int(64 * fractional), gpu=0, memMB=int(64 * 1024 * fractional))
+
+
+@register.named_resource(fractionals={WHOLE: "full", HALF: "half"})
+def literal(fractional: float = WHOLE) -> Resource:
+    return Resource(cpu=int(4 * fractional), gpu=0, memMB=int(4096 * fractional))
+'''
+
+
+def test_fractional_named_resources_register_each_slice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tether.specs import named_resources, resource
+
+    dist = tmp_path / "dist"
+    _write(dist, "tether_plugins/named_resources/hosts.py", FRACTIONAL_RESOURCES)
+    monkeypatch.syspath_prepend(str(dist))
+    _forget()
+    try:
+        names = set(plugins.registry().get(PluginType.NAMED_RESOURCE))
+        assert names == {
+            "my_gpu", "gpu_host", "my_gpu_8", "my_gpu_4", "my_gpu_2", "my_gpu_1",
+            "cpu_box", "cpu_box_64", "cpu_box_32", "cpu_box_16",
+            "literal", "literal_full", "literal_half",
+        }
+        assert plugins.registry().errors == []
+        quarter = resource(h="my_gpu_2")
+        assert (quarter.gpu, quarter.cpu) == (2, 24)
+        assert quarter.is_fractional() and quarter.get_resource_name() == "my_gpu_2"
+        whole = named_resources["my_gpu_8"]
+        assert whole.gpu == 8 and not whole.is_fractional()
+        assert whole.get_resource_name() == "my_gpu_8"
+        assert named_resources["my_gpu"].get_resource_name() == "my_gpu"
+        assert named_resources["cpu_box_16"].memMB == 16 * 1024
+        assert named_resources["literal_half"].cpu == 2
+        # each slice is a module attribute, as in TorchX
+        from tether_plugins.named_resources import hosts  # type: ignore[import-not-found]
+
+        assert hosts.my_gpu_4().gpu == 4
+    finally:
+        _forget()
+
+
+def test_fractional_helpers() -> None:
+    from tether.plugins import (
+        EIGHTH,
+        HALF,
+        QUARTER,
+        SIXTEENTH,
+        WHOLE,
+        halve_mem_down_to,
+        powers_of_two_gpus,
+    )
+    from tether.specs import Resource
+
+    assert (WHOLE, HALF, QUARTER, EIGHTH, SIXTEENTH) == (1.0, 0.5, 0.25, 0.125, 0.0625)
+    assert powers_of_two_gpus(Resource(cpu=8, gpu=8, memMB=1024)) == {
+        1.0: "8", 0.5: "4", 0.25: "2", 0.125: "1"}
+    assert powers_of_two_gpus(Resource(cpu=1, gpu=1, memMB=1024)) == {1.0: "1"}
+    for gpus in (0, 6):
+        with pytest.raises(ValueError, match=f"resource.gpu = {gpus} must be a positive"):
+            powers_of_two_gpus(Resource(cpu=8, gpu=gpus, memMB=1024))
+    halve = halve_mem_down_to(minGiB=8)
+    assert halve(Resource(cpu=8, gpu=0, memMB=64 * 1024)) == {
+        1.0: "64", 0.5: "32", 0.25: "16", 0.125: "8"}
+    with pytest.raises(ValueError, match="minGiB = 2 is below 3"):
+        halve_mem_down_to(minGiB=2)(Resource(cpu=8, gpu=0, memMB=96 * 1024))
+    with pytest.raises(ValueError, match="multiple of 1024"):
+        halve(Resource(cpu=8, gpu=0, memMB=1000))
+
+
+def test_fractionals_need_a_fractional_parameter() -> None:
+    from tether.specs import Resource
+
+    def plain() -> Resource:
+        return Resource(cpu=1, gpu=0, memMB=1)
+
+    with pytest.raises(TypeError, match=r"'plain'.*takes no 'fractional' parameter"):
+        register.named_resource(fractionals={1.0: "1"})(plain)

@@ -29,7 +29,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from tether.specs.fractionals import Fractionals
 
 log = logging.getLogger(__name__)
 
@@ -83,11 +86,16 @@ class register:  # TorchX's name: a decorator
         self._type = type
         self._name = name
         self._aliases: list[str] = []
+        self._fractionals: Fractionals | None = None
 
     def __call__(self, fn: F) -> F:
         fn._plugin_type = self._type  # type: ignore[attr-defined]
         fn._plugin_name = self._name or fn.__name__  # type: ignore[attr-defined]
         fn._plugin_aliases = list(self._aliases)  # type: ignore[attr-defined]
+        if self._fractionals:
+            from tether.specs.fractionals import register_fractionals
+
+            register_fractionals(fn, fn._plugin_name, self._fractionals, self._type)  # type: ignore[attr-defined]
         return fn
 
     @classmethod
@@ -101,11 +109,19 @@ class register:  # TorchX's name: a decorator
         return cls(PluginType.TRACKER, name)
 
     @classmethod
-    def named_resource(cls, name: str | None = None, aliases: list[str] | None = None
-                       ) -> register:
-        """Registers a named resource factory ``() -> Resource`` (also under ``aliases``)."""
+    def named_resource(cls, name: str | None = None, aliases: list[str] | None = None,
+                       fractionals: Fractionals | None = None) -> register:
+        """Registers a named resource factory ``() -> Resource`` (also under ``aliases``).
+
+        With ``fractionals`` (``{fraction: suffix}``, or a function of the whole-host
+        resource giving it, such as :func:`~tether.specs.fractionals.powers_of_two_gpus`),
+        the factory takes ``fractional: float`` and each slice is registered too, as
+        ``<name>_<suffix>`` (a module attribute of the factory's module); aliases get no
+        slices. See :mod:`tether.specs.fractionals`.
+        """
         reg = cls(PluginType.NAMED_RESOURCE, name)
         reg._aliases = list(aliases or [])
+        reg._fractionals = fractionals
         return reg
 
 
