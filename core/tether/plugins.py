@@ -22,6 +22,7 @@ from tether.specs.fractionals import (
 from tether.specs.plugins import (
     NAMESPACE,
     PluginRegistry,
+    PluginSource,
     PluginType,
     RegistrationError,
     register,
@@ -37,6 +38,7 @@ __all__ = [
     "SIXTEENTH",
     "WHOLE",
     "PluginRegistry",
+    "PluginSource",
     "PluginType",
     "RegistrationError",
     "halve_mem_down_to",

@@ -90,7 +90,8 @@ def test_registry_finds_namespace_plugins_and_records_errors() -> None:
     reg = plugins.registry()
     assert set(reg.get(PluginType.SCHEDULER)) == {"my_local", "other_local"}
     assert set(reg.get(PluginType.NAMED_RESOURCE)) == {"tiny", "tiny_alias"}
-    assert set(reg.get(PluginType.TRACKER)) == {"my_store"}
+    # tether's own built-in trackers are entry points of tether.tracker, listed too
+    assert set(reg.get(PluginType.TRACKER)) == {"my_store", "fsspec", "mlflow"}
     errors = {(e.module.rsplit(".", 1)[-1], e.name) for e in reg.errors}
     assert errors == {("broken", None), ("misplaced", "oops")}
     assert reg is plugins.registry()
@@ -239,3 +240,85 @@ def test_fractionals_need_a_fractional_parameter() -> None:
 
     with pytest.raises(TypeError, match=r"'plain'.*takes no 'fractional' parameter"):
         register.named_resource(fractionals={1.0: "1"})(plain)
+
+
+ENTRY_POINTS = """\
+[tether.schedulers]
+ep_local = tether.schedulers.local.scheduler:create_scheduler
+my_local = tether.schedulers.local.scheduler:create_scheduler
+broken_ep = tether_no_such_module_xyz:create_scheduler
+"""
+
+
+@pytest.fixture
+def with_entry_points(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A namespace plugin distribution and an installed distribution declaring entry points
+    (a real ``*.dist-info`` on ``sys.path``, as pip lays it out)."""
+    dist = tmp_path / "dist"
+    _write(dist, "tether_plugins/schedulers/mine.py", SCHEDULERS)
+    info = dist / "tether_ep_test-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tether-ep-test\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(ENTRY_POINTS)
+    monkeypatch.syspath_prepend(str(dist))
+    monkeypatch.delenv("TETHER_PLUGINS_SOURCE", raising=False)
+    _forget()
+    yield dist
+    monkeypatch.delenv("TETHER_PLUGINS_SOURCE", raising=False)
+    _forget()
+
+
+def test_registry_lists_entry_point_plugins_too(with_entry_points: Path) -> None:
+    from tether.schedulers.local.scheduler import create_scheduler
+
+    reg = plugins.registry()
+    both = plugins.PluginSource.NAMESPACE_PKG | plugins.PluginSource.ENTRYPOINT
+    assert reg.plugin_sources == both
+    found = reg.get(PluginType.SCHEDULER)
+    assert set(found) == {"my_local", "other_local", "ep_local"}
+    # the entry point wins over the namespace plugin of the same name (recorded)
+    assert found["my_local"] is create_scheduler is found["ep_local"]
+    errors = {e.name: e.error for e in reg.errors}
+    assert set(errors) == {"my_local", "broken_ep"}
+    assert "entry point wins" in errors["my_local"]
+    assert "tether_no_such_module_xyz" in errors["broken_ep"]
+
+
+@pytest.mark.parametrize(("value", "expected", "ep_scheduler"), [
+    ("0", set(), False),
+    ("1", {"my_local", "other_local"}, False),
+    ("2", {"my_local", "ep_local"}, True),
+    ("3", {"my_local", "other_local", "ep_local"}, True),
+])
+def test_plugins_source_env_chooses_where_plugins_come_from(
+    with_entry_points: Path, monkeypatch: pytest.MonkeyPatch,
+    value: str, expected: set[str], ep_scheduler: bool,
+) -> None:
+    from tether.schedulers import get_scheduler_factories
+
+    monkeypatch.setenv("TETHER_PLUGINS_SOURCE", value)
+    plugins.registry().clear()  # TorchX: the next registry() reads the variable again
+    reg = plugins.registry()
+    assert reg.plugin_sources == plugins.PluginSource(int(value))
+    assert set(reg.get(PluginType.SCHEDULER)) == expected
+    # tether's own scheduler lookup follows the same choice
+    schedulers = get_scheduler_factories()
+    assert ("ep_local" in schedulers) is ep_scheduler
+    assert ("other_local" in schedulers) is (value in ("1", "3"))
+    assert "local_cwd" in schedulers  # built-ins are no plugins
+
+
+def test_a_bad_plugins_source_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    plugins.registry().clear()
+    monkeypatch.setenv("TETHER_PLUGINS_SOURCE", "7")
+    try:
+        with pytest.raises(ValueError, match=r"TETHER_PLUGINS_SOURCE='7' is not allowed"):
+            plugins.registry()
+    finally:
+        monkeypatch.delenv("TETHER_PLUGINS_SOURCE")
+        plugins.registry().clear()
+
+
+def test_empty_registry() -> None:
+    reg = plugins.PluginRegistry(plugin_sources=plugins.PluginSource.NONE)
+    assert reg.info() == {pt: {} for pt in PluginType}

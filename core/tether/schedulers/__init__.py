@@ -82,7 +82,9 @@ def get_scheduler_factories() -> dict[str, SchedulerFactory]:
         SchedulerRegistryError: When a plugin reuses a built-in name.
     """
     factories: dict[str, SchedulerFactory] = {n: _lazy(t) for n, t in BUILTIN_SCHEDULERS.items()}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    from tether.specs.plugins import PluginType, entry_points_enabled, registry
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP) if entry_points_enabled() else ():
         if ep.name in BUILTIN_SCHEDULERS:
             raise SchedulerRegistryError(
                 f"scheduler plugin {ep.name!r} ({ep.value}, from the {ENTRY_POINT_GROUP!r} "
@@ -90,9 +92,7 @@ def get_scheduler_factories() -> dict[str, SchedulerFactory]:
                 f"({BUILTIN_SCHEDULERS[ep.name]}); register it under another name"
             )
         factories[ep.name] = _lazy(ep.value)
-    from tether.specs.plugins import PluginType, registry
-
-    for name, fn in registry().get(PluginType.SCHEDULER).items():  # tether_plugins.schedulers
+    for name, fn in registry().namespace_plugins(PluginType.SCHEDULER).items():
         if name in BUILTIN_SCHEDULERS:
             raise SchedulerRegistryError(
                 f"scheduler plugin {name!r} ({fn.__module__}) clashes with the built-in "

@@ -39,11 +39,11 @@ def _load() -> dict[str, Callable[[], Resource]]:
     # tether.util.entry_points' cache): only on the first named-resource lookup of a process
     from importlib.metadata import entry_points
 
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        reg[ep.name] = ep.load()
-    from tether.specs.plugins import PluginType, registry
+    from tether.specs.plugins import PluginType, entry_points_enabled, registry
 
-    for name, fn in registry().get(PluginType.NAMED_RESOURCE).items():
+    for ep in entry_points(group=ENTRY_POINT_GROUP) if entry_points_enabled() else ():
+        reg[ep.name] = ep.load()
+    for name, fn in registry().namespace_plugins(PluginType.NAMED_RESOURCE).items():
         reg.setdefault(name, _tagged(name, fn))  # tether_plugins.named_resources
     custom = os.environ.get(CUSTOM_ENV)
     if custom:

@@ -46,11 +46,28 @@ class PluginType(str, enum.Enum):
     SCHEDULER = "tether.schedulers"
     NAMED_RESOURCE = "tether.named_resources"
     TRACKER = "tether.tracker"
+    EVENT_HANDLER = "tether.event_handlers"
 
     @property
     def namespace(self) -> str:
         """The namespace package searched for it, e.g. ``tether_plugins.schedulers``."""
         return f"{NAMESPACE}.{self.value.removeprefix('tether.')}"
+
+
+class PluginSource(enum.IntFlag):
+    """Where :func:`registry` looks for plugins (combine with ``|``, test with ``in``).
+
+    ``$TETHER_PLUGINS_SOURCE`` (TorchX: ``$TORCHX_PLUGINS_SOURCE``) is its number: ``0``
+    none, ``1`` namespace packages only, ``2`` entry points only, ``3`` both (the default).
+    """
+
+    NONE = 0
+    NAMESPACE_PKG = enum.auto()
+    ENTRYPOINT = enum.auto()
+
+
+ALL_SOURCES = PluginSource.NAMESPACE_PKG | PluginSource.ENTRYPOINT
+SOURCES_ENV = "TETHER_PLUGINS_SOURCE"
 
 
 @dataclass(frozen=True)
@@ -109,6 +126,12 @@ class register:  # TorchX's name: a decorator
         return cls(PluginType.TRACKER, name)
 
     @classmethod
+    def event_handler(cls, name: str | None = None) -> register:
+        """Registers an event handler factory ``() -> logging.Handler``, named after the
+        destination it serves (see :func:`tether.runner.events.get_logging_handler`)."""
+        return cls(PluginType.EVENT_HANDLER, name)
+
+    @classmethod
     def named_resource(cls, name: str | None = None, aliases: list[str] | None = None,
                        fractionals: Fractionals | None = None) -> register:
         """Registers a named resource factory ``() -> Resource`` (also under ``aliases``).
@@ -126,11 +149,24 @@ class register:  # TorchX's name: a decorator
 
 
 class PluginRegistry:
-    """The plugins of the ``tether_plugins`` namespace packages, found per kind on first use."""
+    """The plugins of each kind, found on first use: those of the ``tether_plugins``
+    namespace packages and those of the kind's entry-point group (an entry point wins over a
+    namespace plugin of the same name, which is recorded as an error).
 
-    def __init__(self) -> None:
+    Args:
+        plugin_sources: Where to look (default: both).
+    """
+
+    def __init__(self, *, plugin_sources: PluginSource = ALL_SOURCES) -> None:
+        self._sources = PluginSource(plugin_sources)
         self._cache: dict[PluginType, dict[str, Callable[..., Any]]] = {}
+        self._namespace: dict[PluginType, dict[str, Callable[..., Any]]] = {}
         self._errors: list[RegistrationError] = []
+
+    @property
+    def plugin_sources(self) -> PluginSource:
+        """Where this registry looks for plugins."""
+        return self._sources
 
     @property
     def errors(self) -> list[RegistrationError]:
@@ -147,10 +183,45 @@ class PluginRegistry:
             Name to factory.
         """
         if plugin_type not in self._cache:
-            found: dict[str, Callable[..., Any]] = {}
-            self._scan_root(plugin_type, found)
+            found = dict(self.namespace_plugins(plugin_type))
+            if PluginSource.ENTRYPOINT in self._sources:
+                self._add_entry_points(plugin_type, found)
             self._cache[plugin_type] = found
         return self._cache[plugin_type]
+
+    def namespace_plugins(self, plugin_type: PluginType) -> dict[str, Callable[..., Any]]:
+        """The plugins of a kind found in the namespace packages only (empty when this
+        registry does not look there); cached. tether's own lookups read the entry-point
+        groups themselves, lazily, and the namespace plugins through this.
+
+        Args:
+            plugin_type: The kind.
+
+        Returns:
+            Name to factory.
+        """
+        if plugin_type not in self._namespace:
+            found: dict[str, Callable[..., Any]] = {}
+            if PluginSource.NAMESPACE_PKG in self._sources:
+                self._scan_root(plugin_type, found)
+            self._namespace[plugin_type] = found
+        return self._namespace[plugin_type]
+
+    def _add_entry_points(self, kind: PluginType, found: dict[str, Callable[..., Any]]) -> None:
+        from importlib.metadata import entry_points  # only when entry points are asked for
+
+        for ep in entry_points(group=kind.value):
+            try:
+                obj = ep.load()
+            except Exception as e:  # a broken plugin must not break tether
+                self._fail(ep.value, f"{type(e).__name__}: {e}", ep.name, kind)
+                continue
+            if ep.name in found:
+                self._fail(getattr(found[ep.name], "__module__", kind.namespace), (
+                    f"registered both as a {kind.value!r} entry point ({ep.value}) and in the "
+                    f"{kind.namespace} namespace package: the entry point wins; remove one"),
+                    ep.name, kind)
+            found[ep.name] = obj
 
     def info(self, plugin_type: PluginType | None = None) -> Any:
         """Copies of the plugins: of one kind, or of every kind keyed by :class:`PluginType`.
@@ -167,8 +238,11 @@ class PluginRegistry:
 
     def clear(self) -> None:
         """Forgets what was found, so the next :meth:`get` searches again."""
+        global _REGISTRY
         self._cache.clear()
+        self._namespace.clear()
         self._errors.clear()
+        _REGISTRY = None  # the next registry() reads $TETHER_PLUGINS_SOURCE again
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{pt.name.lower()}={len(v)}" for pt, v in self._cache.items())
@@ -244,13 +318,42 @@ class PluginRegistry:
                     found[key] = obj
 
 
-_REGISTRY = PluginRegistry()
+_REGISTRY: PluginRegistry | None = None
 
 
 def registry() -> PluginRegistry:
     """The process's plugin registry (one instance; ``registry().clear()`` searches again).
 
+    ``$TETHER_PLUGINS_SOURCE`` chooses where it looks (see :class:`PluginSource`).
+
     Returns:
         The registry.
+
+    Raises:
+        SpecError: When ``$TETHER_PLUGINS_SOURCE`` is not 0, 1, 2 or 3.
     """
+    global _REGISTRY
+    if _REGISTRY is None:
+        _REGISTRY = PluginRegistry(plugin_sources=_sources_from_env())
     return _REGISTRY
+
+
+def entry_points_enabled() -> bool:
+    """Whether plugins are read from entry-point groups (``$TETHER_PLUGINS_SOURCE``)."""
+    return PluginSource.ENTRYPOINT in registry().plugin_sources
+
+
+def _sources_from_env() -> PluginSource:
+    import os
+
+    raw = os.environ.get(SOURCES_ENV, "").strip()
+    if not raw:
+        return ALL_SOURCES
+    if raw not in ("0", "1", "2", "3"):
+        from tether.errors import SpecError
+
+        raise SpecError(
+            f"${SOURCES_ENV}={raw!r} is not allowed: use 0 (no plugins), 1 (namespace "
+            "packages only), 2 (entry points only) or 3 (both, the default)"
+        )
+    return PluginSource(int(raw))

@@ -70,7 +70,9 @@ def get_tracker_factories() -> dict[str, TrackerFactory]:
         TrackerRegistryError: When a plugin reuses a built-in name with another target.
     """
     factories: dict[str, TrackerFactory] = {n: _lazy(n, t) for n, t in BUILTIN_TRACKERS.items()}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    from tether.specs.plugins import PluginType, entry_points_enabled, registry
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP) if entry_points_enabled() else ():
         builtin = BUILTIN_TRACKERS.get(ep.name)
         if builtin is not None:
             if ep.value.replace(" ", "") != builtin:
@@ -81,9 +83,7 @@ def get_tracker_factories() -> dict[str, TrackerFactory]:
                 )
             continue
         factories[ep.name] = _lazy(ep.name, ep.value)
-    from tether.specs.plugins import PluginType, registry
-
-    for name, fn in registry().get(PluginType.TRACKER).items():  # tether_plugins.tracker
+    for name, fn in registry().namespace_plugins(PluginType.TRACKER).items():
         if name in BUILTIN_TRACKERS:
             raise TrackerRegistryError(
                 f"tracker plugin {name!r} ({fn.__module__}) clashes with the built-in "
