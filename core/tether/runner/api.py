@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self, overload
 
 from tether.config import TetherConfig
 from tether.runner.components import Components
+from tether.runner.event_log import app_fields, handle_fields, recorded
 from tether.runner.events import AppEvent
 from tether.runner.launched import LaunchedApps
 from tether.runner.pool import DEFAULT_SESSION, SchedulerPool
@@ -200,6 +201,8 @@ class Runner:
         return self.run(app, scheduler, cfg, workspace, parent_run_id, job_key)
 
     # ---- render and submit ---------------------------------------------------------------
+    @recorded("dryrun", lambda self, app, scheduler, cfg=None, workspace=None, *a, **k:
+              app_fields(app, scheduler, cfg, workspace))  # fmt: skip
     def dryrun(
         self,
         app: AppDef,
@@ -250,6 +253,8 @@ class Runner:
         info.scheduler = scheduler
         return info
 
+    @recorded("schedule", lambda self, info: app_fields(info.app, info.scheduler, info.cfg),
+              after=handle_fields)  # fmt: skip
     def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> AppHandle:
         """Submits a request rendered by :meth:`dryrun`.
 
@@ -387,6 +392,7 @@ class Runner:
         return RunOutcome(self.schedule(info), reattached=False)
 
     # ---- an app already launched (see LaunchedApps) --------------------------------------
+    @recorded("status", lambda self, app_handle: handle_fields(app_handle))
     def status(self, app_handle: AppHandle) -> AppStatus | None:
         """The app's status (from the process's watch when it follows the app, else read).
 
@@ -484,6 +490,7 @@ class Runner:
         """
         self._apps.reconcile(app_handle)
 
+    @recorded("describe", lambda self, app_handle: handle_fields(app_handle))
     def describe(self, app_handle: AppHandle) -> AppDef | None:
         """The AppDef of an app: the one this runner submitted (as TorchX), else rebuilt as
         far as the scheduler can (named after the app id).
@@ -496,6 +503,7 @@ class Runner:
         """
         return self._apps.describe(app_handle)
 
+    @recorded("list", lambda self, scheduler: {"scheduler": scheduler})
     def list(self, scheduler: str) -> builtins.list[ListAppResponse]:
         """The apps a scheduler knows, with their handles.
 
@@ -507,6 +515,7 @@ class Runner:
         """
         return self._apps.list(scheduler)
 
+    @recorded("log_lines", lambda self, app_handle, *a, **k: handle_fields(app_handle))
     def log_lines(
         self,
         app_handle: AppHandle,
@@ -551,6 +560,7 @@ class Runner:
         """
         return self._apps.outputs(app_handle)
 
+    @recorded("cancel", lambda self, app_handle: handle_fields(app_handle))
     def cancel(self, app_handle: AppHandle) -> None:
         """Cancels the app (idempotent; returns without waiting for it to stop).
 

@@ -1,4 +1,5 @@
-"""What a follower of launched apps hears: :class:`AppEvent`.
+"""What a follower of launched apps hears: :class:`AppEvent`; and TorchX's runner events
+(:class:`TetherEvent`, :func:`record`, :class:`log_event`; see :mod:`tether.runner.event_log`).
 
 Kept apart from :mod:`tether.runner.follow`, which loads the watch hub: the Runner and its
 users name the event type without paying for the hub until they follow an app.
@@ -8,7 +9,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tether.runner.event_log import (
+    SourceType,
+    TetherEvent,
+    get_logging_handler,
+    log_event,
+    record,
+)
 from tether.specs import AppHandle, AppState, AppStatus
+
+__all__ = [
+    "AppEvent",
+    "SourceType",
+    "TetherEvent",
+    "get_logging_handler",
+    "log_event",
+    "record",
+]
 
 
 @dataclass(frozen=True)
