@@ -5,6 +5,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from tether.specs.file_linter import LinterMessage, get_fn_docstring, validate
 
 GOOD = '''
@@ -89,3 +91,40 @@ def test_get_fn_docstring() -> None:
 
     desc, args = get_fn_docstring(bare)
     assert desc.startswith("bare TIP: improve this help string") and args == {"x": " "}
+
+
+TUPLE_COMPONENT = '''
+from typing import Tuple
+
+from tether.specs import AppDef, Role
+
+
+def comp(sizes: Tuple[int, int] = (1, 2)) -> AppDef:
+    """A component with a tuple parameter.
+
+    Args:
+        sizes: two sizes
+    """
+    return AppDef("a", [Role("r", image="i", entrypoint="echo", args=[str(sizes)])])
+'''
+
+
+def test_tuple_parameters_are_rejected_by_the_linter_and_at_run_time(tmp_path: Path) -> None:
+    """TorchX's newest linter accepts Tuple[...] but its parser cannot read it: tether
+    rejects it both when linting and when running (a documented difference)."""
+    import importlib.util
+
+    from tether.components.args import InvalidComponentError
+    from tether.components.builders import materialize_appdef
+
+    path = tmp_path / "tuple_comp.py"
+    path.write_text(TUPLE_COMPONENT)
+    (msg,) = validate(str(path), "comp")
+    assert "allows only Dict, List as complex types" in msg.description
+    assert "`sizes` has: Tuple" in msg.description
+    spec = importlib.util.spec_from_file_location("tuple_comp", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(InvalidComponentError, match=r"'sizes' has unsupported type Tuple"):
+        materialize_appdef(module.comp, ["--sizes", "3,4"])
