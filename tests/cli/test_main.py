@@ -51,12 +51,14 @@ def test_light_commands_import_no_backend_orchestrator_or_sdk(argv: list[str]) -
                                                        "tether.components."))]
 
 
-def test_a_dryrun_loads_no_event_loop_machinery() -> None:
+def test_a_dryrun_loads_no_module_it_does_not_use() -> None:
     """Synchronous commands do not pay for asyncio (about 10 ms and 4 MiB at every start):
-    only the async followers (an Airflow trigger) load it."""
+    only the async followers (an Airflow trigger) load it. Nor for the watch hub (only when
+    an app is followed), uuid (platform), or difflib (only for an error's hint)."""
     mods = imported_modules("run", "--dryrun", "-s", "local_cwd", "utils.echo", "--msg", "hi")
     assert "tether.runner" in mods
-    assert "asyncio" not in mods
+    unused = {"asyncio", "tether.schedulers.watch", "uuid", "platform", "difflib"}
+    assert not unused & mods, sorted(unused & mods)
 
 
 def test_help_lists_builtin_and_plugin_commands(tether: Callable[..., Result],

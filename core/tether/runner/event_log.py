@@ -26,7 +26,6 @@ import logging
 import os
 import time
 import traceback
-import uuid
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any, TypeVar
@@ -35,7 +34,9 @@ from tether.errors import NotFoundError
 
 DESTINATION_ENV = "TETHER_EVENTS_DESTINATION"
 ENTRY_POINT_GROUP = "tether.event_handlers"
-_SESSION = uuid.uuid4().hex  # one id per process, as TorchX's session id
+# one id per process, as TorchX's session id: 16 random bytes (os.urandom, not the uuid
+# module, whose import loads platform: a few milliseconds of every command's start)
+_SESSION = os.urandom(16).hex()
 _loggers: dict[str, logging.Logger] = {}
 _FREE_TEXT = ("app_image", "raw_exception", "workspace", "exception_message",
               "exception_source_location")
