@@ -12,8 +12,9 @@ window of ``--window`` seconds. Reported per N, from the apiserver's own
 * the latency of a change: a pod's phase set to Running through the API (as a kubelet does)
   until the subscriber hears the job RUNNING (median of ``--changes`` changes).
 
-Run: ``python benchmarks/watch_bench.py --n 10 100 1000`` (needs the kube binaries of
-``make e2e-infra``). Writes ``benchmarks/results/watch.{json,md}``. Reports only: it never
+Run: ``python benchmarks/watch_bench.py --n 10 100 1000 2000`` (needs the kube binaries of
+``make e2e-infra``). Writes the ``kubernetes_runner`` section of
+``benchmarks/results/watch.{json,md}`` (rows of other N are kept). Reports only: it never
 fails because of a number.
 """
 
@@ -33,6 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import watch_results  # noqa: E402
 from tests.e2e.infra.kube import KubeCluster, create_namespace, find_binaries  # noqa: E402
 from tether.schedulers.kubernetes.scheduler import KubernetesScheduler  # noqa: E402
 from tether.schedulers.watch import Subscription, WatchHub  # noqa: E402
@@ -153,38 +155,12 @@ def requests_pods(api: Any, ns: str) -> int:
     return len(client.CoreV1Api(api).list_namespaced_pod(ns).items)
 
 
-def write(results: list[dict[str, Any]], out: Path) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "watch.json").write_text(json.dumps(results, indent=2) + "\n")
-    lines = [
-        "# Following N jobs through the watch hub (e2e kube-apiserver)",
-        "",
-        "| N | requests following (total) | per job per minute | one poll of all jobs "
-        "| per job per minute at one poll per 5 s | CPU % of a core | KiB per job "
-        "| change latency (median s) |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for r in results:
-        lat = r["change_latency_median_s"]
-        lines.append(
-            f"| {r['n']} | {r['requests_following']} | {r['requests_per_job_per_minute']:.3f} "
-            f"| {r['requests_one_poll_of_all']} | {r['poll_every_5s_per_job_per_minute']:.0f} "
-            f"| {r['cpu_percent_of_one_core']:.2f} | {r['memory_kib_per_job']:.1f} "
-            f"| {'-' if lat is None else f'{lat:.3f}'} |"
-        )
-    lines += ["", f"Window: {results[0]['window_s']:.0f} s of following per N. "
-              "Reproduce: `python benchmarks/watch_bench.py --n 10 100 1000`.", ""]
-    md = out / "watch.md"
-    md.write_text("\n".join(lines))
-    return md
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--n", type=int, nargs="+", default=[10, 100, 1000])
     ap.add_argument("--window", type=float, default=60.0, help="seconds of following per N")
     ap.add_argument("--changes", type=int, default=10, help="changes timed per N")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    ap.add_argument("--out", type=Path, default=watch_results.RESULTS)
     args = ap.parse_args()
     binaries = find_binaries()
     if binaries is None:
@@ -197,7 +173,8 @@ def main() -> int:
             r = measure(cluster, api, n, args.window, min(args.changes, n))
             print(f"[watch-bench] {json.dumps(r)}", flush=True)
             results.append(r)
-    print(f"[watch-bench] wrote {write(results, args.out)}")
+    md = watch_results.update("kubernetes_runner", results, args.out)
+    print(f"[watch-bench] wrote {md}")
     return 0
 
 
