@@ -14,6 +14,9 @@ all N are deferred and the triggerer reports N triggers running, the benchmark c
   controllers watch at cluster scope), per followed job per minute, against the old 48;
 * the triggerer's CPU (its process group, % of one core) and resident memory.
 
+By default the tasks stream their jobs' logs into the task log (the operator's default);
+``--no-stream-logs`` measures the following alone.
+
 It also records the requests of the whole run (submission included) by verb and resource.
 Run: ``python benchmarks/watch_airflow_bench.py --n 200`` (needs the kube binaries of
 ``make e2e-infra`` and apache-airflow). Writes the ``airflow_triggerer`` section of
@@ -129,7 +132,7 @@ def wait_triggers(stack: AirflowStack, n: int, timeout: float) -> int:
 
 
 def measure(cluster: KubeCluster, stack: BenchStack, n: int, window: float,
-            settle: float, timeout: float) -> dict[str, Any]:
+            settle: float, timeout: float, stream_logs: bool) -> dict[str, Any]:
     start = counts(cluster)
     run_id = f"bench-{int(time.time())}"
     stack.request("POST", f"/api/v2/dags/{DAG_ID}/dagRuns",
@@ -150,9 +153,13 @@ def measure(cluster: KubeCluster, stack: BenchStack, n: int, window: float,
     states = task_states(stack, run_id)
     in_window = results.delta(after, before)
     total = sum(in_window.values())
-    per_job_minute = total / n / (elapsed / 60.0)
+    parts = results.split(in_window)
+    job_minutes = n * elapsed / 60.0
+    per_job_minute = total / job_minutes
     return {
+        "case": f"{n}{'' if stream_logs else ' logs off'}",
         "n": n,
+        "stream_logs": stream_logs,
         "triggers_running": max(running, triggers_running(stack)),
         "deferred_during_window": states.get("deferred", 0),
         "window_s": elapsed,
@@ -161,6 +168,8 @@ def measure(cluster: KubeCluster, stack: BenchStack, n: int, window: float,
         "old_per_job_per_minute": results.OLD_TRIGGER_PER_JOB_MINUTE,
         "reduction": (results.OLD_TRIGGER_PER_JOB_MINUTE / per_job_minute
                       if per_job_minute else None),
+        "follow_per_job_per_minute": parts["follow"] / job_minutes,
+        "logs_per_job_per_minute": parts["logs"] / job_minutes,
         "requests_window_by_kind": results.breakdown(in_window),
         "requests_whole_run_by_kind": results.breakdown(results.delta(after, start)),
         "triggerer_cpu_percent": 100.0 * (cpu1 - cpu0) / elapsed,
@@ -178,6 +187,8 @@ def main() -> int:
     ap.add_argument("--parallelism", type=int, default=4, help="LocalExecutor slots")
     ap.add_argument("--timeout", type=float, default=3600.0,
                     help="seconds allowed for all tasks to defer")
+    ap.add_argument("--no-stream-logs", dest="stream_logs", action="store_false",
+                    help="the tasks' stream_logs=False: the triggers only follow the jobs")
     ap.add_argument("--out", type=Path, default=results.RESULTS)
     args = ap.parse_args()
     binaries = find_binaries()
@@ -194,12 +205,14 @@ def main() -> int:
             "TETHERCONFIG": str(root / "empty.tetherconfig"),
             "TETHER_BENCH_N": str(args.n),
             "TETHER_BENCH_NAMESPACE": NAMESPACE,
+            "TETHER_BENCH_STREAM_LOGS": "1" if args.stream_logs else "0",
         }
         stack = BenchStack(args.n + 50, root, [DAG], env=env, parallelism=args.parallelism)
         with stack:
-            row = measure(cluster, stack, args.n, args.window, args.settle, args.timeout)
+            row = measure(cluster, stack, args.n, args.window, args.settle, args.timeout,
+                          args.stream_logs)
     log(json.dumps(row))
-    log(f"wrote {results.update('airflow_triggerer', [row], args.out)}")
+    log(f"wrote {results.update('airflow_triggerer', [row], args.out, key='case')}")
     return 0
 
 

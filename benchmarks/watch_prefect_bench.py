@@ -149,12 +149,16 @@ def measure(cluster: KubeCluster, api: Apiserver, n: int, window: float, settle:
     follow = sum(v for k, v in whole.items() if k[0] in READS and k[1] in ("jobs", "pods")
                  and not k[2])
     window_total = sum(in_window.values())
+    parts = results.split(in_window)
+    job_minutes = n * elapsed / 60.0
     return {
         "n": n,
         "pods": len(pods),
         "window_s": elapsed,
         "requests_window": window_total,
-        "requests_per_job_per_minute": window_total / n / (elapsed / 60.0),
+        "requests_per_job_per_minute": window_total / job_minutes,
+        "follow_per_job_per_minute": parts["follow"] / job_minutes,
+        "logs_per_job_per_minute": parts["logs"] / job_minutes,
         "requests_window_by_kind": results.breakdown(in_window),
         "requests_flow": sum(whole.values()),
         "requests_flow_per_job": sum(whole.values()) / n,

@@ -28,10 +28,10 @@ RequestKey = tuple[str, str, str, str]
 """``(verb, resource, subresource, scope)`` of ``apiserver_request_total``."""
 
 
-CLIENT_CONTENT_TYPE = "application/json"
-"""The content type of the Python Kubernetes client's requests (tether's): the controllers
-ask for protobuf, so this tells tether's requests from theirs in ``apiserver_request_total``,
-which has no client label."""
+CONTROLLER_CONTENT_TYPE = "protobuf"
+"""The controllers (kube-controller-manager) ask the apiserver for protobuf; the Python
+client tether uses asks for JSON (logs are ``other``). ``apiserver_request_total`` has no
+client label, so its ``contentType`` tells tether's requests from the controllers'."""
 
 
 def apiserver_requests(metrics_text: str) -> Counter[RequestKey]:
@@ -41,14 +41,15 @@ def apiserver_requests(metrics_text: str) -> Counter[RequestKey]:
         metrics_text: The apiserver's ``/metrics`` page.
 
     Returns:
-        The counts of requests answered as :data:`CLIENT_CONTENT_TYPE` (the Python client).
+        The counts of resource requests not answered in protobuf (the Python client's).
     """
     counts: Counter[RequestKey] = Counter()
     for line in metrics_text.splitlines():
         if not line.startswith("apiserver_request_total{"):
             continue
         labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
-        if labels.get("contentType") != CLIENT_CONTENT_TYPE:
+        if CONTROLLER_CONTENT_TYPE in labels.get("contentType", "") or not labels.get(
+                "resource"):  # the controllers', or a non-resource URL (/metrics, discovery)
             continue
         key = (labels.get("verb", ""), labels.get("resource", ""),
                labels.get("subresource", ""), labels.get("scope", ""))
@@ -60,6 +61,28 @@ def delta(after: Counter[RequestKey], before: Counter[RequestKey]) -> Counter[Re
     """``after - before`` (a counter reset reads as zero, not negative)."""
     return Counter({k: v - before.get(k, 0) for k, v in after.items()
                     if v - before.get(k, 0) > 0})
+
+
+def split(counts: Mapping[RequestKey, int]) -> dict[str, int]:
+    """Requests by purpose: ``follow`` (reads of jobs and pods: the hub's list and watch,
+    ``describe``), ``logs`` (log streaming: a pod's log, and a pod read by name while it
+    waits for the container), ``other`` (submitting, cancelling...).
+
+    Args:
+        counts: Counts from :func:`apiserver_requests` (or a difference of two).
+
+    Returns:
+        The three totals.
+    """
+    out = {"follow": 0, "logs": 0, "other": 0}
+    for (verb, resource, sub, scope), n in counts.items():
+        if sub == "log" or (verb == "GET" and resource == "pods" and scope == "resource"):
+            out["logs"] += n
+        elif verb in ("LIST", "WATCH", "GET") and resource in ("jobs", "pods") and not sub:
+            out["follow"] += n
+        else:
+            out["other"] += n
+    return out
 
 
 def breakdown(counts: Mapping[RequestKey, int]) -> dict[str, int]:
@@ -180,19 +203,21 @@ def _airflow(rows: list[dict[str, Any]]) -> list[str]:
     lines = [
         "## Airflow triggerer (real Airflow 3 triggerer, e2e kube-apiserver)",
         "",
-        "| N deferred tasks | triggers running | window s | requests in window "
-        "| per job per minute | old trigger per job per minute | reduction "
-        "| triggerer CPU % of a core | triggerer RSS MiB |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| N deferred tasks | stream_logs | triggers running | window s | requests in window "
+        "| per job per minute | of which following | of which log streaming "
+        "| old trigger per job per minute | triggerer CPU % of a core | triggerer RSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['n']} | {r['triggers_running']} | {r['window_s']:.0f} "
-            f"| {r['requests_window']} | {r['requests_per_job_per_minute']:.4f} "
-            f"| {r['old_per_job_per_minute']:.0f} | {_f(r['reduction'], '.0f')}x "
+            f"| {r['n']} | {r['stream_logs']} | {r['triggers_running']} | {r['window_s']:.0f} "
+            f"| {r['requests_window']} | {r['requests_per_job_per_minute']:.3f} "
+            f"| {r['follow_per_job_per_minute']:.3f} | {r['logs_per_job_per_minute']:.3f} "
+            f"| {r['old_per_job_per_minute']:.0f} "
             f"| {r['triggerer_cpu_percent']:.1f} | {r['triggerer_rss_kib'] / 1024:.0f} |"
         )
-    lines += ["", "Reproduce: `python benchmarks/watch_airflow_bench.py --n 200`."]
+    lines += ["", "Reproduce: `python benchmarks/watch_airflow_bench.py --n 200 --no-stream-logs`"
+              " and `python benchmarks/watch_airflow_bench.py --n 20`."]
     return lines
 
 
@@ -201,14 +226,17 @@ def _prefect(rows: list[dict[str, Any]]) -> list[str]:
         "## Prefect flow mapping a tether task (real Prefect server, e2e kube-apiserver)",
         "",
         "| N inputs | window s | requests while waiting | per job per minute "
+        "| of which following | of which log streaming "
         "| requests whole flow | per job, whole flow | of which to follow, per job "
         "| flow state |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['n']} | {r['window_s']:.0f} | {r['requests_window']} "
-            f"| {r['requests_per_job_per_minute']:.4f} | {r['requests_flow']} "
+            f"| {r['requests_per_job_per_minute']:.3f} "
+            f"| {r['follow_per_job_per_minute']:.3f} | {r['logs_per_job_per_minute']:.3f} "
+            f"| {r['requests_flow']} "
             f"| {r['requests_flow_per_job']:.2f} | {r['follow_requests_flow_per_job']:.2f} "
             f"| {r['flow_state']} |"
         )

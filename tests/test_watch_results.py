@@ -25,14 +25,18 @@ scope="resource",subresource="status",verb="PUT",version="v1"} 1134
 apiserver_request_total{code="200",component="apiserver",contentType="application/json",\
 dry_run="",group="",resource="pods",scope="resource",subresource="status",verb="PATCH",\
 version="v1"} 1.0e+01
+apiserver_request_total{code="400",component="apiserver",contentType="other",dry_run="",\
+group="",resource="pods",scope="resource",subresource="log",verb="GET",version="v1"} 3
+apiserver_request_total{code="200",component="apiserver",contentType="text/plain",\
+dry_run="",group="",resource="",scope="",subresource="",verb="GET",version=""} 9
 """
 
 
 def test_only_the_python_clients_requests_are_counted_by_kind() -> None:
     counts = results.apiserver_requests(METRICS)
-    # the controller-manager's protobuf PUTs are not tether's
+    # the controller-manager's protobuf PUTs are not tether's, nor reads of /metrics
     assert results.breakdown(counts) == {
-        "LIST jobs": 103, "PATCH pods/status": 10, "POST jobs": 7}
+        "GET pods/log": 3, "LIST jobs": 103, "PATCH pods/status": 10, "POST jobs": 7}
     later = counts.copy()
     later[("LIST", "jobs", "", "namespace")] += 4
     assert results.breakdown(results.delta(later, counts)) == {"LIST jobs": 4}
