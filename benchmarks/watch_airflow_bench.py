@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -211,6 +212,7 @@ def main() -> int:
         with stack:
             row = measure(cluster, stack, args.n, args.window, args.settle, args.timeout,
                           args.stream_logs)
+    shutil.rmtree(root, ignore_errors=True)  # kept when the run failed, to look at
     log(json.dumps(row))
     log(f"wrote {results.update('airflow_triggerer', [row], args.out, key='case')}")
     return 0

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -42,7 +43,6 @@ from tests.e2e.infra.kube import KubeCluster, create_namespace, find_binaries  #
 from tests.e2e.infra.prefect import prefect_session  # noqa: E402
 
 NAMESPACE = "prefect-bench"
-READS = ("LIST", "GET", "WATCH")
 
 
 def log(msg: str) -> None:
@@ -146,8 +146,7 @@ def measure(cluster: KubeCluster, api: Apiserver, n: int, window: float, settle:
         raise RuntimeError("the flow did not end after its jobs did")
     time.sleep(2.0)  # closed watches are counted when they end
     whole = api.tether(api.counts(), start)
-    follow = sum(v for k, v in whole.items() if k[0] in READS and k[1] in ("jobs", "pods")
-                 and not k[2])
+    whole_parts = results.split(whole)
     window_total = sum(in_window.values())
     parts = results.split(in_window)
     job_minutes = n * elapsed / 60.0
@@ -162,7 +161,8 @@ def measure(cluster: KubeCluster, api: Apiserver, n: int, window: float, settle:
         "requests_window_by_kind": results.breakdown(in_window),
         "requests_flow": sum(whole.values()),
         "requests_flow_per_job": sum(whole.values()) / n,
-        "follow_requests_flow_per_job": follow / n,
+        "follow_requests_flow_per_job": whole_parts["follow"] / n,
+        "logs_requests_flow_per_job": whole_parts["logs"] / n,
         "requests_flow_by_kind": results.breakdown(whole),
         "flow_state": outcome.get("state"),
         "jobs_succeeded": outcome.get("succeeded"),
@@ -193,6 +193,7 @@ def main() -> int:
         with prefect_session(root / "prefect"):
             row = measure(cluster, Apiserver(cluster, client), args.n, args.window,
                           args.settle, args.timeout)
+    shutil.rmtree(root, ignore_errors=True)  # kept when the run failed, to look at
     log(json.dumps(row))
     log(f"wrote {results.update('prefect_flow', [row], args.out)}")
     return 0

@@ -227,9 +227,9 @@ def _prefect(rows: list[dict[str, Any]]) -> list[str]:
         "",
         "| N inputs | window s | requests while waiting | per job per minute "
         "| of which following | of which log streaming "
-        "| requests whole flow | per job, whole flow | of which to follow, per job "
-        "| flow state |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| requests whole flow | per job, whole flow | of which following "
+        "| of which log streaming | flow state |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
@@ -237,8 +237,8 @@ def _prefect(rows: list[dict[str, Any]]) -> list[str]:
             f"| {r['requests_per_job_per_minute']:.3f} "
             f"| {r['follow_per_job_per_minute']:.3f} | {r['logs_per_job_per_minute']:.3f} "
             f"| {r['requests_flow']} "
-            f"| {r['requests_flow_per_job']:.2f} | {r['follow_requests_flow_per_job']:.2f} "
-            f"| {r['flow_state']} |"
+            f"| {r['requests_flow_per_job']:.1f} | {r['follow_requests_flow_per_job']:.1f} "
+            f"| {r['logs_requests_flow_per_job']:.1f} | {r['flow_state']} |"
         )
     lines += ["", "Reproduce: `python benchmarks/watch_prefect_bench.py --n 200`."]
     return lines

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -122,6 +123,7 @@ def main() -> int:
                 rows.append(row)
         finally:
             sched.close()
+            shutil.rmtree(job_dir, ignore_errors=True)
     log(f"wrote {results.update('slurm', rows, args.out)}")
     return 0
 

@@ -26,4 +26,7 @@ with DAG("tether_watch_bench", schedule=None, start_date=dt.datetime(2024, 1, 1)
             task_id=f"job_{i:04d}", component="utils.sh", component_args=["sleep 3600"],
             scheduler="kubernetes", cfg={"namespace": NAMESPACE}, image="busybox:1.36",
             deferrable=True, wait_interval=5.0, stream_logs=STREAM_LOGS,
+            # a busy machine can time out a worker's call to the api-server before the job
+            # is submitted: the retry submits it (the job key makes it one job)
+            retries=3, retry_delay=dt.timedelta(seconds=5),
         )
