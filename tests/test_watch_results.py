@@ -37,6 +37,9 @@ def test_only_the_python_clients_requests_are_counted_by_kind() -> None:
     # the controller-manager's protobuf PUTs are not tether's, nor reads of /metrics
     assert results.breakdown(counts) == {
         "GET pods/log": 3, "LIST jobs": 103, "PATCH pods/status": 10, "POST jobs": 7}
+    # a pod read by name is a log stream waiting for its container; lists are following
+    counts[("GET", "pods", "", "resource")] += 5
+    assert results.split(counts) == {"follow": 103, "logs": 8, "other": 17}
     later = counts.copy()
     later[("LIST", "jobs", "", "namespace")] += 4
     assert results.breakdown(results.delta(later, counts)) == {"LIST jobs": 4}
