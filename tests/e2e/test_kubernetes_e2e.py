@@ -1,17 +1,23 @@
-"""The ``kubernetes`` scheduler against a real kube-apiserver, etcd and kube-controller-manager.
+"""The ``kubernetes`` scheduler on a real single-node cluster: lifecycle, logs, retries, ids.
 
-A test kubelet (``tests/e2e/infra/kubelet.py``) binds the pods, drives their phases per a
-behaviour chosen by the pod's ``e2e-case`` label, and serves their logs.
+Pods are real containers (busybox under containerd, ``tests/e2e/infra/kube_node.py``):
+exit codes, termination messages, image pull failures, the scheduler's reasons, crash-loop
+back-off, logs and their timestamps, and the Job controller's retries are the runtime's and
+the control plane's own. Programs that must behave differently on a retry keep a marker in a
+``hostPath`` directory shared with the test (the node is this host).
+
+What only the test kubelet (``tests/e2e/infra/kubelet.py``) can do (node loss, evictions with
+a given message, a GPU node) is tested in ``test_kubernetes_failure_causes_e2e.py`` and
+``test_watch_hub_kube.py``, each test saying so.
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +27,9 @@ pytest.importorskip("kubernetes")
 
 from kubernetes import client
 
-from tests.e2e.infra.kube import KubeCluster, create_namespace
-from tests.e2e.infra.kubelet import Behaviour, FakeKubelet
+from tests.e2e.infra.kube import create_namespace
+from tests.e2e.infra.kube_images import BUSYBOX_IMAGE
+from tests.e2e.infra.kube_node_fixtures import RealKube
 from tether.runner import Runner
 from tether.schedulers.kubernetes.client import KubeApi, KubernetesApiError
 from tether.schedulers.kubernetes.scheduler import create_scheduler
@@ -30,63 +37,47 @@ from tether.specs import (
     AppDef,
     AppState,
     AppStatus,
+    BindMount,
     Resource,
     RetryPolicy,
     Role,
     macros,
 )
+from tether.specs.overlays import set_overlay
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
-SUITE = "kubernetes-scheduler"
-CASE = "e2e-case"
-_counter = itertools.count()
-
-
-class Script:
-    """What the test kubelet does with each pod, by the pod's ``e2e-case`` label."""
-
-    def __init__(self) -> None:
-        self.behaviours: dict[str, Callable[[client.V1Pod], Behaviour]] = {}
-        self.logs: dict[str, Callable[[client.V1Pod], list[Any]]] = {}
-        self.lock = threading.Lock()
-
-    def policy(self, pod: client.V1Pod) -> Behaviour:
-        fn = self.behaviours.get(pod.metadata.labels.get(CASE, ""))
-        return fn(pod) if fn else Behaviour.succeed(run_seconds=0.5)
-
-    def lines(self, pod: client.V1Pod) -> list[Any]:
-        fn = self.logs.get(pod.metadata.labels.get(CASE, ""))
-        return fn(pod) if fn else [f"hello from {pod.metadata.name}"]
-
-
-@pytest.fixture(scope="module")
-def script() -> Script:
-    return Script()
-
-
-@pytest.fixture(scope="module")
-def kubelet(kube_api: Any, script: Script) -> Iterator[FakeKubelet]:
-    with FakeKubelet(
-        kube_api,
-        node_name="tether-sched-node",
-        label_selector=f"e2e-suite={SUITE}",
-        behaviour=script.policy,
-        logs=script.lines,
-    ) as kl:
-        yield kl
+FOREVER = "trap 'exit 143' TERM; sleep 3600 & wait"
+"""A program that runs until it is stopped and ends at once on SIGTERM (a ``sleep`` as the
+container's pid 1 would ignore it and hold the pod for the whole grace period)."""
 
 
 @pytest.fixture
-def ns(kube_api: Any, request: pytest.FixtureRequest) -> str:
+def kube_api(real_kube: RealKube) -> Any:
+    """The real cluster's admin client."""
+    return real_kube.api
+
+
+@pytest.fixture
+def ns(kube_api: Any, request: pytest.FixtureRequest) -> Iterator[str]:
     name = "t-" + hashlib.sha256(request.node.name.encode()).hexdigest()[:10]
     create_namespace(kube_api, name)
-    return name
+    yield name
+    # the node has two cores: no pod of a finished test keeps running
+    client.CoreV1Api(kube_api).delete_collection_namespaced_pod(name, grace_period_seconds=0)
 
 
 @pytest.fixture
-def runner(kube_api: Any, kubelet: FakeKubelet, tmp_path: Path,
-           monkeypatch: pytest.MonkeyPatch) -> Iterator[Runner]:  # fmt: skip
+def shared(tmp_path: Path) -> Path:
+    """A directory the pods see at the same path (``hostPath``): markers of earlier tries."""
+    d = tmp_path / "shared"
+    d.mkdir()
+    d.chmod(0o777)
+    return d
+
+
+@pytest.fixture
+def runner(kube_api: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Runner]:
     monkeypatch.setenv("TETHER_STATE_DIR", str(tmp_path / "state"))
     (tmp_path / "tetherconfig.ini").write_text("")
     monkeypatch.setenv("TETHERCONFIG", str(tmp_path / "tetherconfig.ini"))
@@ -94,27 +85,23 @@ def runner(kube_api: Any, kubelet: FakeKubelet, tmp_path: Path,
         yield r
 
 
-def cfg(ns: str, case: str, **extra: Any) -> dict[str, Any]:
-    return {"namespace": ns, "labels": {"e2e-suite": SUITE, CASE: case}, **extra}
+def cfg(ns: str, **extra: Any) -> dict[str, Any]:
+    """Run options: the node's imported images (nothing can be pulled here)."""
+    return {"namespace": ns, "image_pull_policy": "Never", **extra}
 
 
-def new_case(script: Script, behaviour: Callable[[client.V1Pod], Behaviour] | Behaviour,
-             logs: Callable[[client.V1Pod], list[Any]] | None = None) -> str:  # fmt: skip
-    case = f"c{next(_counter)}"
-    script.behaviours[case] = behaviour if callable(behaviour) else (lambda _p: behaviour)
-    if logs is not None:
-        script.logs[case] = logs
-    return case
+def app(name: str = "e2e", n: int = 1, script: str = f"echo replica {macros.replica_id}",
+        shared: Path | None = None, **role: Any) -> AppDef:  # fmt: skip
+    """An app of one role running ``sh -c script`` in busybox (``$S``: the shared dir)."""
+    role.setdefault("image", BUSYBOX_IMAGE)
+    if shared is not None:
+        role["env"] = {"S": str(shared), **role.get("env", {})}
+        role["mounts"] = [BindMount(src_path=str(shared), dst_path=str(shared))]
+    return AppDef(name, roles=[Role("worker", entrypoint="sh", args=["-c", script],
+                                    num_replicas=n, **role)])  # fmt: skip
 
 
-def app(name: str = "e2e", n: int = 1, **role: Any) -> AppDef:
-    role.setdefault("image", "busybox:1.36")
-    role.setdefault("entrypoint", "echo")
-    role.setdefault("args", ["replica", macros.replica_id])
-    return AppDef(name, roles=[Role("worker", num_replicas=n, **role)])
-
-
-def wait_until(what: str, probe: Callable[[], Any], timeout: float = 60.0) -> Any:
+def wait_until(what: str, probe: Callable[[], Any], timeout: float = 90.0) -> Any:
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
@@ -144,9 +131,10 @@ def objects(kube_api: Any, ns: str, app_id: str) -> dict[str, list[str]]:
 
 
 # ---- lifecycle -------------------------------------------------------------------------------
-def test_submit_runs_to_success(runner: Runner, script: Script, ns: str, kube_api: Any) -> None:
-    case = new_case(script, Behaviour.succeed(run_seconds=2.0))
-    handle = runner.run(app("ok", n=2), "kubernetes", cfg(ns, case))
+def test_submit_runs_to_success(runner: Runner, ns: str, kube_api: Any,
+                                real_kube: RealKube) -> None:  # fmt: skip
+    script = f"sleep 2; echo replica {macros.replica_id}"
+    handle = runner.run(app("ok", n=2, script=script), "kubernetes", cfg(ns))
     app_id = handle.split("/", 3)[-1]
     assert app_id.startswith(f"{ns}:ok-")
     seen: list[AppState] = []
@@ -165,7 +153,9 @@ def test_submit_runs_to_success(runner: Runner, script: Script, ns: str, kube_ap
     assert [(r.id, r.state) for r in final.roles[0].replicas] == [
         (0, AppState.SUCCEEDED), (1, AppState.SUCCEEDED)
     ]  # fmt: skip
-    assert final.roles[0].replicas[0].hostname == "tether-sched-node"
+    assert final.roles[0].replicas[0].hostname == real_kube.node.name
+    # the container's output, through the kubelet
+    assert list(runner.log_lines(handle, "worker", 1)) == ["replica 1\n"]
     # stable identity: hostname + subdomain under the headless Service, rank 0's DNS name
     objs = objects(kube_api, ns, app_id)
     name = app_id.split(":", 1)[1]
@@ -177,14 +167,16 @@ def test_submit_runs_to_success(runner: Runner, script: Script, ns: str, kube_ap
     env = {e.name: e.value for e in pod.spec.containers[0].env}
     assert env["TETHER_RANK0_HOST"] == f"{name}-worker-0.{name}.{ns}.svc.cluster.local"
     assert env["TETHER_REPLICA_ID"] == "1" and pod.spec.containers[0].args is None
-    assert pod.spec.containers[0].command == ["echo", "replica", "1"]
+    assert pod.spec.containers[0].command == ["sh", "-c", "sleep 2; echo replica 1"]
     described = runner.describe(handle)
     assert described is not None and described.roles[0].num_replicas == 2
 
 
-def test_failure_reports_exit_code_and_reason(runner: Runner, script: Script, ns: str) -> None:
-    case = new_case(script, Behaviour.fail(exit_code=3, run_seconds=0.3, message="out of cheese"))
-    handle = runner.run(app("bad"), "kubernetes", cfg(ns, case))
+def test_failure_reports_exit_code_and_reason(runner: Runner, ns: str) -> None:
+    """The exit code and the container's termination message (what it wrote to
+    ``/dev/termination-log``) come from the runtime."""
+    script = "printf 'out of cheese' > /dev/termination-log; exit 3"
+    handle = runner.run(app("bad", script=script), "kubernetes", cfg(ns))
     t0 = time.monotonic()
     final = runner.wait(handle, wait_interval=600, timeout=900)
     assert time.monotonic() - t0 < 300  # the pod watch wakes the wait up, not the 600 s poll
@@ -195,17 +187,22 @@ def test_failure_reports_exit_code_and_reason(runner: Runner, script: Script, ns
 
 
 def test_pending_reasons_image_pull_unschedulable_crash_loop(
-    runner: Runner, script: Script, ns: str, kube_api: Any
+    runner: Runner, ns: str, kube_api: Any
 ) -> None:
-    pull = new_case(script, Behaviour.image_pull_error())
-    h_pull = runner.run(app("pull", image="nope/missing:1"), "kubernetes", cfg(ns, pull))
-    h_fast = runner.run(app("pullfast", image="nope/missing:1"), "kubernetes",
-                        cfg(ns, pull, image_pull_timeout=1))  # fmt: skip
-    nofit = new_case(script, Behaviour.unschedulable())
+    """The kubelet's image pull failure (a registry that refuses connections), the real
+    scheduler's reason, and the kubelet's crash-loop back-off."""
+    missing = "127.0.0.1:9/nope/missing:1"  # nothing listens there: the pull fails at once
+    pulled = {"namespace": ns, "image_pull_policy": "Always"}
+    h_pull = runner.run(app("pull", image=missing), "kubernetes", pulled)
+    h_fast = runner.run(app("pullfast", image=missing), "kubernetes",
+                        {**pulled, "image_pull_timeout": 1})  # fmt: skip
     big = Resource(cpu=1, gpu=16, memMB=1024)
-    h_nofit = runner.run(app("nofit", resource=big), "kubernetes", cfg(ns, nofit))
-    crash = new_case(script, Behaviour.crash_loop(exit_code=2, restart_seconds=0.3))
-    h_crash = runner.run(app("crash"), "kubernetes", cfg(ns, crash))
+    h_nofit = runner.run(app("nofit", resource=big), "kubernetes", cfg(ns))
+    # a pod overlay may ask the kubelet to restart the container in place (the Job's
+    # backoffLimit, max_retries here, bounds the restarts)
+    crash = app("crash", script="exit 2", max_retries=5, retry_policy=RetryPolicy.REPLICA)
+    set_overlay(crash.roles[0], "kubernetes", "V1Pod", {"spec": {"restartPolicy": "OnFailure"}})
+    h_crash = runner.run(crash, "kubernetes", cfg(ns))
 
     st = wait_until("ErrImagePull reported", lambda: (s := status(runner, h_pull)).msg and s)
     assert st.state == AppState.PENDING and "ErrImagePull" in st.msg and "nope/missing:1" in st.msg
@@ -218,7 +215,13 @@ def test_pending_reasons_image_pull_unschedulable_crash_loop(
     # stops the app, and the reason is kept after its pod is gone
     runner.reconcile(h_fast)
     name = h_fast.rsplit(":", 1)[1]
-    wait_until("pull pod removed", lambda: not client.CoreV1Api(kube_api).list_namespaced_pod(
+    v1 = client.CoreV1Api(kube_api)
+    pods = wait_until("pull pod stopped", lambda: [
+        p for p in v1.list_namespaced_pod(ns, label_selector=f"tether.dev/app-id={name}").items
+        if p.metadata.deletion_timestamp])  # fmt: skip
+    # this kubelet takes about a minute to let go of a pod stuck pulling: remove it at once
+    v1.delete_namespaced_pod(pods[0].metadata.name, ns, grace_period_seconds=0)
+    wait_until("pull pod removed", lambda: not v1.list_namespaced_pod(
         ns, label_selector=f"tether.dev/app-id={name}").items)  # fmt: skip
     again = status(runner, h_fast)
     assert again.state == AppState.FAILED and "ErrImagePull" in again.msg
@@ -235,37 +238,39 @@ def test_pending_reasons_image_pull_unschedulable_crash_loop(
 
 
 # ---- logs ------------------------------------------------------------------------------------
-def test_logs_lines_since_until_and_tailing(runner: Runner, script: Script, ns: str) -> None:
-    base = datetime.now(timezone.utc) - timedelta(hours=1)
-    produced: dict[str, list[Any]] = {}
+def runtime_times(kube_api: Any, ns: str, app_id: str) -> dict[str, datetime]:
+    """Each log line of the app's pod with the time the runtime stamped on it."""
+    name = app_id.split(":", 1)[1]
+    pod = client.CoreV1Api(kube_api).list_namespaced_pod(
+        ns, label_selector=f"tether.dev/app-id={name}").items[0]
+    text = client.CoreV1Api(kube_api).read_namespaced_pod_log(
+        pod.metadata.name, ns, timestamps=True)
+    times = {}
+    for line in text.splitlines():
+        stamp, _, rest = line.partition(" ")
+        times[rest] = datetime.fromisoformat(stamp)
+    return times
 
-    def logs(pod: client.V1Pod) -> list[Any]:
-        lines = produced.setdefault(pod.metadata.name, [
-            (base, "first line"), (base + timedelta(minutes=10), "second line"),
-            (base + timedelta(minutes=20), "third line"),
-        ])  # fmt: skip
-        if len(lines) < 8:  # the pod keeps writing while it runs
-            lines.append((datetime.now(timezone.utc), f"live {len(lines) - 3}"))
-        return list(lines)
 
-    case = new_case(script, Behaviour.succeed(run_seconds=3.0), logs)
-    handle = runner.run(app("logs"), "kubernetes", cfg(ns, case))
+def test_logs_lines_since_until_and_tailing(runner: Runner, ns: str, kube_api: Any) -> None:
+    script = ("echo first line; sleep 1.5; echo second line; sleep 1.5; echo third line; "
+              "for i in 1 2 3 4 5; do sleep 0.4; echo live $i; done")  # fmt: skip
+    handle = runner.run(app("logs", script=script), "kubernetes", cfg(ns))
     wait_until("running", lambda: status(runner, handle).state == AppState.RUNNING)
 
     tailed = list(runner.log_lines(handle, "worker", 0, should_tail=True))  # ends with the pod
     assert status(runner, handle).state == AppState.SUCCEEDED
-    assert tailed[:3] == ["first line\n", "second line\n", "third line\n"]
-    assert len(tailed) >= 5 and all(line.endswith("\n") and line.count("\n") == 1
-                                    for line in tailed)  # fmt: skip
-    assert len(set(tailed)) == len(tailed)  # reconnects do not repeat lines
+    assert tailed == ["first line\n", "second line\n", "third line\n",
+                      *[f"live {i}\n" for i in range(1, 6)]]  # fmt: skip
 
     everything = list(runner.log_lines(handle, "worker", 0))
-    assert everything[:3] == tailed[:3] and len(everything) >= len(tailed)
-    window = list(runner.log_lines(
-        handle, "worker", 0, since=base + timedelta(minutes=5), until=base + timedelta(minutes=15)
-    ))  # fmt: skip
+    assert everything == tailed
+    at = runtime_times(kube_api, ns, handle.split("/", 3)[-1])
+    first, second, third = at["first line"], at["second line"], at["third line"]
+    window = list(runner.log_lines(handle, "worker", 0, since=first + (second - first) / 2,
+                                   until=second + (third - second) / 2))  # fmt: skip
     assert window == ["second line\n"]
-    naive_local = (base + timedelta(minutes=15)).astimezone().replace(tzinfo=None)
+    naive_local = (second + (third - second) / 2).astimezone().replace(tzinfo=None)
     later = list(runner.log_lines(handle, "worker", 0, since=naive_local))
     assert later[0] == "third line\n" and len(later) == len(everything) - 2
     assert list(runner.log_lines(handle, "worker", 0, regex="^live")) == [
@@ -278,9 +283,8 @@ def test_logs_lines_since_until_and_tailing(runner: Runner, script: Script, ns: 
 
 
 # ---- stop ------------------------------------------------------------------------------------
-def test_cancel_keeps_the_record(runner: Runner, script: Script, ns: str, kube_api: Any) -> None:
-    case = new_case(script, Behaviour.run_forever())
-    handle = runner.run(app("forever", n=2), "kubernetes", cfg(ns, case))
+def test_cancel_keeps_the_record(runner: Runner, ns: str, kube_api: Any) -> None:
+    handle = runner.run(app("forever", n=2, script=FOREVER), "kubernetes", cfg(ns))
     wait_until("running", lambda: status(runner, handle).state == AppState.RUNNING)
     runner.cancel(handle)
     st = status(runner, handle)
@@ -295,10 +299,8 @@ def test_cancel_keeps_the_record(runner: Runner, script: Script, ns: str, kube_a
     assert final is not None and final.state == AppState.CANCELLED
 
 
-def test_delete_removes_everything(runner: Runner, script: Script, ns: str,
-                                   kube_api: Any) -> None:  # fmt: skip
-    case = new_case(script, Behaviour.run_forever())
-    handle = runner.run(app("gone", n=3), "kubernetes", cfg(ns, case))
+def test_delete_removes_everything(runner: Runner, ns: str, kube_api: Any) -> None:
+    handle = runner.run(app("gone", n=3, script=FOREVER), "kubernetes", cfg(ns))
     wait_until("running", lambda: status(runner, handle).state == AppState.RUNNING)
     app_id = handle.split("/", 3)[-1]
     assert len(objects(kube_api, ns, app_id)["pods"]) == 3
@@ -309,12 +311,11 @@ def test_delete_removes_everything(runner: Runner, script: Script, ns: str,
     runner.delete(handle)  # idempotent
 
 
-def test_list(runner: Runner, script: Script, ns: str) -> None:
-    case = new_case(script, Behaviour.succeed(run_seconds=0.2))
-    h1 = runner.run(app("one"), "kubernetes", cfg(ns, case))
-    h2 = runner.run(app("two", n=2), "kubernetes", cfg(ns, case), job_key="prefect-42")
-    runner.wait(h1, wait_interval=0.5, timeout=60)
-    runner.wait(h2, wait_interval=0.5, timeout=60)
+def test_list(runner: Runner, ns: str) -> None:
+    h1 = runner.run(app("one"), "kubernetes", cfg(ns))
+    h2 = runner.run(app("two", n=2), "kubernetes", cfg(ns), job_key="prefect-42")
+    runner.wait(h1, wait_interval=0.5, timeout=90)
+    runner.wait(h2, wait_interval=0.5, timeout=90)
     sched = create_scheduler("tether", client=runner._scheduler("kubernetes")._client)
     listed = {a.app_id: a for a in sched.list({"namespace": ns})}
     ids = [h.split("/", 3)[-1] for h in (h1, h2)]
@@ -327,45 +328,39 @@ def test_list(runner: Runner, script: Script, ns: str) -> None:
 
 
 # ---- retries ---------------------------------------------------------------------------------
-def test_replica_retry_policy_lets_kubernetes_retry(runner: Runner, script: Script,
-                                                    ns: str) -> None:  # fmt: skip
-    seen: dict[str, int] = {}
+def tries(shared: Path, name: str = "tries") -> int:
+    """How many containers the program ran in (each appends a line)."""
+    path = shared / name
+    return len(path.read_text().splitlines()) if path.exists() else 0
 
-    def first_fails(pod: client.V1Pod) -> Behaviour:
-        job = pod.metadata.labels.get("job-name", "")
-        seen[job] = seen.get(job, 0) + 1
-        return Behaviour.fail(exit_code=9, run_seconds=0.2) if seen[job] == 1 else (
-            Behaviour.succeed(run_seconds=2.0))
 
-    case = new_case(script, first_fails)
+def test_replica_retry_policy_lets_kubernetes_retry(runner: Runner, ns: str,
+                                                    shared: Path) -> None:  # fmt: skip
+    """The Job controller replaces the failed pod (its backoffLimit is max_retries)."""
+    script = ('echo x >> "$S/tries"; [ -e "$S/failed" ] && { sleep 2; exit 0; }; '
+              'touch "$S/failed"; exit 9')  # fmt: skip
     handle = runner.run(
-        app("replica", max_retries=2, retry_policy=RetryPolicy.REPLICA), "kubernetes",
-        cfg(ns, case),
+        app("replica", script=script, shared=shared, max_retries=2,
+            retry_policy=RetryPolicy.REPLICA), "kubernetes", cfg(ns),
     )  # fmt: skip
     retried = wait_until(
         "the retried pod runs",
         lambda: (s := status(runner, handle)).num_restarts == 1 and s.state == AppState.RUNNING
         and s,
-        timeout=60,
     )  # fmt: skip
     assert retried.roles[0].replicas[0].state == AppState.RUNNING
     final = runner.wait(handle, wait_interval=1, timeout=120)
     assert final is not None and final.state == AppState.SUCCEEDED, final
-    assert final.num_restarts == 1 and sum(seen.values()) == 2
+    assert final.num_restarts == 1 and tries(shared) == 2
 
 
-def test_application_retry_policy_restarts_the_app(runner: Runner, script: Script, ns: str,
-                                                   kube_api: Any) -> None:  # fmt: skip
-    def replica1_fails_once(pod: client.V1Pod) -> Behaviour:
-        first_attempt = not pod.metadata.labels.get("job-name", "").endswith("-r1")
-        if pod.metadata.labels["tether.dev/replica-id"] == "1" and first_attempt:
-            return Behaviour.fail(exit_code=4, run_seconds=0.5)
-        return Behaviour.succeed(run_seconds=1.0 if first_attempt else 0.3)
-
-    case = new_case(script, replica1_fails_once)
+def test_application_retry_policy_restarts_the_app(runner: Runner, ns: str, kube_api: Any,
+                                                   shared: Path) -> None:  # fmt: skip
+    script = ('if [ "$TETHER_REPLICA_ID" = 1 ] && [ ! -e "$S/r1" ]; then '
+              'touch "$S/r1"; sleep 0.5; exit 4; fi; sleep 1')  # fmt: skip
     handle = runner.run(
-        app("apprestart", n=2, max_retries=1, retry_policy=RetryPolicy.APPLICATION),
-        "kubernetes", cfg(ns, case),
+        app("apprestart", n=2, script=script, shared=shared, max_retries=1,
+            retry_policy=RetryPolicy.APPLICATION), "kubernetes", cfg(ns),
     )  # fmt: skip
     final = runner.wait(handle, wait_interval=0.5, timeout=120)
     assert final is not None and final.state == AppState.SUCCEEDED, final
@@ -376,29 +371,25 @@ def test_application_retry_policy_restarts_the_app(runner: Runner, script: Scrip
                     f"{name}-worker-1-r1"]  # fmt: skip
 
 
-def test_application_retries_exhausted_fail(runner: Runner, script: Script, ns: str) -> None:
-    case = new_case(script, Behaviour.fail(exit_code=6, run_seconds=0.2))
-    handle = runner.run(app("exhaust", max_retries=1), "kubernetes", cfg(ns, case))
+def test_application_retries_exhausted_fail(runner: Runner, ns: str, shared: Path) -> None:
+    script = 'echo x >> "$S/tries"; exit 6'
+    handle = runner.run(app("exhaust", script=script, shared=shared, max_retries=1),
+                        "kubernetes", cfg(ns))  # fmt: skip
     final = runner.wait(handle, wait_interval=0.5, timeout=120)
     assert final is not None and final.state == AppState.FAILED
     assert final.num_restarts == 1 and "exit code 6" in final.msg
+    assert tries(shared) == 2
 
 
 def test_two_watchers_reconciling_at_once_restart_once(
-    runner: Runner, script: Script, ns: str, kube_api: Any
+    runner: Runner, ns: str, kube_api: Any, shared: Path
 ) -> None:
     """Two watchers (two schedulers, as two processes would have) reconcile one failure at
     once: both read the app before either acts, so both plan the restart; one creates the
     next attempt, the other's create gets 409 and is left alone. The role restarts once."""
-
-    def first_attempt_fails(pod: client.V1Pod) -> Behaviour:
-        if pod.metadata.labels.get("job-name", "").endswith("-r1"):
-            return Behaviour.succeed(run_seconds=0.3)
-        return Behaviour.fail(exit_code=3, run_seconds=0.2)
-
-    case = new_case(script, first_attempt_fails)
-    handle = runner.run(app("twowatch", max_retries=1, retry_policy=RetryPolicy.ROLE),
-                        "kubernetes", cfg(ns, case))  # fmt: skip
+    script = 'echo x >> "$S/tries"; [ -e "$S/failed" ] && exit 0; touch "$S/failed"; exit 3'
+    handle = runner.run(app("twowatch", script=script, shared=shared, max_retries=1,
+                            retry_policy=RetryPolicy.ROLE), "kubernetes", cfg(ns))  # fmt: skip
     app_id = handle.split("/", 3)[-1]
     name = app_id.split(":", 1)[1]
     batch = client.BatchV1Api(kube_api)
@@ -448,21 +439,21 @@ def test_two_watchers_reconciling_at_once_restart_once(
             f"{name}-worker-0", f"{name}-worker-0-r1"]
     final = runner.wait(handle, wait_interval=0.5, timeout=120)
     assert final is not None and final.state == AppState.SUCCEEDED, final
-    assert final.num_restarts == 1
+    assert final.num_restarts == 1 and tries(shared) == 2
 
 
 # ---- job identity ----------------------------------------------------------------------------
-def test_idempotent_submit_with_job_key(runner: Runner, script: Script, ns: str, kube_api: Any,
-                                        kube_cluster: KubeCluster) -> None:  # fmt: skip
-    case = new_case(script, Behaviour.run_forever())
+def test_idempotent_submit_with_job_key(runner: Runner, ns: str, kube_api: Any,
+                                        real_kube: RealKube) -> None:  # fmt: skip
     key = "airflow-" + hashlib.sha256(ns.encode()).hexdigest()[:32]
-    first = runner.run(app("idem", n=2), "kubernetes", cfg(ns, case), job_key=key)
-    second = runner.run(app("idem", n=2), "kubernetes", cfg(ns, case), job_key=key)
+    forever = app("idem", n=2, script=FOREVER)
+    first = runner.run(forever, "kubernetes", cfg(ns), job_key=key)
+    second = runner.run(forever, "kubernetes", cfg(ns), job_key=key)
     assert second == first
     # a fresh runner (another process, e.g. a retried orchestrator task) finds it too
-    with Runner(scheduler_params={"kubernetes": {"kubeconfig": str(kube_cluster.kubeconfig_path)}}
-                ) as other:  # fmt: skip
-        assert other.run(app("idem", n=2), "kubernetes", cfg(ns, case), job_key=key) == first
+    kubeconfig = str(real_kube.cluster.kubeconfig_path)
+    with Runner(scheduler_params={"kubernetes": {"kubeconfig": kubeconfig}}) as other:
+        assert other.run(forever, "kubernetes", cfg(ns), job_key=key) == first
     # the lookup is the Runner's; the scheduler records the key so find_jobs finds the job
     sched = create_scheduler("tether", client=kube_api)
     assert [j.app_id for j in sched.find_jobs(key)] == [first.split("/", 3)[-1]]
@@ -471,10 +462,9 @@ def test_idempotent_submit_with_job_key(runner: Runner, script: Script, ns: str,
     assert len(all_jobs) == 2
     # once cancelled, the same key submits a new job (a retry)
     runner.cancel(first)
-    third = runner.run(app("idem", n=2), "kubernetes", cfg(ns, case), job_key=key)
+    third = runner.run(forever, "kubernetes", cfg(ns), job_key=key)
     assert third != first
     runner.cancel(third)
-
 
 # ---- gang options against their CRDs ---------------------------------------------------------
 def install_crd(kube_api: Any, group: str, kind: str, plural: str, version: str) -> None:
@@ -507,21 +497,19 @@ def install_crd(kube_api: Any, group: str, kind: str, plural: str, version: str)
         f"/apis/{group}/{version}/namespaces/default/{plural}") is not None)  # fmt: skip
 
 
-def test_gang_options_against_their_crds(runner: Runner, script: Script, ns: str,
-                                         kube_api: Any) -> None:  # fmt: skip
+def test_gang_options_against_their_crds(runner: Runner, ns: str, kube_api: Any) -> None:
     api = KubeApi(kube_api)
-    case = new_case(script, Behaviour.succeed(run_seconds=0.3))
     ext = client.ApiextensionsV1Api(kube_api)
     installed = {c.metadata.name for c in ext.list_custom_resource_definition().items}
     if "jobs.batch.volcano.sh" not in installed:
         with pytest.raises(KubernetesApiError, match="is Volcano installed"):
-            runner.run(app("novc"), "kubernetes", cfg(ns, case, gang="volcano"))
+            runner.run(app("novc"), "kubernetes", cfg(ns, gang="volcano"))
     install_crd(kube_api, "batch.volcano.sh", "Job", "jobs", "v1alpha1")
     install_crd(kube_api, "bus.volcano.sh", "Command", "commands", "v1alpha1")
     install_crd(kube_api, "mcad.ibm.com", "AppWrapper", "appwrappers", "v1beta1")
 
     # volcano: one Volcano Job; the test plays the Volcano controller's status
-    h_vc = runner.run(app("vc", n=2), "kubernetes", cfg(ns, case, gang="volcano", queue="research"))
+    h_vc = runner.run(app("vc", n=2), "kubernetes", cfg(ns, gang="volcano", queue="research"))
     vc_name = h_vc.rsplit(":", 1)[1]
     vc_path = f"/apis/batch.volcano.sh/v1alpha1/namespaces/{ns}/jobs/{vc_name}"
     vcjob = api.get(vc_path)
@@ -541,7 +529,7 @@ def test_gang_options_against_their_crds(runner: Runner, script: Script, ns: str
         f"/apis/bus.volcano.sh/v1alpha1/namespaces/{ns}/commands"))  # fmt: skip
 
     # appwrapper: MCAD (played by the test) creates the wrapped objects when it dispatches
-    h_aw = runner.run(app("aw", n=2), "kubernetes", cfg(ns, case, gang="appwrapper"))
+    h_aw = runner.run(app("aw", n=2), "kubernetes", cfg(ns, gang="appwrapper"))
     aw_name = h_aw.rsplit(":", 1)[1]
     aw_path = f"/apis/mcad.ibm.com/v1beta1/namespaces/{ns}/appwrappers/{aw_name}"
     st = status(runner, h_aw)
@@ -560,7 +548,7 @@ def test_gang_options_against_their_crds(runner: Runner, script: Script, ns: str
         kube_api, ns, h_aw.split("/", 3)[-1]) == {"jobs": [], "pods": [], "services": []})
 
     # kueue: the queue label (v1.20 has no Job.spec.suspend, so the Jobs start at once)
-    h_kq = runner.run(app("kq"), "kubernetes", cfg(ns, case, gang="kueue", queue="team-a"))
+    h_kq = runner.run(app("kq"), "kubernetes", cfg(ns, gang="kueue", queue="team-a"))
     jobs = client.BatchV1Api(kube_api).list_namespaced_job(
         ns, label_selector=f"tether.dev/app-id={h_kq.rsplit(':', 1)[1]}").items
     assert [j.metadata.labels["kueue.x-k8s.io/queue-name"] for j in jobs] == ["team-a"]

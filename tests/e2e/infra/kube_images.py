@@ -25,6 +25,7 @@ APPLETS = (
     "sh", "sleep", "echo", "cat", "ls", "env", "nc", "nslookup", "kill", "true", "false",
     "hostname", "head", "tail", "grep", "dd", "date", "id", "ps", "mkdir", "rm", "touch",
     "wc", "seq", "trap", "printf", "test", "[", "expr", "ip", "ifconfig", "timeout",
+    "sha256sum",
 )  # fmt: skip
 
 
