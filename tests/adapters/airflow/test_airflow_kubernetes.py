@@ -1,18 +1,16 @@
-"""The operator on a real kube-apiserver (tests/e2e/infra): connections, secrets, cleanup.
+"""The operator on a real single-node cluster (tests/e2e/infra): connections, secrets, cleanup.
 
-The control plane is the e2e one (etcd + kube-apiserver + kube-controller-manager built by
-``tests/e2e/infra/build_kube.sh``, cached outside the repository); a test kubelet binds the
-pods and runs them to success. Skipped, with the reason, when the binaries are not built.
+The cluster is the session's real one (``real_kube``: kube-apiserver, controller-manager,
+scheduler, a kubelet with containerd, ``tests/e2e/infra/kube_node.py``); the jobs are busybox
+containers. Skipped, with the reason, when the node cannot run here.
 """
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
+import hashlib
 import json
-import threading
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,59 +21,21 @@ pytest.importorskip("kubernetes")
 
 from kubernetes import client
 
+from tests.e2e.infra.kube_images import BUSYBOX_IMAGE
+
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("airflow_db"), pytest.mark.timeout(300)]
 
-SUITE = "airflow-k8s"
 PASSWORD = "s3cr3t-" + uuid.uuid4().hex[:12]
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from tests.e2e.infra.kube import SKIP_REASON, KubeCluster, ensure_binaries
-
-    binaries = ensure_binaries()
-    if binaries is None:
-        pytest.skip(SKIP_REASON)
-    with KubeCluster(binaries, insecure_kubeconfig=False) as kc:
-        yield kc
+@pytest.fixture
+def cluster(real_kube: Any) -> Any:
+    return real_kube.cluster
 
 
-@pytest.fixture(scope="module")
-def api(cluster: Any) -> Iterator[Any]:
-    with cluster.api_client() as a:
-        yield a
-
-
-class SecretSeen:
-    """What the pods saw: the Secret their env refers to, read while they ran."""
-
-    def __init__(self, api: Any) -> None:
-        self.api = api
-        self.values: dict[str, str] = {}
-        self.lock = threading.Lock()
-
-    def policy(self, pod: Any) -> Any:
-        from tests.e2e.infra.kubelet import Behaviour
-
-        for e in pod.spec.containers[0].env or []:
-            ref = e.value_from.secret_key_ref if e.value_from else None
-            if ref is not None:
-                secret = client.CoreV1Api(self.api).read_namespaced_secret(
-                    ref.name, pod.metadata.namespace)
-                with self.lock:
-                    self.values[e.name] = base64.b64decode(secret.data[ref.key]).decode()
-        hold = (pod.metadata.labels or {}).get("e2e-hold") == "yes"
-        return Behaviour.succeed(run_seconds=120.0 if hold else 0.3)
-
-
-@pytest.fixture(scope="module")
-def seen(api: Any) -> Iterator[SecretSeen]:
-    from tests.e2e.infra.kubelet import FakeKubelet
-
-    s = SecretSeen(api)
-    with FakeKubelet(api, node_name="tether-airflow-node", label_selector=f"e2e-suite={SUITE}",
-                     behaviour=s.policy):
-        yield s
+@pytest.fixture
+def api(real_kube: Any) -> Any:
+    return real_kube.api
 
 
 @pytest.fixture
@@ -92,16 +52,17 @@ def ns(api: Any, cluster: Any, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def test_secret_env_reaches_the_pod_by_reference_only_and_is_cleaned_up(
-    api: Any, ns: str, seen: SecretSeen, capfd: pytest.CaptureFixture[str], tmp_path: Path
+    api: Any, ns: str, capfd: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     when = dt.datetime(2024, 7, 1, tzinfo=dt.timezone.utc) + dt.timedelta(
         microseconds=uuid.uuid4().int % 10**9)
-    dr = run_dag("tether_t_k8s", conf={"namespace": ns}, when=when)
+    # the container fails unless its $DB_PASSWORD hashes to the Variable's value's hash
+    conf = {"namespace": ns, "image": BUSYBOX_IMAGE, "pull_policy": "Never",
+            "password_sha256": hashlib.sha256(PASSWORD.encode()).hexdigest()}
+    dr = run_dag("tether_t_k8s", conf=conf, when=when)
     text = "".join(capfd.readouterr())
-    assert task_states(dr) == {"with_secret": "success", "deleted_after": "success"}, text[-4000:]
-
     # the pod got the value through secretKeyRef while it ran...
-    assert seen.values.get("DB_PASSWORD") == PASSWORD
+    assert task_states(dr) == {"with_secret": "success", "deleted_after": "success"}, text[-4000:]
     batch, core = client.BatchV1Api(api), client.CoreV1Api(api)
     handle = xcoms("tether_t_k8s", dr.run_id, "with_secret")["app_handle"]
     name = handle.rsplit(":", 1)[-1]
@@ -133,7 +94,7 @@ def test_secret_env_reaches_the_pod_by_reference_only_and_is_cleaned_up(
 
 
 def test_killing_a_deferred_task_cancels_its_job_and_deletes_its_secret(
-    api: Any, ns: str, seen: SecretSeen, cluster: Any
+    api: Any, ns: str, cluster: Any
 ) -> None:
     import asyncio
 
@@ -141,8 +102,9 @@ def test_killing_a_deferred_task_cancels_its_job_and_deletes_its_secret(
     from tether.runner import get_runner
     from tether.specs import AppDef, AppState, Role, SecretRef
 
-    cfg = {"namespace": ns, "labels": {"e2e-suite": SUITE, "e2e-hold": "yes"}}
-    role = Role("main", image="busybox:1.36", entrypoint="sleep", args=["120"],
+    cfg = {"namespace": ns, "image_pull_policy": "Never"}
+    role = Role("main", image=BUSYBOX_IMAGE, entrypoint="sh",
+                args=["-c", "trap 'exit 143' TERM; sleep 120 & wait"],
                 secrets={"DB_PASSWORD": SecretRef("tether-kill-test", "DB_PASSWORD")})
     with get_runner(kubeconfig=str(cluster.kubeconfig_path)) as runner:
         runner.put_secret("kubernetes", "tether-kill-test", {"DB_PASSWORD": PASSWORD}, cfg)

@@ -192,29 +192,45 @@ with DAG("tether_t_timeout_deferred", schedule=None, start_date=START, catchup=F
     )
 
 
-def k8s_echo(message: str = "hello") -> AppDef:
-    """A one-container job for the Kubernetes tests (the test kubelet plays the node).
+def k8s_echo(message: str = "hello", password_sha256: str = "") -> AppDef:
+    """A one-container job for the Kubernetes tests (busybox on the real test node).
 
     Args:
         message: What it echoes.
+        password_sha256: When set, the job fails unless ``$DB_PASSWORD``'s SHA-256 is this
+            (the test checks the value reached the container without it being printed).
 
     Returns:
         The AppDef.
     """
-    return AppDef("k8secho", [Role("main", image="busybox:1.36", entrypoint="echo",
-                                   args=[message])])
+    script = f"echo {shlex.quote(message)}"
+    if password_sha256:
+        want = shlex.quote(f"{password_sha256}  -")
+        script += (f'; [ "$(printf %s "$DB_PASSWORD" | sha256sum)" = {want} ] || '
+                   "{ echo 'DB_PASSWORD is not the Variable value' >&2; exit 1; }")
+    return AppDef("k8secho", [Role("main", image="busybox:1.36", entrypoint="sh",
+                                   args=["-c", script])])
 
+
+K8S_CFG = {"namespace": "{{ params.namespace }}", "image_pull_policy": "{{ params.pull_policy }}"}
+K8S_PARAMS = {
+    "namespace": Param("default", type="string"),
+    "image": Param("busybox:1.36", type="string"),
+    "pull_policy": Param("IfNotPresent", type="string"),
+    "password_sha256": Param("", type="string"),
+}
 
 with DAG("tether_t_k8s", schedule=None, start_date=START, catchup=False,
-         params={"namespace": Param("default", type="string")}) as k8s_dag:
+         params=K8S_PARAMS) as k8s_dag:
     # the cluster comes from the connection; the password from a Variable, handed to the job
     # as a Kubernetes Secret the task creates and deletes
     ComponentOperator(
         task_id="with_secret",
         component=k8s_echo,
+        component_args={"password_sha256": "{{ params.password_sha256 }}"},
+        image="{{ params.image }}",
         scheduler="kubernetes",
-        cfg={"namespace": "{{ params.namespace }}", "labels": {"e2e-suite": "airflow-k8s"},
-             "dashboard_url": "https://dash.example/#/job/{namespace}/{name}"},
+        cfg={**K8S_CFG, "dashboard_url": "https://dash.example/#/job/{namespace}/{name}"},
         conn_id="tether_k8s_e2e",
         secret_env={"DB_PASSWORD": "{{ var.value.tether_db_password }}"},
         env={"PLAIN": "visible"},
@@ -224,8 +240,9 @@ with DAG("tether_t_k8s", schedule=None, start_date=START, catchup=False,
     ComponentOperator(
         task_id="deleted_after",
         component=k8s_echo,
+        image="{{ params.image }}",
         scheduler="kubernetes",
-        cfg={"namespace": "{{ params.namespace }}", "labels": {"e2e-suite": "airflow-k8s"}},
+        cfg=dict(K8S_CFG),
         conn_id="tether_k8s_e2e",
         on_finish_action="delete",
         deferrable=True,
