@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -146,3 +147,69 @@ def test_exit_code_and_message_come_from_the_runtime(
     assert rep.exit_code == 3, rep
     assert "exit code 3" in rep.msg and "Error" in rep.msg, rep
     assert "about to fail" in "".join(sched.log_iter(app_id, "main", 0))
+
+
+# ---- distributed training ---------------------------------------------------------------------
+TRAIN_DDP = Path(__file__).resolve().parents[2] / "examples" / "apps" / "train_ddp.py"
+LOSS = re.compile(r"(epoch \d+|rank \d+): (?:loss|done in \S+, final loss) ([0-9.]+)")
+
+
+def torch_for_the_image(tmp_path: Path) -> tuple[dict[str, str], list[str]]:
+    """The env and mounts that lend the tether image this venv's torch (the image has none;
+    nothing can be installed in a pod here): a directory of links to the venv's packages,
+    tether's own left out so the image's tether is the one imported, and a ``python`` command
+    (the image has only ``python3``; ``dist.ddp`` runs ``python -m torch.distributed.run``)."""
+    import torch
+
+    site = Path(torch.__file__).resolve().parents[1]
+    lib, bindir = tmp_path / "pylib", tmp_path / "bin"
+    lib.mkdir()
+    bindir.mkdir()
+    for entry in site.iterdir():
+        if entry.suffix == ".pth" or entry.name.startswith(("tether", "__editable__")):
+            continue
+        (lib / entry.name).symlink_to(entry)
+    (bindir / "python").symlink_to("/usr/bin/python3")
+    env = {"PYTHONPATH": str(lib), "PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin"}
+    mounts = [f"type=bind,src={p},dst={p},readonly" for p in (site, lib, bindir, TRAIN_DDP.parent)]
+    return env, mounts
+
+
+def losses(text: str) -> dict[str, float]:
+    """Rank 0's loss after each epoch and every rank's final loss, from the job's logs."""
+    found = {what: float(value) for what, value in LOSS.findall(text)}
+    assert len([k for k in found if k.startswith("rank")]) == 4, text[-3000:]
+    return found
+
+
+def test_ddp_two_nodes_by_two_processes_trains_as_on_local_cwd(
+    sched: Scheduler[Any], real_kube_tether_image: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """``dist.ddp -j 2x2`` on gloo: two pods (each torchrun with two workers) meet at rank 0's
+    pod by its DNS name (the headless Service) and train to the same losses, epoch by epoch
+    and rank by rank, as the same job on ``local_cwd`` (run alongside)."""
+    pytest.importorskip("torch")
+    from tests.e2e.infra.kube import free_port
+    from tether.components.dist import ddp
+    from tether.runner import Runner
+
+    env, mounts = torch_for_the_image(tmp_path)
+    job = ddp(script=str(TRAIN_DDP), j="2x2", cpu=0, memMB=0, image=real_kube_tether_image,
+              env=env, mounts=mounts)  # fmt: skip
+    local = ddp(script=str(TRAIN_DDP), j="2x2", cpu=0, memMB=0, rdzv_port=free_port())
+    monkeypatch.setenv("TETHER_STATE_DIR", str(tmp_path / "state"))
+    with Runner() as runner:
+        app_id = submit(sched, job)
+        handle = runner.run(local, "local_cwd", {})
+        st = runner.wait(handle, wait_interval=0.5, timeout=600)
+        local_text = "".join(ln for k in (0, 1) for ln in runner.log_lines(handle, "train_ddp", k))
+    assert st is not None and st.state == AppState.SUCCEEDED, local_text[-3000:]
+    desc = wait_state(sched, app_id, timeout=600)
+    kube_text = "".join(ln for k in (0, 1) for ln in sched.log_iter(app_id, "train_ddp", k))
+    assert desc.state == AppState.SUCCEEDED, (desc, kube_text[-3000:])
+    assert "rank 3/4 (local rank 1)" in kube_text
+    kube, on_local = losses(kube_text), losses(local_text)
+    assert kube.keys() == on_local.keys()
+    for what, value in kube.items():  # printed with 5 decimals: one unit in the last place
+        assert value == pytest.approx(on_local[what], abs=1.5e-5), what
