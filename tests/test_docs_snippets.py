@@ -266,6 +266,9 @@ CHECKS: dict[tuple[str, str], Check] = {
         Setup("make e2e-infra runs these set-up scripts"),
     ("schedulers.md", ".venv/bin/python -m tests.e2e.infra.kube_node"):
         Setup("tests/e2e/test_kubernetes_real.py starts this node through its fixture"),
+    ("schedulers.md", "export KUBECONFIG=/tmp/tether-kube-XXXX/kubeconfig   "
+                      "# the line the node printed"):
+        RunsIn("tests/e2e/test_kubernetes_e2e.py::test_cli_runs_a_job_on_the_real_node_as_docs_show"),
     ("architecture.md", "cli/                    adapters/  airflow · prefect · kfp"):
         Setup("a diagram of the layers, not code (tests/test_layering.py checks the layers)"),
     ("architecture.md", "Runner ──holds──> SchedulerPool     one scheduler per name, built on "

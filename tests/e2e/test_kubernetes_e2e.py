@@ -14,6 +14,9 @@ a given message, a GPU node) is tested in ``test_kubernetes_failure_causes_e2e.p
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -170,6 +173,21 @@ def test_submit_runs_to_success(runner: Runner, ns: str, kube_api: Any,
     assert pod.spec.containers[0].command == ["sh", "-c", "sleep 2; echo replica 1"]
     described = runner.describe(handle)
     assert described is not None and described.roles[0].num_replicas == 2
+
+
+def test_cli_runs_a_job_on_the_real_node_as_docs_show(real_kube: RealKube,
+                                                     tmp_path: Path) -> None:  # fmt: skip
+    """The command ``docs/schedulers.md`` gives for the cluster started by hand."""
+    env = dict(os.environ, KUBECONFIG=str(real_kube.cluster.kubeconfig_path),
+               TETHER_STATE_DIR=str(tmp_path / "state"))  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "tether.cli.main", "run", "-s", "kubernetes",
+         "-cfg", "image_pull_policy=Never", "--log", "utils.echo",
+         "--image", BUSYBOX_IMAGE, "--msg", "hello from a real pod"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "hello from a real pod" in proc.stdout and "SUCCEEDED" in proc.stdout, proc.stdout
 
 
 def test_failure_reports_exit_code_and_reason(runner: Runner, ns: str) -> None:

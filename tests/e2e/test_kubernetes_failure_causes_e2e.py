@@ -31,7 +31,13 @@ from tether.schedulers.errors import CapacityError
 from tether.schedulers.kubernetes.client import KubernetesApiError
 from tether.specs import AppDef, AppState, FailureCause, RecoveryPolicy, Role
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+# The test kubelet, not the real node: these tests evict a pod with a chosen message and
+# condition at a chosen moment, which a real kubelet does only under real node pressure.
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.timeout(300),
+    pytest.mark.fake_kubelet("evictions with a chosen message and DisruptionTarget condition"),
+]
 
 SUITE = "kubernetes-failure-causes"
 

@@ -34,7 +34,13 @@ from tether.schedulers.kubernetes.watch import KubeReader
 from tether.schedulers.watch import JobEvent, Subscription, WatchHub, get_hub
 from tether.specs import AppDef, AppState, Role
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+# The test kubelet, not the real node: pods change phase at chosen moments around the faults,
+# and one test restarts the apiserver of a control plane of its own, with no node joined.
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.timeout(600),
+    pytest.mark.fake_kubelet("pod phases at chosen moments around injected apiserver faults"),
+]
 
 SUITE = "watch-hub"
 CASE = "e2e-case"

@@ -39,7 +39,14 @@ BACKENDS = {
         "component runs as a real container of the tether image (imported, not pulled: "
         "`image_pull_policy=Never`); logs come through the kubelet. The cell's directory "
         "is mounted into the pods (`hostPath`, the node is this host) and holds the outputs "
-        "root; on a real cluster set `[tether:outputs] url` to storage every pod reaches."
+        "root; on a real cluster set `[tether:outputs] url` to storage every pod reaches. "
+        "The kubernetes end-to-end tests run real containers on this node too: the "
+        "contract suite, `tests/e2e/test_kubernetes_e2e.py`, `test_kubernetes_real.py` "
+        "(signals, OOM kills, a 2x2 `dist.ddp` on gloo), the KFP launcher and Airflow "
+        "tests. Only the tests marked `fake_kubelet` (`test_kubernetes_failure_causes_e2e.py`:"
+        " evictions with a chosen message; `test_watch_hub_kube.py`: pod phases timed around "
+        "injected apiserver faults) run on the test kubelet (`tests/e2e/infra/kubelet.py`), "
+        "which patches pod status and starts no container."
     ),
     "slurm": (
         "a real Slurm 22.05 cluster from Debian's `slurm-wlm` and `munge` (`tests/e2e/infra`): "
