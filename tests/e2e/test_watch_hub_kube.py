@@ -1,6 +1,7 @@
 """The watch hub on the real kube-apiserver: requests counted from its ``/metrics``, and
 faults injected for real (watches cut by a TCP proxy, ``410 Gone`` from an overflowed watch
-cache, an apiserver restart, a job deleted out of band).
+cache, an apiserver restart, a job deleted out of band, 429 and 500 answers from an HTTP
+proxy in front of the apiserver).
 
 A test kubelet (``tests/e2e/infra/kubelet.py``) drives the pods' phases.
 """
@@ -26,10 +27,12 @@ pytest.importorskip("kubernetes")
 
 from kubernetes import client
 
+from tests.e2e.infra.httpfault import Fault, FaultProxy, Seen
 from tests.e2e.infra.kube import KubeCluster, create_namespace
 from tests.e2e.infra.kubelet import Behaviour, FakeKubelet
 from tests.e2e.infra.tcpproxy import TcpProxy
 from tether.runner import Runner
+from tether.schedulers.kubernetes.fetch import selector
 from tether.schedulers.kubernetes.watch import KubeReader
 from tether.schedulers.watch import JobEvent, Subscription, WatchHub, get_hub
 from tether.specs import AppDef, AppState, Role
@@ -350,3 +353,115 @@ def test_apiserver_restart_loses_no_transition(
         # Runner.wait follows through the process's hub too
         assert runner.wait(fails, timeout=60) is not None
         runner.cancel(forever)
+
+
+# ---- a throttled, failing apiserver (429 with Retry-After, 500) -------------------------------
+_STATUS_500 = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                          "message": "injected", "reason": "InternalError", "code": 500})
+_STATUS_429 = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                          "message": "too many requests", "reason": "TooManyRequests",
+                          "code": 429})  # fmt: skip
+RETRY_AFTER = 2
+
+
+class _Faults:
+    """What the proxy answers for the namespace's collections: ``mode`` 429 (with
+    ``Retry-After``), 500, or None (forwarded); counts what it injected per path."""
+
+    def __init__(self, paths: set[str]) -> None:
+        self.paths = paths
+        self.mode: int | None = None
+        self.injected: dict[tuple[int, str], int] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, seen: Seen) -> Fault | None:
+        with self._lock:
+            mode = self.mode
+            if mode is None or seen.path not in self.paths:
+                return None
+            self.injected[(mode, seen.path)] = self.injected.get((mode, seen.path), 0) + 1
+        if mode == 429:
+            return Fault(429, _STATUS_429.encode(), {"Retry-After": str(RETRY_AFTER),
+                                                     "Content-Type": "application/json"})
+        return Fault(500, _STATUS_500.encode(), {"Content-Type": "application/json"})
+
+    def each_path_got(self, mode: int, n: int) -> bool:
+        with self._lock:
+            return all(self.injected.get((mode, p), 0) >= n for p in self.paths)
+
+
+def test_429_and_500_answers_are_backed_off_and_lose_nothing(
+    kube_cluster: KubeCluster, kube_api: Any, kubelet: FakeKubelet, ns: str, env: None
+) -> None:
+    with FaultProxy(kube_cluster.server) as proxy:
+        api = _client(kube_cluster)
+        api.configuration.host = proxy.url  # plain HTTP to the proxy, TLS from it on
+        with Runner(scheduler_params={"kubernetes": {"client": api}}) as runner:
+            _throttled_and_failing(runner, proxy, kube_api, ns)
+
+
+def _throttled_and_failing(runner: Runner, proxy: FaultProxy, kube_api: Any, ns: str) -> None:
+    forever = [runner.run(_app("forever"), "kubernetes", _cfg(ns, Behaviour.run_forever()))
+               for _ in range(5)]  # fmt: skip
+    ends = runner.run(_app("ends"), "kubernetes", _cfg(ns, Behaviour.succeed(run_seconds=12)))
+    hub = WatchHub()
+    sub = Subscription(hub)
+    for h in (*forever, ends):
+        sub.follow(*runner._scheduler_for(h), ref=h)
+    col = Collector(sub)
+    _until("every job running", partial(col.running, *forever, ends))
+    paths = {f"/apis/batch/v1/namespaces/{ns}/jobs", f"/api/v1/namespaces/{ns}/pods"}
+    faults = _Faults(paths)
+    proxy.inject = faults
+    faults.mode = 429
+    start = time.monotonic()
+    proxy.drop()  # every watch is cut: the reconnects meet the faults
+    heard = len(col.events)
+    assert not col.finals(ends), "the job ended before the faults began"
+    _until("three 429s on each collection", partial(faults.each_path_got, 429, 3), 180)
+    v1 = client.CoreV1Api(kube_api)  # the test's own client, not through the proxy
+    sel = f"tether.dev/app-id={ends.rsplit(':', 1)[1]}"
+    _until("the ending job's pod to succeed", lambda: all(
+        p.status.phase == "Succeeded"
+        for p in v1.list_namespaced_pod(ns, label_selector=sel).items))  # fmt: skip
+    faults.mode = 500
+    _until("two 500s on each collection", partial(faults.each_path_got, 500, 2), 180)
+    # nothing was heard while the apiserver answered only faults: no state invented
+    assert len(col.events) == heard, col.events[heard:]
+    faults.mode = None
+    recovered = time.monotonic()
+
+    _until("the end heard", lambda: col.finals(ends), 180)
+    time.sleep(2.0)  # anything delivered twice would have come by now
+    col.stop()
+    (end,) = col.finals(ends)
+    assert end.state == AppState.SUCCEEDED
+    assert not any(col.finals(h) for h in forever)
+    assert not any(e.gone for e in col.events)
+
+    during = [s for s in proxy.requests(start) if s.at < recovered]
+    # only the shared list + watch of each kind was retried, never a request per job
+    assert {s.path for s in during} <= paths, {s.path for s in during}
+    assert {s.query.get("labelSelector") for s in during} == {selector()}
+    for path in paths:
+        _assert_backed_off([s for s in proxy.requests(start) if s.path == path])
+    sub.close()
+    hub.close()
+    for h in forever:
+        runner.cancel(h)
+
+
+def _assert_backed_off(reqs: list[Seen]) -> None:
+    """Each request after a 429 waited its Retry-After; after the j-th 500 in a row, at least
+    a quarter of 2**j seconds (the backoff's floor: half of its doubling limit)."""
+    in_a_row = 0
+    for prev, nxt in itertools.pairwise(reqs):
+        gap = nxt.at - prev.at
+        if prev.injected and prev.status == 429:
+            in_a_row += 1
+            assert gap >= RETRY_AFTER - 0.05, (prev, nxt, gap)
+        elif prev.injected and prev.status == 500:
+            in_a_row += 1
+            assert gap >= 0.25 * 2 ** (in_a_row - 1) - 0.05, (prev, nxt, gap, in_a_row)
+        else:
+            in_a_row = 0

@@ -9,11 +9,14 @@ not import ``kubernetes``; :func:`load_api_client` does.
 
 from __future__ import annotations
 
+import copy
+import email.utils
 import json
 import logging
 import os
 import re
 from collections.abc import Iterator, Mapping
+from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote
 
@@ -27,14 +30,48 @@ MERGE_PATCH = "application/merge-patch+json"
 
 
 class KubernetesApiError(BackendError):
-    """The apiserver refused a request; ``status`` is the HTTP status (0 when unreachable)."""
+    """The apiserver refused a request; ``status`` is the HTTP status (0 when unreachable).
+
+    ``retry_after`` is the seconds the apiserver asked the client to wait (its
+    ``Retry-After`` header on a 429 or 5xx), or None.
+    """
 
     backend = "kubernetes"
     kind: BackendErrorKind = "api"
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.retry_after = retry_after
+
+
+RETRY_AFTER_CAP_S = 300.0
+"""The longest ``Retry-After`` honoured (a larger one is taken as this)."""
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header: a number of seconds or an HTTP date.
+
+    Args:
+        value: The header's value (None when absent).
+
+    Returns:
+        The seconds to wait (0 to :data:`RETRY_AFTER_CAP_S`), or None when absent or unreadable.
+    """
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        seconds = (when - datetime.now(timezone.utc)).total_seconds()
+    return min(max(seconds, 0.0), RETRY_AFTER_CAP_S)
 
 
 class KubernetesQuotaError(KubernetesApiError, CapacityError):
@@ -187,6 +224,31 @@ def load_api_client(kubeconfig: str | None = None, context: str | None = None) -
     return api
 
 
+def stream_client(base: Any) -> Any:
+    """A client of its own for long-lived reads (the watch hub), configured as ``base``.
+
+    It has its own connection pool (the watches do not take the caller's connections), and
+    urllib3 does not retry a 429 or 503 itself: the answer, with its ``Retry-After``,
+    reaches the caller (:attr:`KubernetesApiError.retry_after`), which waits as asked.
+    Refused connections are still retried (three times).
+
+    Args:
+        base: A ``kubernetes.client.ApiClient``.
+
+    Returns:
+        The new client (close it when done).
+    """
+    from kubernetes import client
+    from urllib3.util.retry import Retry
+
+    cfg = copy.deepcopy(base.configuration)
+    cfg.retries = Retry(3, respect_retry_after_header=False)
+    out = client.ApiClient(cfg)
+    out.default_headers.update(getattr(base, "default_headers", {}) or {})
+    out.tether_source = getattr(base, "tether_source", "")
+    return out
+
+
 def _quote(part: str) -> str:
     return quote(part, safe="")
 
@@ -272,7 +334,9 @@ class KubeApi:
             )
         except ApiException as e:
             self.reached = True
-            raise KubernetesApiError(int(e.status or 0), _error_message(method, path, e)) from e
+            after = parse_retry_after((e.headers or {}).get("Retry-After"))
+            status = int(e.status or 0)
+            raise KubernetesApiError(status, _error_message(method, path, e), after) from e
         except Exception as e:  # urllib3 connection errors
             if stream:
                 raise

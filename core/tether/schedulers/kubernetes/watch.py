@@ -5,7 +5,8 @@ view's :class:`KubeReader` runs one :class:`Reflector` per kind tether reads (Jo
 and the gang objects where the cluster serves them): a label-selected list, then a watch from
 its ``resourceVersion`` that keeps a cache of the objects; a watch that ends is reopened from
 the last version seen (bookmarks keep it fresh), ``410 Gone`` relists, and errors, 429 and
-5xx answers reconnect with backoff and jitter. Reads of the view analyze the cached objects
+5xx answers reconnect with backoff and jitter, never sooner than the apiserver's
+``Retry-After`` asks. Reads of the view analyze the cached objects
 with the same :func:`~tether.schedulers.kubernetes.status.analyze` as ``describe``: no
 request per app. An app the cache does not show is confirmed with :func:`fetch_app`.
 """
@@ -23,7 +24,12 @@ from datetime import datetime, timezone
 from typing import Any
 
 from tether.schedulers.api import DescribeAppResponse, Scheduler
-from tether.schedulers.kubernetes.client import KubeApi, KubernetesApiError, load_api_client
+from tether.schedulers.kubernetes.client import (
+    KubeApi,
+    KubernetesApiError,
+    load_api_client,
+    stream_client,
+)
 from tether.schedulers.kubernetes.fetch import (
     appwrapper_path,
     fetch_app,
@@ -161,6 +167,9 @@ class Reflector:
 
     def _pause(self, backoff: Backoff, e: Exception) -> float:
         pause = backoff.next()
+        asked = getattr(e, "retry_after", None)  # a 429 or 5xx's Retry-After
+        if asked is not None:
+            pause = max(pause, asked)
         log.warning("watch of %s failed (%s); reconnecting in %.1f s", self.path, e, pause)
         return pause
 
@@ -417,10 +426,15 @@ def follow_target(scheduler: Scheduler[Any], app_id: str) -> FollowTarget:
         connection = f"{where}#{context or ''}"
 
     def make_api() -> tuple[KubeApi, Callable[[], None]]:
-        if client is not None:
-            return KubeApi(client), lambda: None
-        own = load_api_client(kubeconfig, context)
-        return KubeApi(own), own.close
+        base = client if client is not None else load_api_client(kubeconfig, context)
+        own = stream_client(base)
+
+        def close() -> None:
+            own.close()
+            if base is not client:
+                base.close()
+
+        return KubeApi(own), close
 
     key = WatchKey(scheduler.backend, connection, ns)
     interval = scheduler.capabilities.follow.interval

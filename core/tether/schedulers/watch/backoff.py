@@ -1,4 +1,4 @@
-"""Exponential backoff with full jitter, for reconnecting streams and retrying reads."""
+"""Exponential backoff with jitter, for reconnecting streams and retrying reads."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ import random
 class Backoff:
     """Pauses that double after each failure up to a cap, each drawn at random below it.
 
-    Full jitter (a pause uniform in ``[base/2, limit]``) keeps many followers that lost the
-    same apiserver from coming back at the same instant.
+    "Equal" jitter (a pause uniform in ``[limit/2, limit]``, where ``limit`` doubles from
+    ``base`` to ``cap``) keeps many followers that lost the same apiserver from coming back
+    at the same instant, and still makes each pause at least half the previous limit: a
+    backend that keeps failing sees fewer and fewer requests, never a storm.
 
     Args:
         base: The first pause's upper bound, in seconds.
@@ -31,7 +33,7 @@ class Backoff:
         """
         limit = min(self.cap, self.base * (2**self.failures))
         self.failures = min(self.failures + 1, 30)
-        return self._rng.uniform(min(self.base / 2, limit), limit)
+        return self._rng.uniform(limit / 2, limit)
 
     def reset(self) -> None:
         """Forgets the failures (after a success)."""
