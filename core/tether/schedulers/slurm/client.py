@@ -51,6 +51,27 @@ class SlurmCommandError(BackendError):
         super().__init__(f"`{argv[0]}` failed (exit {returncode}): {self.stderr or '(no output)'}")
 
 
+def _squeue_records(argv: Sequence[str], out: str) -> list[dict[str, Any]]:
+    """The ``jobs`` of ``squeue --json``'s answer; an answer without them is an error.
+
+    ``squeue --json`` always prints an object with a ``jobs`` array (empty when no job
+    matches). Nothing at all, or anything else, is a failed read (a controller that did not
+    answer, a truncated pipe), never "no such job": taken as one, a live job would look gone.
+
+    Raises:
+        SlurmCommandError: For an empty or unreadable answer.
+    """
+    try:
+        doc = json.loads(out)
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list):
+        what = "printed nothing" if not out.strip() else f"printed no job list: {out[:200]!r}"
+        raise SlurmCommandError(argv, 0, f"squeue {what}")
+    jobs: list[dict[str, Any]] = doc["jobs"]
+    return jobs
+
+
 class SlurmClient:
     """Runs Slurm's client commands through a transport.
 
@@ -222,8 +243,7 @@ class SlurmClient:
             if "Invalid job id" in res.stderr + res.stdout:  # one id, gone from the queue
                 return []
             raise SlurmCommandError(argv, res.returncode, res.stderr or res.stdout)
-        jobs: list[dict[str, Any]] = json.loads(res.stdout or "{}").get("jobs") or []
-        return jobs
+        return _squeue_records(argv, res.stdout)
 
     def squeue(self, job_id: str | None = None, user: str | None = None) -> list[dict[str, Any]]:
         """``squeue --json --states=all``: the job records (finished ones for ``MinJobAge``).
@@ -245,7 +265,7 @@ class SlurmClient:
             if job_id is not None and "Invalid job id" in (res.stderr + res.stdout):
                 return []
             raise SlurmCommandError(argv, res.returncode, res.stderr or res.stdout)
-        jobs: list[dict[str, Any]] = json.loads(res.stdout or "{}").get("jobs") or []
+        jobs = _squeue_records(argv, res.stdout)
         if job_id is not None:
             jobs = [
                 j for j in jobs
