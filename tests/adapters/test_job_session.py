@@ -1,5 +1,6 @@
 """The job session every adapter holds, on real local_cwd jobs: submit-or-attach by the shared
-rule, intent recorded before a launch, and the one log cursor resumed from a store."""
+rule, intent recorded before a launch, the one log cursor resumed from a store, and one
+hub subscription for a whole follow."""
 
 from __future__ import annotations
 
@@ -8,9 +9,14 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
+
 from tether.adapters.common import FileCursorStore, JobSession, LogCursor
 from tether.runner import get_runner
 from tether.runner.reattach import Action, EarlierJob, Reattach
+from tether.schedulers.watch import WatchHub
+from tether.schedulers.watch import hub as hub_module
+from tether.schedulers.watch.hub import Deliver
 from tether.specs import AppDef, AppState, Role
 
 
@@ -68,3 +74,44 @@ def test_a_saved_cursor_resumes_the_logs_without_repeats_or_gaps(tmp_path: Path)
     assert first == [f"r/0 line {i}" for i in range(4)]
     assert rest == [f"r/0 line {i}" for i in range(4, 6)]
     assert stat.S_IMODE((tmp_path / "cursors" / "job.json").stat().st_mode) == 0o600
+
+
+class _CountingHub(WatchHub):
+    """A hub that counts subscriptions and keeps no view after its last subscriber left."""
+
+    def __init__(self) -> None:
+        super().__init__(linger=0.0)
+        self.subscribes = 0
+
+    def subscribe(self, deliver: Deliver) -> int:
+        self.subscribes += 1
+        return super().subscribe(deliver)
+
+
+def test_follow_holds_one_subscription_for_the_whole_follow(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hub = _CountingHub()
+    monkeypatch.setattr(hub_module, "_HUB", hub)
+    app = _app("import time\nfor i in range(600): print('tick', i, flush=True); time.sleep(0.1)")
+    polls: list[int] = []
+
+    def should_stop() -> str | None:
+        polls.append(1)
+        return "stopped by the test" if len(polls) >= 20 else None
+
+    lines: list[str] = []
+    try:
+        with JobSession(app, "local_cwd") as session:
+            session.submit()
+            result = session.follow(sink=lines.append, poll_interval=0.05,
+                                    should_stop=should_stop, drain_timeout=1.0)  # fmt: skip
+        assert result.state == AppState.CANCELLED
+        assert session.stop_reason == "stopped by the test"
+        assert len(polls) >= 20 and lines  # many slices, logs streamed meanwhile
+        # one subscription for all of them (a slice used to subscribe anew each time), and
+        # one view built, not one per slice
+        assert hub.subscribes == 1, hub.subscribes
+        assert hub.stats() == {"views": 0, "jobs": 0, "subscribers": 0, "refs": 0}
+    finally:
+        hub.close()

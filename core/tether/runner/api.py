@@ -53,6 +53,7 @@ from tether.workspace.api import WorkspaceMixin
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from tether.runner.follow import AppWatch
     from tether.schedulers import SchedulerFactory
 
 log: logging.Logger = logging.getLogger(__name__)
@@ -442,6 +443,30 @@ class Runner:
         from tether.runner import follow  # the watch hub loads when an app is followed
 
         return follow.watch(self._pool, app_handles, timeout)
+
+    def open_watch(
+        self, app_handles: Iterable[AppHandle], wait_interval: float = 10
+    ) -> AppWatch:
+        """One subscription to the apps, held across many short waits (close it when done).
+
+        For a follower that must look up between waits (a task that polls for a stop
+        request): ``next(timeout)`` returns the next change or None after ``timeout``,
+        without giving the subscription up (see :class:`tether.runner.follow.AppWatch`)::
+
+            with runner.open_watch([handle]) as w:
+                while (ev := w.next(timeout=0.5)) is None or not ev.final:
+                    check_for_stop()
+
+        Args:
+            app_handles: The apps.
+            wait_interval: Seconds between retries of a reconcile that failed.
+
+        Returns:
+            The watch.
+        """
+        from tether.runner import follow  # the watch hub loads when an app is followed
+
+        return follow.AppWatch(self._pool, app_handles, wait_interval)
 
     def awatch(
         self,

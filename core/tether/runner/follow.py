@@ -94,6 +94,83 @@ def _follow(pool: SchedulerPool, sub: Subscription, handles: Iterable[AppHandle]
     return seen
 
 
+class AppWatch:
+    """One subscription held open across many short waits for the same apps.
+
+    For a caller that must look up between waits (a task that checks for a stop request,
+    a log pump): each :meth:`next` waits at most its ``timeout`` without giving up the
+    subscription, so the apps stay followed (one view, no re-subscription) for the whole
+    follow. :func:`watch` is this in a loop. Close it (or use it as a context manager).
+
+    Args:
+        pool: The runner (its schedulers).
+        handles: The apps.
+        wait_interval: Seconds between retries of a reconcile that failed.
+        hub: The hub (default: the process's).
+    """
+
+    def __init__(
+        self,
+        pool: SchedulerPool,
+        handles: Iterable[AppHandle],
+        wait_interval: float = 10.0,
+        hub: WatchHub | None = None,
+    ) -> None:
+        self._pool = pool
+        self._wait_interval = wait_interval
+        self._reconciler = _Reconciler(pool)
+        self._sub = Subscription(hub)
+        try:
+            _follow(pool, self._sub, handles)
+        except BaseException:
+            self._sub.close()
+            raise
+
+    def __enter__(self) -> AppWatch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def open(self) -> bool:
+        """Whether an app is still followed (not every one has been heard final)."""
+        return bool(self._sub.open)
+
+    def next(self, timeout: float | None = None) -> AppEvent | None:
+        """The next change of an app, waiting at most ``timeout`` seconds.
+
+        Each app's current state comes first, then its changes; its final state exactly
+        once, with the status a direct read gives.
+
+        Args:
+            timeout: The longest wait (None: until a change comes).
+
+        Returns:
+            The change, or None when none came (or every app is final already).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._sub.open:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return None
+            ev = self._sub.get(
+                self._wait_interval if left is None else min(self._wait_interval, left)
+            )
+            if ev is None:
+                self._reconciler.retry()
+                continue
+            due = ev.response is not None and ev.response.actions_due
+            if due or (ev.final and not ev.gone):
+                self._reconciler.run(str(ev.ref))
+            return _confirmed(self._pool, ev) if ev.final and not ev.gone else _app_event(ev)
+        return None
+
+    def close(self) -> None:
+        """Releases the subscription (idempotent)."""
+        self._sub.close()
+
+
 def watch(
     pool: SchedulerPool,
     handles: Iterable[AppHandle],
@@ -115,22 +192,15 @@ def watch(
     Yields:
         The changes.
     """
-    reconciler = _Reconciler(pool)
     deadline = None if timeout is None else time.monotonic() + timeout
-    with Subscription(hub) as sub:
-        _follow(pool, sub, handles)
-        while sub.open:
+    with AppWatch(pool, handles, wait_interval, hub) as w:
+        while w.open:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 return
-            ev = sub.get(wait_interval if left is None else min(wait_interval, left))
-            if ev is None:
-                reconciler.retry()
-                continue
-            due = ev.response is not None and ev.response.actions_due
-            if due or (ev.final and not ev.gone):
-                reconciler.run(str(ev.ref))
-            yield _confirmed(pool, ev) if ev.final and not ev.gone else _app_event(ev)
+            ev = w.next(left)
+            if ev is not None:
+                yield ev
 
 
 async def awatch(

@@ -4,8 +4,10 @@ A session never asks the scheduler about its job itself; it asks its follower. T
 
 * :class:`Follower` for code that blocks (the Airflow operator in a worker, the Prefect task,
   the KFP launcher): :meth:`~Follower.status` now, :meth:`~Follower.wait` until the job is
-  final or a timeout passes. :class:`RunnerFollower`, the default, uses
-  :meth:`tether.runner.Runner.status` and :meth:`tether.runner.Runner.wait`.
+  final or a timeout passes, :meth:`~Follower.open_watch` for a follow in short slices that
+  keeps one subscription throughout. :class:`RunnerFollower`, the default, uses
+  :meth:`tether.runner.Runner.status`, :meth:`tether.runner.Runner.wait` and
+  :meth:`tether.runner.Runner.open_watch`.
 * :class:`AsyncFollower` for an event loop (the Airflow trigger, which many triggers share):
   the same two calls as coroutines. :class:`HubAsyncFollower`, the default, follows the job
   through the process's watch hub with :meth:`tether.runner.Runner.awatch` (one asyncio
@@ -27,7 +29,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from tether.runner import Runner
-from tether.runner.follow import AppEvent
+from tether.runner.follow import AppEvent, AppWatch
 from tether.specs import AppStatus
 
 
@@ -42,6 +44,10 @@ class Follower(Protocol):
         self, app_handle: str, interval: float, timeout: float | None
     ) -> AppStatus | None:
         """The job's status once it is final, or after ``timeout`` seconds."""
+        ...
+
+    def open_watch(self, app_handle: str, interval: float) -> AppWatch:
+        """One subscription to the job for a follow in short slices (``next(timeout)``)."""
         ...
 
 
@@ -96,6 +102,18 @@ class RunnerFollower:
             The last status.
         """
         return self.runner.wait(app_handle, wait_interval=interval, timeout=timeout)
+
+    def open_watch(self, app_handle: str, interval: float) -> AppWatch:
+        """Follows the job through one subscription until closed.
+
+        Args:
+            app_handle: The job.
+            interval: Seconds between retries of a reconcile that failed.
+
+        Returns:
+            The watch (close it).
+        """
+        return self.runner.open_watch([app_handle], wait_interval=interval)
 
 
 class PollingAsyncFollower:

@@ -291,13 +291,18 @@ class JobSession:
         handle = self._handle()
         self.status()  # creates the scheduler here, not concurrently in the log thread
         pump = LogPump(self.runner, handle, sink, skip).start() if sink is not None else None
-        while True:
-            if pump is not None:
-                pump.check()
-            self._check_stop(should_stop)
-            result = self.wait(wait_interval=poll_interval, timeout=poll_interval)
-            if result.state.is_terminal() or result.state == AppState.UNKNOWN:
-                break
+        with self.follower.open_watch(handle, poll_interval) as watch:  # one subscription
+            while True:
+                if pump is not None:
+                    pump.check()
+                self._check_stop(should_stop)
+                ev = watch.next(timeout=poll_interval)
+                if ev is not None and (ev.final or ev.state == AppState.UNKNOWN):
+                    result = self.result(ev.status)
+                    break
+                if ev is None and not watch.open:  # already heard final: read it once
+                    result = self.result()
+                    break
         if pump is not None:
             pump.drain(poll_interval, drain_timeout)
         return result
