@@ -13,6 +13,7 @@ Regenerate the golden files with ``TETHER_REGEN_GOLDEN=1 pytest tests/schedulers
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import subprocess
@@ -32,10 +33,12 @@ from tether.schedulers.gcp_batch.options import GcpBatchOpts
 from tether.schedulers.gcp_batch.render import (
     GcpBatchRenderError,
     format_request,
+    job_name,
     label_value,
     render,
 )
 from tether.schedulers.gcp_batch.scheduler import GcpBatchScheduler, log_filter
+from tether.schedulers.watch import Subscription, WatchHub, resolve_target
 from tether.specs import AppDef, AppState, Resource, RetryPolicy, Role, SecretRef
 
 batch_v1 = pytest.importorskip("google.cloud.batch_v1")
@@ -357,3 +360,34 @@ def test_list_and_reattach_by_job_key(batch_service: tuple[FakeBatchService, Any
 
 def test_registered() -> None:
     assert isinstance(get_scheduler_factory("gcp_batch")("s"), GcpBatchScheduler)
+
+
+def test_the_watch_hub_lists_once_per_read_for_every_followed_job(
+    batch_service: tuple[FakeBatchService, Any],
+) -> None:
+    """Against the FAKE Batch service (GCP cannot run here): one ListJobs per read covers
+    every followed job (no GetJob per job); each end is heard once; a job deleted out of band
+    ends as gone after one direct read."""
+    service, client = batch_service
+    sched = GcpBatchScheduler("s", client=client, project="proj")
+    ids = [sched.submit(ddp_app(), {"project": "proj", "location": "us-east1"})
+           for _ in range(3)]  # fmt: skip
+    fast = lambda s, a: dataclasses.replace(resolve_target(s, a), interval=0.1)  # noqa: E731
+    hub = WatchHub(resolve=fast)
+    with Subscription(hub) as sub:
+        for app_id in ids:
+            sub.follow(sched, app_id)
+        first = [sub.get(timeout=30) for _ in ids]
+        assert {e.state for e in first if e is not None} == {AppState.PENDING}
+        jobs = {app_id: service.jobs[job_name(app_id)] for app_id in ids}
+        jobs[ids[0]].status.state = batch_v1.JobStatus.State.SUCCEEDED
+        jobs[ids[1]].status.state = batch_v1.JobStatus.State.FAILED
+        del service.jobs[job_name(ids[2])]  # deleted outside tether
+        finals = [e for e in sub.events(timeout=60) if e.final]
+    hub.close()
+    assert {e.app_id: (e.state, e.gone) for e in finals} == {
+        ids[0]: (AppState.SUCCEEDED, False), ids[1]: (AppState.FAILED, False),
+        ids[2]: (AppState.UNKNOWN, True)}  # fmt: skip
+    assert len(finals) == 3
+    assert sum(c.startswith("ListJobs") for c in service.calls) >= 2
+    assert service.calls.count("GetJob") == 1  # only the deleted job's confirmation

@@ -14,7 +14,7 @@ from tether.schedulers.api import (
     Stream,
     filter_regex,
 )
-from tether.schedulers.capabilities import Capabilities
+from tether.schedulers.capabilities import Capabilities, Follow, FollowMode
 from tether.schedulers.gcp_batch.client import (
     GcpBatchClientError,
     make_client,
@@ -96,6 +96,8 @@ class GcpBatchScheduler(Scheduler[GcpBatchRequest, GcpBatchOpts]):
         secrets=True,
         port_map=False,
         max_roles=1,
+        # one ListJobs (by tether's label) per project and location per interval
+        follow=Follow(FollowMode.BATCH_POLL, "tether.schedulers.gcp_batch.watch", interval=10.0),
     )
 
     def __init__(
@@ -164,8 +166,18 @@ class GcpBatchScheduler(Scheduler[GcpBatchRequest, GcpBatchOpts]):
             The description, or None for an unknown job.
         """
         job = self._get(app_id)
-        if job is None:
-            return None
+        return None if job is None else self.describe_job(app_id, job)
+
+    def describe_job(self, app_id: str, job: dict[str, Any]) -> DescribeAppResponse:
+        """What :meth:`describe` answers for a job already read (also the watch hub's view).
+
+        Args:
+            app_id: ``project:location:job_id``.
+            job: The job, as a dict (:func:`to_dict`).
+
+        Returns:
+            The description.
+        """
         state = app_state(job)
         labels = job.get("labels", {}) or {}
         groups = job.get("task_groups", []) or []
@@ -182,19 +194,30 @@ class GcpBatchScheduler(Scheduler[GcpBatchRequest, GcpBatchOpts]):
             job_key=None if key is None or str(key).startswith("h-") else str(key),
         )
 
-    def _list(self, project: str, location: str, extra: str = "") -> builtins.list[ListAppResponse]:
+    def jobs(self, project: str, location: str, extra: str = "") -> builtins.list[dict[str, Any]]:
+        """tether's jobs of a project and location, from one (paged) ``ListJobs``.
+
+        Args:
+            project: The project.
+            location: The location (``-``: all).
+            extra: More of the filter, ANDed to tether's label.
+
+        Returns:
+            The jobs, as dicts.
+        """
         flt = f'labels."{LABEL_MANAGED_BY}"="{MANAGED_BY}"'
         if extra:
             flt += f" AND {extra}"
-        out: builtins.list[ListAppResponse] = []
         pager = self.client().list_jobs(
             request={"parent": f"projects/{project}/locations/{location}", "filter": flt}
         )
-        for msg in pager:
-            job = to_dict(msg)
+        jobs = [to_dict(msg) for msg in pager]
+        return [j for j in jobs if (j.get("labels") or {}).get(LABEL_MANAGED_BY) == MANAGED_BY]
+
+    def _list(self, project: str, location: str, extra: str = "") -> builtins.list[ListAppResponse]:
+        out: builtins.list[ListAppResponse] = []
+        for job in self.jobs(project, location, extra):
             labels = job.get("labels", {}) or {}
-            if labels.get(LABEL_MANAGED_BY) != MANAGED_BY:
-                continue
             key = labels.get(LABEL_JOB_KEY)
             out.append(ListAppResponse(
                 app_id=app_id_of(str(job.get("name", ""))),
