@@ -389,6 +389,14 @@ class _Faults:
         with self._lock:
             return all(self.injected.get((mode, p), 0) >= n for p in self.paths)
 
+    def wait(self, proxy: FaultProxy, mode: int, n: int) -> None:
+        try:
+            _until(f"{n} x {mode} on each collection", partial(self.each_path_got, mode, n), 180)
+        except AssertionError as e:
+            seen = [(round(s.at, 2), s.method, s.path, s.query.get("watch"), s.status)
+                    for s in proxy.requests()[-20:]]  # fmt: skip
+            raise AssertionError(f"{e}; injected {self.injected}; last requests {seen}") from None
+
 
 def test_429_and_500_answers_are_backed_off_and_lose_nothing(
     kube_cluster: KubeCluster, kube_api: Any, kubelet: FakeKubelet, ns: str, env: None
@@ -411,6 +419,8 @@ def _throttled_and_failing(runner: Runner, proxy: FaultProxy, kube_api: Any, ns:
     col = Collector(sub)
     _until("every job running", partial(col.running, *forever, ends))
     paths = {f"/apis/batch/v1/namespaces/{ns}/jobs", f"/api/v1/namespaces/{ns}/pods"}
+    _until("both watches open", lambda: {s.path for s in proxy.requests()
+                                         if s.query.get("watch") and s.status == 200} >= paths)
     faults = _Faults(paths)
     proxy.inject = faults
     faults.mode = 429
@@ -418,14 +428,14 @@ def _throttled_and_failing(runner: Runner, proxy: FaultProxy, kube_api: Any, ns:
     proxy.drop()  # every watch is cut: the reconnects meet the faults
     heard = len(col.events)
     assert not col.finals(ends), "the job ended before the faults began"
-    _until("three 429s on each collection", partial(faults.each_path_got, 429, 3), 180)
+    faults.wait(proxy, 429, 3)
     v1 = client.CoreV1Api(kube_api)  # the test's own client, not through the proxy
     sel = f"tether.dev/app-id={ends.rsplit(':', 1)[1]}"
     _until("the ending job's pod to succeed", lambda: all(
         p.status.phase == "Succeeded"
         for p in v1.list_namespaced_pod(ns, label_selector=sel).items))  # fmt: skip
     faults.mode = 500
-    _until("two 500s on each collection", partial(faults.each_path_got, 500, 2), 180)
+    faults.wait(proxy, 500, 2)
     # nothing was heard while the apiserver answered only faults: no state invented
     assert len(col.events) == heard, col.events[heard:]
     faults.mode = None

@@ -145,11 +145,15 @@ class FaultProxy:
         query = {k: v[0] for k, v in parse_qs(parts.query).items()}
         headers = {k.lower(): v for k, v in h.headers.items()}
         seen = Seen(time.monotonic(), h.command, parts.path, query, headers, body)
-        with self._lock:
+        with self._lock:  # seen and cuttable at once: drop() misses no request it saw
             self.seen.append(seen)
-        inject = self.inject
-        fault = inject(seen) if inject is not None else None
-        if fault is not None:
+            self._open.add(h.connection)
+        try:
+            inject = self.inject
+            fault = inject(seen) if inject is not None else None
+            if fault is None:
+                self._forward(h, seen, body)
+                return
             seen.status, seen.injected = fault.status, True
             h.send_response(fault.status)
             for k, v in fault.headers.items():
@@ -158,8 +162,9 @@ class FaultProxy:
             h.send_header("Connection", "close")
             h.end_headers()
             h.wfile.write(fault.body)
-            return
-        self._forward(h, seen, body)
+        finally:
+            with self._lock:
+                self._open.discard(h.connection)
 
     def _forward(self, h: BaseHTTPRequestHandler, seen: Seen, body: bytes) -> None:
         conn: http.client.HTTPConnection
@@ -171,8 +176,6 @@ class FaultProxy:
         else:
             conn = http.client.HTTPConnection(self._host, self._port, timeout=900)
         upstream: socket.socket | None = None
-        with self._lock:
-            self._open.add(h.connection)
         try:
             fwd = {k: v for k, v in h.headers.items() if k.lower() not in HOP}
             conn.request(h.command, h.path, body=body or None, headers=fwd)
@@ -194,12 +197,11 @@ class FaultProxy:
                 h.send_header("Content-Length", str(len(data)))
                 h.end_headers()
                 h.wfile.write(data)
-        except OSError:
+        except (OSError, http.client.HTTPException):
             pass  # the client or the server went away (or drop() cut it)
         finally:
-            with self._lock:
-                self._open.discard(h.connection)
-                if upstream is not None:
+            if upstream is not None:
+                with self._lock:
                     self._open.discard(upstream)
             conn.close()
 
