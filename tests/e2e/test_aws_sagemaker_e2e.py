@@ -6,22 +6,27 @@ accepted by the SageMaker API, describe/list/find_jobs read it back (status, tag
 count), cancel of a finished job is a no-op, and the error paths (an unknown job, a duplicate
 request the API refuses, with its error text). moto has no StopTrainingJob: the stop test checks
 the call on the wire with a botocore ``before-send`` hook that answers it (a fake reply,
-said here), the only call not served by moto.
+said here), the only call not served by moto. The watch hub's reader is counted by an HTTP
+proxy in front of moto.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests.e2e.infra.httpfault import FaultProxy
 from tests.e2e.infra.moto import REGION, MotoServer
 from tether.runner import Runner
 from tether.schedulers.aws_sagemaker.scheduler import (
     AwsSageMakerScheduler,
     AwsSageMakerSubmitError,
 )
+from tether.schedulers.aws_sagemaker.watch import SageMakerReader
+from tether.schedulers.watch import Subscription, WatchHub
 from tether.specs import AppDef, AppState, Role, get_named_resource
 
 pytestmark = pytest.mark.e2e
@@ -95,3 +100,43 @@ def test_stop_sends_stop_training_job(aws: MotoServer) -> None:
         "before-send.sagemaker.StopTrainingJob", answer)
     s._cancel_existing(f"{REGION}:fit-abc")
     assert sent and b'"TrainingJobName": "fit-abc"' in sent[0]
+
+
+def test_the_watch_hub_lists_a_region_and_describes_only_what_changed(
+    aws: MotoServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Calls counted by an HTTP proxy in front of moto: each read is one ListTrainingJobs
+    page for every followed job; a job is described the first time only (moto completes jobs
+    at once, so nothing changes after); each end is heard once."""
+    with FaultProxy(aws.endpoint) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+        s = AwsSageMakerScheduler("e2e")
+        ids = [s.submit(app(), CFG) for _ in range(5)]
+
+        def calls(since: float) -> dict[str, int]:
+            out: dict[str, int] = {}
+            for seen in proxy.requests(since):
+                op = seen.headers.get("x-amz-target", "?").rsplit(".", 1)[-1]
+                out[op] = out.get(op, 0) + 1
+            return out
+
+        reader = SageMakerReader(s, REGION)
+        start = time.monotonic()
+        first = reader.read(ids)
+        assert {a: v.state for a, v in first.items()} == dict.fromkeys(ids, AppState.SUCCEEDED)
+        assert calls(start) == {"DescribeTrainingJob": 5, "ListTags": 5, "ListTrainingJobs": 1}
+        again = time.monotonic()
+        for _ in range(3):
+            assert set(reader.read(ids)) == set(ids)
+        assert calls(again) == {"ListTrainingJobs": 3}  # nothing changed: no describe
+
+        hub = WatchHub()
+        with Subscription(hub) as sub:
+            for app_id in [*ids, f"{REGION}:no-such-job"]:
+                sub.follow(s, app_id)
+            finals = [e for e in sub.events(timeout=120) if e.final]
+        hub.close()
+    assert sorted(e.app_id for e in finals if e.state == AppState.SUCCEEDED) == sorted(ids)
+    (gone,) = [e for e in finals if e.gone]
+    assert gone.app_id == f"{REGION}:no-such-job"
+    assert len(finals) == 6

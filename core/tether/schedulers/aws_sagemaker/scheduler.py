@@ -40,7 +40,7 @@ from tether.schedulers.aws_sagemaker.render import (
     render,
 )
 from tether.schedulers.aws_sagemaker.status import app_state, job_failure, status_message
-from tether.schedulers.capabilities import Capabilities
+from tether.schedulers.capabilities import Capabilities, Follow, FollowMode
 from tether.schedulers.ids import make_app_id
 from tether.specs import (
     AppDef,
@@ -84,6 +84,10 @@ class AwsSageMakerScheduler(Scheduler[AwsSageMakerRequest, AwsSageMakerOpts]):
         list_apps=True,
         job_identity=True,
         max_roles=1,
+        # ListTrainingJobs per region per interval; a job described only when it changed
+        follow=Follow(
+            FollowMode.BATCH_POLL, "tether.schedulers.aws_sagemaker.watch", interval=10.0
+        ),
     )
 
     def __init__(self, session_name: str, region: str | None = None, profile: str | None = None,
@@ -144,6 +148,43 @@ class AwsSageMakerScheduler(Scheduler[AwsSageMakerRequest, AwsSageMakerOpts]):
         return req.app_id
 
     # ---- query -------------------------------------------------------------------------
+    def training_job(self, app_id: str) -> dict[str, Any] | None:
+        """``DescribeTrainingJob`` of one job.
+
+        Args:
+            app_id: ``region:training_job_name``.
+
+        Returns:
+            The description; None for an unknown job.
+        """
+        return self._job(app_id)
+
+    def summaries(
+        self, region: str, created_after: datetime | None
+    ) -> builtins.list[dict[str, Any]]:
+        """Every training job of the region created after a time, from paged
+        ``ListTrainingJobs`` calls (100 a page): name, status, creation and change times.
+
+        Args:
+            region: The region.
+            created_after: Only jobs created after it (None: all).
+
+        Returns:
+            The summaries.
+        """
+        sm = self.client("sagemaker", region)
+        query: dict[str, Any] = {"MaxResults": 100}
+        if created_after is not None:
+            query["CreationTimeAfter"] = created_after
+        out: builtins.list[dict[str, Any]] = []
+        while True:
+            page = call(sm.list_training_jobs, **query)
+            out += page.get("TrainingJobSummaries", [])
+            token = page.get("NextToken")
+            if not token:
+                return out
+            query["NextToken"] = token
+
     def _job(self, app_id: str) -> dict[str, Any] | None:
         try:
             region, name = parse_app_id(app_id)
@@ -174,8 +215,18 @@ class AwsSageMakerScheduler(Scheduler[AwsSageMakerRequest, AwsSageMakerOpts]):
             The description, or None for an unknown job.
         """
         job = self._job(app_id)
-        if job is None:
-            return None
+        return None if job is None else self.describe_job(app_id, job)
+
+    def describe_job(self, app_id: str, job: dict[str, Any]) -> DescribeAppResponse:
+        """What :meth:`describe` answers for a job already read (also the watch hub's view).
+
+        Args:
+            app_id: ``region:training_job_name``.
+            job: Its ``DescribeTrainingJob``.
+
+        Returns:
+            The description.
+        """
         region = parse_app_id(app_id)[0]
         tags = self._tags(region, str(job.get("TrainingJobArn", "")))
         state = app_state(job)
