@@ -7,6 +7,7 @@ except in CI (``CI`` set), where that is a failure.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Iterator
@@ -20,6 +21,8 @@ pytest.importorskip("docker")
 from tests.e2e.infra.podman import BUSYBOX_IMAGE, PodmanService, PodmanUnavailable
 from tether.schedulers.api import JOB_KEY
 from tether.schedulers.local_docker.scheduler import LocalDockerScheduler
+from tether.schedulers.local_docker.watch import DockerReader
+from tether.schedulers.watch import JobEvent, Subscription, WatchHub, resolve_target
 from tether.specs import AppDef, AppState, BindMount, Resource, RetryPolicy, Role, is_terminal
 
 pytestmark = pytest.mark.e2e
@@ -263,3 +266,39 @@ def test_unpullable_image_fails_with_engine_reason(sched: LocalDockerScheduler) 
     assert desc is not None and desc.state == AppState.FAILED
     assert "cannot be pulled" in desc.msg and "registry.invalid" in desc.msg
     assert sched.api.containers(all=True, filters={"label": [f"tether.dev/app-id={app_id}"]}) == []
+
+
+def test_the_watch_hub_lists_the_engine_and_describes_only_what_changed(
+    sched: LocalDockerScheduler,
+) -> None:
+    long_a = sched.submit(AppDef("wa", [sh("r", "sleep 600")]), {})
+    long_b = sched.submit(AppDef("wb", [sh("r", "sleep 600")]), {})
+    fails = sched.submit(AppDef("wf", [sh("r", "sleep 3; exit 4")]), {})
+    fast = lambda s, a: dataclasses.replace(resolve_target(s, a), interval=0.2)  # noqa: E731
+    hub = WatchHub(resolve=fast)
+    with Subscription(hub) as sub:
+        for app_id in (long_a, long_b, fails):
+            sub.follow(sched, app_id)
+        events: list[JobEvent] = []
+        while not any(e.final for e in events):
+            ev = sub.get(timeout=DEADLINE_S)
+            assert ev is not None, events
+            events.append(ev)
+        reader = next(iter(hub._views.values())).driver._reader
+        assert isinstance(reader, DockerReader)
+        rounds = next(iter(hub._views.values())).driver.rounds
+        sched.cancel(long_a)
+        while not any(e.final and e.app_id == long_a for e in events):
+            ev = sub.get(timeout=DEADLINE_S)
+            assert ev is not None, events
+            events.append(ev)
+        assert sub.get(timeout=1.0) is None  # nothing else changed
+    hub.close()
+    finals = {e.app_id: e for e in events if e.final}
+    assert len([e for e in events if e.final]) == 2  # each end heard once
+    assert finals[fails].state == AppState.FAILED and "4" in finals[fails].msg
+    assert finals[long_a].state == AppState.CANCELLED
+    assert long_b not in finals
+    # many reads of three apps, but a describe only when an app's listing changed
+    assert rounds >= 5, rounds
+    assert reader.describes <= 12 < 3 * rounds, (reader.describes, rounds)

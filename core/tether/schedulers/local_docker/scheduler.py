@@ -8,6 +8,7 @@ import ipaddress
 import itertools
 import json
 import logging
+import os
 import re
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -21,7 +22,7 @@ from tether.schedulers.api import (
     Scheduler,
     filter_regex,
 )
-from tether.schedulers.capabilities import Capabilities, MountKind, Stream
+from tether.schedulers.capabilities import Capabilities, Follow, FollowMode, MountKind, Stream
 from tether.schedulers.ids import make_app_id
 from tether.schedulers.local_docker.options import LocalDockerOpts
 from tether.schedulers.local_docker.render import (
@@ -123,6 +124,8 @@ class LocalDockerScheduler(Scheduler[DockerRequest, LocalDockerOpts], ImageWorks
         mounts=frozenset({MountKind.BIND, MountKind.VOLUME, MountKind.DEVICE}),
         secrets=False,
         port_map=True,
+        # one container listing and one volume listing per interval for every followed app
+        follow=Follow(FollowMode.BATCH_POLL, "tether.schedulers.local_docker.watch", interval=1.0),
     )
 
     def __init__(self, session_name: str, docker_host: str | None = None, api: Any = None
@@ -130,6 +133,9 @@ class LocalDockerScheduler(Scheduler[DockerRequest, LocalDockerOpts], ImageWorks
         super().__init__(BACKEND, session_name)
         self._docker_host = docker_host
         self._api = api
+        self.engine_key = f"api@{id(api):x}" if api is not None else (
+            docker_host or os.environ.get("DOCKER_HOST") or "default")
+        """Names the engine this scheduler talks to (the watch hub reads each engine once)."""
 
     @property
     def api(self) -> Any:
