@@ -17,7 +17,6 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from tether.schedulers.api import DescribeAppResponse, Scheduler
-from tether.schedulers.aws_sagemaker.render import parse_app_id
 from tether.schedulers.aws_sagemaker.scheduler import AwsSageMakerScheduler
 from tether.schedulers.watch.events import FollowTarget, WatchKey
 
@@ -65,7 +64,7 @@ class SageMakerReader:
             self._learn(app_id)  # once per job: its creation time bounds the listing
         if not self._created:
             return {}
-        names = {parse_app_id(a)[1]: a for a in app_ids}
+        names = {a.partition(":")[2]: a for a in app_ids}  # a malformed id: never listed
         self.lists += 1
         listed = self._scheduler.summaries(self._region, min(self._created.values()) - SLACK)
         out: dict[str, DescribeAppResponse] = {}
@@ -124,7 +123,7 @@ def follow_target(scheduler: Scheduler[Any], app_id: str) -> FollowTarget:
     """
     if not isinstance(scheduler, AwsSageMakerScheduler):
         raise TypeError(f"not an aws_sagemaker scheduler: {type(scheduler).__name__}")
-    region, _ = parse_app_id(app_id)
+    region = app_id.partition(":")[0]  # a malformed id is confirmed (and gone) by describe
     connection = f"{scheduler._profile or 'default'}@{scheduler._endpoint_url or 'aws'}"
     key = WatchKey(scheduler.backend, connection, "", region)
     interval = scheduler.capabilities.follow.interval

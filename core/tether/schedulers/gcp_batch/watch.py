@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from tether.schedulers.api import DescribeAppResponse, Scheduler
-from tether.schedulers.gcp_batch.render import app_id_of, job_name
+from tether.schedulers.gcp_batch.render import app_id_of
 from tether.schedulers.gcp_batch.scheduler import GcpBatchScheduler
 from tether.schedulers.watch.events import FollowTarget, WatchKey
 
@@ -48,7 +48,7 @@ class GcpBatchReader:
         Returns:
             The followed jobs the listing shows.
         """
-        if not app_ids:
+        if not app_ids or not self._project:
             return {}
         self.lists += 1
         out: dict[str, DescribeAppResponse] = {}
@@ -88,8 +88,8 @@ def follow_target(scheduler: Scheduler[Any], app_id: str) -> FollowTarget:
     """
     if not isinstance(scheduler, GcpBatchScheduler):
         raise TypeError(f"not a gcp_batch scheduler: {type(scheduler).__name__}")
-    parts = job_name(app_id).split("/")  # checks the id's shape
-    project, location = parts[1], parts[3]
+    parts = app_id.split(":")  # a malformed id is never listed: describe confirms it gone
+    project, location = (parts[0], parts[1]) if len(parts) == 3 else ("", "")
     connection = f"client@{id(scheduler.client()):x}"  # one client: one set of credentials
     key = WatchKey(scheduler.backend, connection, project, location)
     interval = scheduler.capabilities.follow.interval
