@@ -34,6 +34,7 @@ from tether.schedulers.lsf.render import (
 )
 from tether.schedulers.lsf.scheduler import LsfCommandError, LsfScheduler
 from tether.schedulers.lsf.status import LsfOutputError, aggregate, parse_bjobs, parse_submit
+from tether.schedulers.watch import Subscription, WatchHub
 from tether.specs import AppDef, AppState, Resource, Role
 from tether.specs.status import is_terminal
 
@@ -399,3 +400,35 @@ def test_missing_bsub_names_what_to_do(tmp_path: Path, monkeypatch: pytest.Monke
 def test_registered_with_runopts() -> None:
     sched = get_scheduler_factory("lsf")("s")
     assert {"queue", "project", "log_dir"} <= {name for name, _ in sched.run_opts()}
+
+
+def test_the_watch_hub_reads_every_followed_app_with_one_bjobs(
+    fake_lsf: Path, tmp_path: Path
+) -> None:
+    """Against the FAKE bjobs (LSF cannot run here): one bjobs per read of the view covers
+    every followed app, each end is heard once, and an app LSF knows no job of ends as gone
+    after one direct read."""
+    sched = LsfScheduler("s")
+    want = {}
+    for code in (0, 0, 3):
+        role = Role("w", entrypoint=PY, args=["-c", f"import sys; sys.exit({code})"])
+        app_id = sched.submit(AppDef("w", [role]),
+                              {"log_dir": str(tmp_path / "logs"), "cwd": str(tmp_path)})
+        want[app_id] = AppState.SUCCEEDED if code == 0 else AppState.FAILED
+    hub = WatchHub()
+    with Subscription(hub) as sub:
+        for app_id in [*want, "nope-app"]:
+            sub.follow(sched, app_id)
+        events = list(sub.events(timeout=120))
+        rounds = next(iter(hub._views.values())).driver.rounds
+    hub.close()
+    finals = [e for e in events if e.final]
+    assert {e.app_id: e.state for e in finals if not e.gone} == want
+    (gone,) = [e for e in finals if e.gone]
+    assert gone.app_id == "nope-app" and "no longer exists on lsf" in gone.msg
+    assert len(finals) == 4  # each heard once
+    bjobs = [c["args"] for c in calls(fake_lsf) if c["cmd"] == "bjobs"]
+    by_app = [a for a in bjobs if "-J" in a]
+    # one bjobs per read of the view, for all the apps; one direct read: the unknown app's
+    assert len(bjobs) - len(by_app) == rounds, (bjobs, rounds)
+    assert by_app == [[*by_app[0][:-2], "-J", "nope-app.*"]], by_app

@@ -9,7 +9,7 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
@@ -22,7 +22,7 @@ from tether.schedulers.api import (
     Stream,
     filter_regex,
 )
-from tether.schedulers.capabilities import Capabilities
+from tether.schedulers.capabilities import Capabilities, Follow, FollowMode
 from tether.schedulers.ids import make_app_id
 from tether.schedulers.lsf.options import LsfOpts
 from tether.schedulers.lsf.render import (
@@ -135,6 +135,8 @@ class LsfScheduler(Scheduler[LsfRequest, LsfOpts], WorkspaceMixin[None]):
         elastic=False,
         secrets=False,
         port_map=False,
+        # one bjobs for every followed app per interval
+        follow=Follow(FollowMode.BATCH_POLL, "tether.schedulers.lsf.watch", interval=5.0),
     )
 
     def __init__(self, session_name: str) -> None:
@@ -221,8 +223,37 @@ class LsfScheduler(Scheduler[LsfRequest, LsfOpts], WorkspaceMixin[None]):
             The description, or None when LSF knows no job of the app.
         """
         jobs = self._app_jobs(app_id)
-        if not jobs:
-            return None
+        return self.describe_jobs(app_id, jobs) if jobs else None
+
+    def apps_jobs(self, app_ids: Collection[str]) -> dict[str, dict[str, LsfJob]]:
+        """One ``bjobs -a`` (the user's jobs) for several apps at once (the watch hub's read).
+
+        Args:
+            app_ids: The app ids.
+
+        Returns:
+            Each app's jobs by role (the newest job of each role); an app without a job is
+            absent.
+        """
+        wanted = set(app_ids)
+        out: dict[str, dict[str, LsfJob]] = {}
+        for job in sorted(self._bjobs(["-a"]), key=_job_order):
+            meta = decode_description(job.description)
+            app_id, dot, role = job.name.partition(".")
+            if meta is not None and dot and app_id in wanted and role == meta.get("role"):
+                out.setdefault(app_id, {})[role] = job
+        return out
+
+    def describe_jobs(self, app_id: str, jobs: Mapping[str, LsfJob]) -> DescribeAppResponse:
+        """What :meth:`describe` answers for an app whose jobs ``bjobs`` already showed.
+
+        Args:
+            app_id: The app id.
+            jobs: Its jobs by role (at least one).
+
+        Returns:
+            The description.
+        """
         meta = decode_description(next(iter(jobs.values())).description) or {}
         roles = decode_roles(meta.get("roles", ""))
         msgs: builtins.list[str] = []
