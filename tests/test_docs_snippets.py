@@ -258,6 +258,12 @@ CHECKS: dict[tuple[str, str], Check] = {
         "tests/e2e/test_slurm_rest_e2e.py::test_submit_describe_list_over_rest"),
     ("recovery.md", "AppStatus:"): RunsIn(
         "tests/e2e/test_slurm_failure_causes_e2e.py::test_node_set_down_mid_run_is_node_lost"),
+    ("recovery.md", "handle = runner.run(app, \"kubernetes\", cfg)   # chain://tether/train-3f2a..."):
+        RunsIn("tests/runner/test_recovery_runner.py::"
+               "test_one_handle_recovers_through_run_and_wait"),
+    ("recovery.md", "$ tether run -s local_cwd comp.py:train --ckpt /tmp/ckpt"): RunsIn(
+        "tests/cli/test_recovery_cli.py::"
+        "test_run_recovers_and_status_describe_show_the_attempts"),
     ("recovery.md", "from tether.specs import AppDef, RecoveryPolicy, Role"): Exec(
         after="from tether.specs import validate\nvalidate(app)\n"
               "assert app.recovery.max_recoveries == 5\n"),

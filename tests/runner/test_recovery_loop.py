@@ -99,9 +99,10 @@ def test_killed_between_submit_and_record_resumes_without_a_duplicate(
     policy = RecoveryPolicy(on=["application"], max_recoveries=3, backoff_s=0)
     app = _app(tmp_path, 2, policy)
     journal_dir = tmp_path / "state" / "recovery"
-    first = runner.run(app, "local_cwd", job_key="chain-d/attempt-0")
-    second = runner.run(dataclasses.replace(app, attempt=1), "local_cwd",
-                        job_key="chain-d/attempt-1")  # fmt: skip
+    # the attempts as the chain submits them: plain jobs under their own job keys
+    first = runner.schedule(runner.dryrun(app, "local_cwd", job_key="chain-d/attempt-0"))
+    second = runner.schedule(runner.dryrun(dataclasses.replace(app, attempt=1), "local_cwd",
+                                           job_key="chain-d/attempt-1"))  # fmt: skip
     for handle in (first, second):
         st = runner.wait(handle, wait_interval=0.2)
         assert st is not None and st.state == AppState.FAILED

@@ -1,4 +1,5 @@
-"""``tether describe``: the AppDef of a launched app."""
+"""``tether describe``: the AppDef of a launched app; for a logical job (``chain://...``)
+also each attempt: its number, scheduler, handle, state and cause."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 
 from tether.cli.cmd_base import SubCommand
 from tether.cli.common import CLIError, add_handle_argument, check_handle, format_app, get_runner
+from tether.specs.secrets import mask_text
 
 
 class CmdDescribe(SubCommand):
@@ -18,7 +20,17 @@ class CmdDescribe(SubCommand):
         handle = check_handle(args.app_handle)
         with get_runner() as runner:
             app = runner.describe(handle)
-        if app is None:
+            attempts = runner.attempts(handle)
+        if app is None and not attempts:
             raise CLIError(f"no app {handle!r}: the scheduler does not know it "
                            "(`tether list -s SCHEDULER` shows the apps it knows)")
-        print(format_app(app))
+        if app is not None:
+            print(format_app(app))
+        if attempts:
+            print("Attempts:")
+        for a in attempts:
+            end = f" {a['state']}" + (f" ({a['cause']})" if a["cause"] else "")
+            print(f"  {a['attempt']}: {a['scheduler']} {a['handle'] or '(not submitted)'}"
+                  f"{end if a['state'] else ''}")
+            for refusal in a["refused"]:
+                print(f"     refused by {mask_text(refusal)}")

@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import builtins
 import copy
+import dataclasses
 import logging
 import warnings
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self, overload
 
 from tether.config import TetherConfig
+from tether.runner.chains import Chains, is_chain_handle
 from tether.runner.components import Components
 from tether.runner.event_log import app_fields, handle_fields, recorded
 from tether.runner.events import AppEvent
@@ -85,6 +87,7 @@ class Runner:
         self._pool = SchedulerPool(name, scheduler_factories, scheduler_params, config)
         self._apps = LaunchedApps(self._pool)
         self._components = Components(lambda: self.config, component_defaults)
+        self._chains = Chains(self, name)
 
     # ---- lifecycle and the schedulers it holds -------------------------------------------
     def __enter__(self) -> Self:
@@ -101,6 +104,11 @@ class Runner:
     def close(self) -> None:
         """Closes every scheduler this runner created. Safe to call twice."""
         self._pool.close()
+
+    @property
+    def session_name(self) -> str:
+        """The session name, part of every handle."""
+        return self._name
 
     @property
     def config(self) -> TetherConfig:
@@ -300,7 +308,7 @@ class Runner:
     def run(
         self,
         app: AppDef,
-        scheduler: str,
+        scheduler: str | Sequence[str],
         cfg: Mapping[str, CfgVal] | None = ...,
         workspace: Workspace | str | None = ...,
         parent_run_id: str | None = ...,
@@ -312,7 +320,7 @@ class Runner:
     def run(
         self,
         app: AppDef,
-        scheduler: str,
+        scheduler: str | Sequence[str],
         cfg: Mapping[str, CfgVal] | None = ...,
         workspace: Workspace | str | None = ...,
         parent_run_id: str | None = ...,
@@ -324,7 +332,7 @@ class Runner:
     def run(
         self,
         app: AppDef,
-        scheduler: str,
+        scheduler: str | Sequence[str],
         cfg: Mapping[str, CfgVal] | None = None,
         workspace: Workspace | str | None = None,
         parent_run_id: str | None = None,
@@ -334,11 +342,12 @@ class Runner:
         """Runs ``app`` on ``scheduler`` and returns its handle without waiting.
 
         With ``job_key`` the runner re-attaches to a job already launched with that key (see
-        :meth:`run_or_attach`).
+        :meth:`run_or_attach`). An app with a recovery policy, or a list of schedulers, runs
+        as one logical job (``chain://...``) over attempts (see :mod:`tether.runner.chains`).
 
         Args:
             app: The app.
-            scheduler: The scheduler's name.
+            scheduler: The scheduler's name, or the schedulers to try in order (failover).
             cfg: Run options.
             workspace: A workspace for roles that have none.
             parent_run_id: Tracking parent run.
@@ -349,13 +358,14 @@ class Runner:
             The app handle, or the request with ``dryrun=True``.
         """
         if dryrun:
-            return self.dryrun(app, scheduler, cfg, workspace, parent_run_id, job_key)
+            first = scheduler if isinstance(scheduler, str) else scheduler[0]
+            return self.dryrun(app, first, cfg, workspace, parent_run_id, job_key)
         return self.run_or_attach(app, scheduler, cfg, workspace, parent_run_id, job_key).app_handle
 
     def run_or_attach(
         self,
         app: AppDef,
-        scheduler: str,
+        scheduler: str | Sequence[str],
         cfg: Mapping[str, CfgVal] | None = None,
         workspace: Workspace | str | None = None,
         parent_run_id: str | None = None,
@@ -367,11 +377,14 @@ class Runner:
         runner first looks for a job already launched with that key: one still running is
         re-attached (nothing submitted), one that SUCCEEDED is returned as is; a new job is
         submitted only when there is none, or the newest one FAILED or was CANCELLED (a retry).
-        That is the rule of :mod:`tether.runner.reattach` with no record of outcomes.
+        That is the rule of :mod:`tether.runner.reattach` with no record of outcomes. An app
+        with a recovery policy, or a list of schedulers, starts (or adopts) a chain instead
+        (:meth:`Chains.start <tether.runner.chains.Chains.start>`: the same rule applies to
+        the logical job).
 
         Args:
             app: The app.
-            scheduler: The scheduler's name.
+            scheduler: The scheduler's name, or the schedulers to try in order (failover).
             cfg: Run options.
             workspace: A workspace for roles that have none.
             parent_run_id: Tracking parent run.
@@ -380,6 +393,9 @@ class Runner:
         Returns:
             The handle, and whether it is a job launched earlier.
         """
+        if not isinstance(scheduler, str) or app.recovery is not None:
+            names = [scheduler] if isinstance(scheduler, str) else list(scheduler)
+            return self._chains.start(app, names, cfg, workspace, parent_run_id, job_key)
         if job_key:
             existing = self.find_job(scheduler, job_key)
             earlier = None if existing is None else EarlierJob(existing.app_handle,
@@ -403,6 +419,8 @@ class Runner:
         Returns:
             The status, or None when the scheduler does not know the app.
         """
+        if is_chain_handle(app_handle):
+            return self._chains.status(app_handle)
         from tether.runner import follow  # the watch hub loads when an app is followed
 
         return follow.status(self._pool, app_handle)
@@ -424,6 +442,8 @@ class Runner:
         Returns:
             The final status, or None when the app does not exist (or was deleted).
         """
+        if is_chain_handle(app_handle):  # the follower recovers (see tether.runner.chains)
+            return self._chains.wait(app_handle, wait_interval, timeout)
         from tether.runner import follow  # the watch hub loads when an app is followed
 
         return follow.wait(self._pool, app_handle, wait_interval, timeout)
@@ -513,7 +533,28 @@ class Runner:
         Args:
             app_handle: The handle.
         """
-        self._apps.reconcile(app_handle)
+        handle = self._attempt(app_handle)
+        if handle is not None:
+            self._apps.reconcile(handle)
+
+    def _attempt(self, app_handle: AppHandle) -> AppHandle | None:
+        """The handle a call acts on: the current attempt's for a logical handle."""
+        return self._chains.current(app_handle) if is_chain_handle(app_handle) else app_handle
+
+    def attempts(self, app_handle: AppHandle) -> builtins.list[dict[str, Any]]:
+        """The attempts of a logical job (``chain://...``), oldest first: each one's
+        ``attempt``, ``scheduler``, ``handle``, ``state``, ``cause`` and ``refused``
+        (schedulers that refused it for capacity); empty for any other handle.
+
+        Args:
+            app_handle: The handle.
+
+        Returns:
+            One dict per attempt.
+        """
+        if not is_chain_handle(app_handle):
+            return []
+        return [dataclasses.asdict(a) for a in self._chains.attempts(app_handle)]
 
     @recorded("describe", lambda self, app_handle: handle_fields(app_handle))
     def describe(self, app_handle: AppHandle) -> AppDef | None:
@@ -526,7 +567,8 @@ class Runner:
         Returns:
             The AppDef, or None when the app does not exist.
         """
-        return self._apps.describe(app_handle)
+        handle = self._attempt(app_handle)
+        return self._apps.describe(handle) if handle is not None else None
 
     @recorded("list", lambda self, scheduler: {"scheduler": scheduler})
     def list(self, scheduler: str) -> builtins.list[ListAppResponse]:
@@ -570,6 +612,9 @@ class Runner:
         Raises:
             UnknownAppError: When the app does not exist.
         """
+        if is_chain_handle(app_handle):
+            return self._chains.log_lines(app_handle, lambda h, tail: iter(self._apps.log_lines(
+                h, role_name, k, regex, since, until, tail, streams)), should_tail)
         return self._apps.log_lines(
             app_handle, role_name, k, regex, since, until, should_tail, streams
         )
@@ -583,7 +628,8 @@ class Runner:
         Returns:
             Output name to value.
         """
-        return self._apps.outputs(app_handle)
+        handle = self._attempt(app_handle)
+        return self._apps.outputs(handle) if handle is not None else {}
 
     @recorded("cancel", lambda self, app_handle: handle_fields(app_handle))
     def cancel(self, app_handle: AppHandle) -> None:
@@ -592,7 +638,10 @@ class Runner:
         Args:
             app_handle: The handle.
         """
-        self._apps.cancel(app_handle)
+        if is_chain_handle(app_handle):
+            self._chains.cancel(app_handle)  # stops recovery, then cancels the attempt
+        else:
+            self._apps.cancel(app_handle)
 
     def stop(self, app_handle: AppHandle) -> None:
         """Deprecated alias of :meth:`cancel` (TorchX's ``Runner.stop``).
@@ -609,7 +658,10 @@ class Runner:
         Args:
             app_handle: The handle.
         """
-        self._apps.delete(app_handle)
+        if is_chain_handle(app_handle):
+            self._chains.delete(app_handle)
+        else:
+            self._apps.delete(app_handle)
 
     # ---- secrets the caller hands over ---------------------------------------------------
     def put_secret(

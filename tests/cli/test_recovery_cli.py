@@ -1,0 +1,54 @@
+"""``tether run``/``status``/``describe``/``log`` on an app with a recovery policy: one
+logical handle over its attempts (real ``local_cwd`` jobs)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.cli.conftest import Result
+
+COMPONENT = '''
+import sys
+from tether.specs import AppDef, RecoveryPolicy, Role
+
+REPLICA = """
+import os, sys
+attempt = int(os.environ["TETHER_ATTEMPT"])
+print(f"hello from attempt {attempt}", flush=True)
+sys.exit(0 if attempt >= 1 else 3)
+"""
+
+
+def train(ckpt: str) -> AppDef:
+    """A job that fails its first attempt."""
+    role = Role("train", image=".", entrypoint=sys.executable, args=["-c", REPLICA])
+    return AppDef("rec", roles=[role], checkpoint=ckpt,
+                  recovery=RecoveryPolicy(on=["application"], max_recoveries=2, backoff_s=0))
+'''
+
+
+def test_run_recovers_and_status_describe_show_the_attempts(
+    tether: Callable[..., Result], project: Path
+) -> None:
+    (project / "comp.py").write_text(COMPONENT)
+    res = tether("run", "-s", "local_cwd", "comp.py:train", "--ckpt", str(project / "ckpt"))
+    assert res.code == 0, res.err
+    handle, *logs, final = res.out.splitlines()
+    assert handle.startswith("chain://tether/rec-") and final == f"{handle} SUCCEEDED"
+    assert logs == ["[tether] attempt 0 on local_cwd", "hello from attempt 0",
+                    "[tether] attempt 1 on local_cwd", "hello from attempt 1"]  # fmt: skip
+    status = tether("status", handle)
+    assert status.code == 0
+    assert "State: SUCCEEDED" in status.out
+    assert ("attempt 1 on local_cwd (earlier: attempt 0 on local_cwd: FAILED (application))"
+            in status.out)  # fmt: skip
+    described = tether("describe", handle)
+    assert described.code == 0, described.err
+    lines = described.out.splitlines()
+    attempts = lines[lines.index("Attempts:") + 1:]
+    assert [a.split()[:2] + a.split()[3:] for a in attempts] == [
+        ["0:", "local_cwd", "FAILED", "(application)"], ["1:", "local_cwd", "SUCCEEDED"],
+    ]  # fmt: skip
+    assert all(a.split()[2].startswith("local_cwd://tether/") for a in attempts)
+    assert tether("log", handle).out.splitlines() == [f"train/0 {line}" for line in logs]
