@@ -261,6 +261,10 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("recovery.md", "handle = runner.run(app, \"kubernetes\", cfg)   # chain://tether/train-3f2a..."):
         RunsIn("tests/runner/test_recovery_runner.py::"
                "test_one_handle_recovers_through_run_and_wait"),
+    ("recovery.md", 'handle = runner.run(app, ["kubernetes", "local_cwd"], {"namespace": '
+                    '"team-a"})'): RunsIn(
+        "tests/e2e/test_kubernetes_failure_causes_e2e.py::"
+        "test_quota_refusal_fails_over_to_local_cwd"),
     ("recovery.md", "$ tether run -s local_cwd comp.py:train --ckpt /tmp/ckpt"): RunsIn(
         "tests/cli/test_recovery_cli.py::"
         "test_run_recovers_and_status_describe_show_the_attempts"),

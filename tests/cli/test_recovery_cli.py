@@ -1,5 +1,5 @@
 """``tether run``/``status``/``describe``/``log`` on an app with a recovery policy: one
-logical handle over its attempts (real ``local_cwd`` jobs)."""
+logical handle over its attempts (real ``local_cwd`` jobs); ``-s`` with a failover list."""
 
 from __future__ import annotations
 
@@ -52,3 +52,22 @@ def test_run_recovers_and_status_describe_show_the_attempts(
     ]  # fmt: skip
     assert all(a.split()[2].startswith("local_cwd://tether/") for a in attempts)
     assert tether("log", handle).out.splitlines() == [f"train/0 {line}" for line in logs]
+
+
+def test_cli_dryrun_shows_every_candidates_request(
+    tether: Callable[..., Result]
+) -> None:
+    """``-s local_cwd,kubernetes``: each candidate's request, with the options it declares;
+    an option none declares, or no scheduler at all, is refused."""
+    res = tether("run", "--dryrun", "-s", "local_cwd,kubernetes", "-cfg", "namespace=ml",
+                 "utils.echo", "--msg", "hi")  # fmt: skip
+    assert res.code == 0, res.err
+    out = res.out
+    local = out.index("=== SCHEDULER REQUEST (local_cwd) ===")
+    kube = out.index("=== SCHEDULER REQUEST (kubernetes) ===")
+    assert local < kube and "namespace: ml" in out[kube:]
+    bad = tether("run", "--dryrun", "-s", "local_cwd,kubernetes", "-cfg", "nope=1",
+                 "utils.echo", "--msg", "hi")  # fmt: skip
+    assert bad.code != 0 and "run option 'nope' is not an option of any" in bad.err
+    empty = tether("run", "-s", ",", "utils.echo", "--msg", "hi")
+    assert empty.code != 0 and "names no scheduler" in empty.err

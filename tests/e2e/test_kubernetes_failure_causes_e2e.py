@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from kubernetes import client
 from tests.e2e.infra.kube import create_namespace
 from tests.e2e.infra.kubelet import Behaviour, FakeKubelet
 from tether.runner import Runner
+from tether.runner.journal import Journal
 from tether.runner.recovery import RecoveringRun
 from tether.schedulers.errors import CapacityError
 from tether.schedulers.kubernetes.client import KubernetesApiError
@@ -181,15 +183,7 @@ def test_resource_quota_refusal_is_a_capacity_error(
     """A namespace whose ResourceQuota allows no more Jobs: the apiserver's quota admission
     answers 403 ``exceeded quota``. This cluster runs no resourcequota controller, so the test
     writes the quota's status (hard and used) as that controller would."""
-    v1 = client.CoreV1Api(kube_api)
-    hard = {"count/jobs.batch": "0"}
-    v1.create_namespaced_resource_quota(
-        ns, {"metadata": {"name": "team-quota"}, "spec": {"hard": hard}}
-    )
-    v1.patch_namespaced_resource_quota_status(
-        "team-quota", ns, {"status": {"hard": hard, "used": {"count/jobs.batch": "0"}}}
-    )
-    _wait_until_quota_admission_sees(kube_api, ns, "team-quota")
+    _no_room_for_jobs(kube_api, ns)
     with pytest.raises(CapacityError) as info:
         runner.run(_app(), "kubernetes", _cfg(ns, "quota"))
     err = info.value
@@ -202,6 +196,67 @@ def test_resource_quota_refusal_is_a_capacity_error(
     assert "may not create" not in text
     assert client.BatchV1Api(kube_api).list_namespaced_job(ns).items == []
 
+
+
+def _no_room_for_jobs(kube_api: Any, ns: str) -> None:
+    """A ResourceQuota that allows no Job in ``ns``, seen by quota admission (this cluster
+    runs no resourcequota controller: the test writes its status as that controller would)."""
+    v1 = client.CoreV1Api(kube_api)
+    hard = {"count/jobs.batch": "0"}
+    v1.create_namespaced_resource_quota(
+        ns, {"metadata": {"name": "team-quota"}, "spec": {"hard": hard}}
+    )
+    v1.patch_namespaced_resource_quota_status(
+        "team-quota", ns, {"status": {"hard": hard, "used": {"count/jobs.batch": "0"}}}
+    )
+    _wait_until_quota_admission_sees(kube_api, ns, "team-quota")
+
+
+def test_quota_refusal_fails_over_to_local_cwd(
+    runner: Runner, kubelet: FakeKubelet, kube_api: Any, ns: str, tmp_path: Path
+) -> None:
+    """``run(app, ["kubernetes", "local_cwd"])`` where the namespace's quota has no room:
+    the refusal is recorded and the same logical job runs on ``local_cwd``; the options only
+    kubernetes declares go to kubernetes only. Running it again with its job key adopts
+    it."""
+    _no_room_for_jobs(kube_api, ns)
+    role = Role("worker", image="busybox:1.36", entrypoint=sys.executable,
+                args=["-c", "import os; print('ran attempt', os.environ['TETHER_ATTEMPT'])"])
+    app = AppDef("failover", roles=[role], checkpoint=str(tmp_path / "ckpt"))  # fmt: skip
+    candidates = ["kubernetes", "local_cwd"]
+    outcome = runner.run_or_attach(app, candidates, _cfg(ns, "quota"), job_key=f"fo-{ns}")
+    handle = outcome.app_handle
+    assert handle.startswith("chain://") and not outcome.reattached
+    [attempt] = runner.attempts(handle)
+    assert attempt["scheduler"] == "local_cwd"
+    assert attempt["handle"].startswith("local_cwd://")
+    [refusal] = attempt["refused"]
+    assert refusal.startswith("kubernetes: ")
+    assert "ResourceQuota 'team-quota' has no room" in refusal
+    status = runner.wait(handle, wait_interval=0.2)
+    assert status is not None and status.state == AppState.SUCCEEDED, status
+    assert status.msg.startswith("attempt 0 on local_cwd")
+    assert list(runner.log_lines(handle, "worker")) == [
+        "[tether] attempt 0 on local_cwd\n", "ran attempt 0\n"]
+    assert client.BatchV1Api(kube_api).list_namespaced_job(ns).items == []
+    again = runner.run_or_attach(app, candidates, _cfg(ns, "quota"), job_key=f"fo-{ns}")
+    assert again.app_handle == handle and again.reattached
+    assert len(runner.attempts(handle)) == 1
+
+
+def test_quota_refusal_with_no_candidate_left_is_the_capacity_error(
+    runner: Runner, kubelet: FakeKubelet, kube_api: Any, ns: str, tmp_path: Path
+) -> None:
+    """The last candidate refusing raises its CapacityError; the logical job is recorded as
+    FAILED for capacity (nothing left behind to follow)."""
+    _no_room_for_jobs(kube_api, ns)
+    with pytest.raises(CapacityError, match="team-quota"):
+        runner.run(_app(), ["kubernetes"], _cfg(ns, "quota"), job_key=f"full-{ns}")
+    chain = Journal(f"full-{ns}", tmp_path / "state" / "recovery").load()
+    assert chain is not None and chain.done
+    assert (chain.current.state, chain.current.cause) == ("FAILED", "out_of_capacity")
+    assert chain.current.handle is None and len(chain.current.refused) == 1
+    assert client.BatchV1Api(kube_api).list_namespaced_job(ns).items == []
 
 
 def test_evicted_attempt_is_recovered_as_the_next_attempt(

@@ -80,7 +80,8 @@ class CmdRun(SubCommand):
         subparser.add_argument(
             "-s", "--scheduler", default=None,
             help="scheduler to run on (default: local_cwd, or [cli:run] scheduler in "
-                 ".tetherconfig)",
+                 ".tetherconfig); a comma-separated list (kubernetes,slurm,local_cwd) "
+                 "moves on to the next when one refuses the app for capacity",
         )
         subparser.add_argument(
             "-cfg", "--scheduler_args", "--cfg", dest="scheduler_args", default="",
@@ -176,29 +177,26 @@ class CmdRun(SubCommand):
     def _run(
         self, args: argparse.Namespace, scheduler: str, component: str, component_args: list[str]
     ) -> None:
+        candidates = [s.strip() for s in scheduler.split(",") if s.strip()]
+        if not candidates:
+            raise CLIError(f"-s {scheduler!r} names no scheduler; give one or a "
+                           "comma-separated list, e.g. -s kubernetes,local_cwd")
         with get_runner() as runner:
             if self._maybe_help(runner, component, component_args):
                 return
-            opts = runner.scheduler_run_opts(scheduler)
-            cfg = opts.cfg_from_str(args.scheduler_args) if args.scheduler_args else {}
+            cfg = _parse_cfg(runner, candidates, args.scheduler_args)
             if args.dryrun:
-                info = runner.dryrun_component(
-                    component, component_args, scheduler, cfg=cfg, workspace=args.workspace,
-                    parent_run_id=args.parent_run_id, job_key=args.job_key,
-                )
-                app = info.app
-                if app is not None:
-                    print("=== APPLICATION ===")
-                    print(format_app(app))
-                print("=== SCHEDULER REQUEST ===")
-                print(info)
+                self._dryrun(runner, args, candidates, cfg, component, component_args)
                 return
+            target: str | list[str] = candidates if len(candidates) > 1 else candidates[0]
             handle = runner.run_component(
-                component, component_args, scheduler, cfg=cfg, workspace=args.workspace,
+                component, component_args, target, cfg=cfg, workspace=args.workspace,
                 parent_run_id=args.parent_run_id, job_key=args.job_key,
             )
             print(handle, flush=True)
-            local = runs_on_this_machine(runner, scheduler)
+            attempts = runner.attempts(handle)  # a logical job runs where its attempt runs
+            where = attempts[-1]["scheduler"] if attempts else candidates[0]
+            local = runs_on_this_machine(runner, where)
             if args.detach or not (args.wait or args.log or local):
                 eprint(f"tether: launched {handle}; follow it with `tether status {handle}` "
                        f"or `tether log --tail {handle}`")
@@ -206,6 +204,28 @@ class CmdRun(SubCommand):
             code = self._wait(runner, handle, log=args.log or local,
                               cancel_on_interrupt=local)
         sys.exit(code)
+
+    @staticmethod
+    def _dryrun(
+        runner: Runner, args: argparse.Namespace, candidates: list[str],
+        cfg: dict[str, Any], component: str, component_args: list[str],
+    ) -> None:  # fmt: skip
+        """Prints the app and each candidate's native request (each with its options)."""
+        from tether.runner.chains import candidate_cfg
+
+        for n, sched in enumerate(candidates):
+            info = runner.dryrun_component(
+                component, component_args, sched,
+                cfg=candidate_cfg(runner.scheduler_run_opts, candidates, cfg, sched),
+                workspace=args.workspace, parent_run_id=args.parent_run_id,
+                job_key=args.job_key,
+            )  # fmt: skip
+            if n == 0 and info.app is not None:
+                print("=== APPLICATION ===")
+                print(format_app(info.app))
+            print("=== SCHEDULER REQUEST ===" if len(candidates) == 1
+                  else f"=== SCHEDULER REQUEST ({sched}) ===")  # fmt: skip
+            print(info)
 
     @staticmethod
     def _maybe_help(runner: Runner, component: str, component_args: list[str]) -> bool:
@@ -252,6 +272,21 @@ class CmdRun(SubCommand):
             log_thread.join(LOG_DRAIN_TIMEOUT_S)
         report_final(handle, status)
         return exit_code_for(status.state if status else None)
+
+
+def _parse_cfg(runner: Runner, candidates: list[str], literal: str) -> dict[str, Any]:
+    """``-cfg`` parsed with the candidates' run options (an option's type is the first
+    declaring candidate's)."""
+    if not literal:
+        return {}
+    if len(candidates) == 1:
+        return dict(runner.scheduler_run_opts(candidates[0]).cfg_from_str(literal))
+    from tether.specs import runopts
+
+    union = runopts()
+    for sched in reversed(candidates):  # the first candidate's declaration wins
+        union.update(runner.scheduler_run_opts(sched))
+    return dict(union.cfg_from_str(literal))
 
 
 def _replica_count(runner: Runner, handle: str) -> int:

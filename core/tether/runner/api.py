@@ -199,7 +199,7 @@ class Runner:
         self,
         component: str,
         component_args: list[str] | Mapping[str, Any],
-        scheduler: str,
+        scheduler: str | Sequence[str],
         cfg: Mapping[str, CfgVal] | None = None,
         workspace: Workspace | str | None = None,
         parent_run_id: str | None = None,

@@ -31,7 +31,7 @@ import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -55,8 +55,6 @@ from tether.specs import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from tether.specs import runopts
     from tether.workspace import Workspace
 
@@ -94,7 +92,7 @@ class AttemptRunner(Protocol):
 
 
 class UnknownRunOptionError(SpecError):
-    """A run option that none of the candidate schedulers declares."""
+    """A run option that none of the candidate schedulers declares (or no candidate)."""
 
 
 def is_chain_handle(app_handle: AppHandle) -> bool:
@@ -110,6 +108,40 @@ def is_chain_handle(app_handle: AppHandle) -> bool:
         return parse_app_handle(app_handle).scheduler_backend == CHAIN_SCHEME
     except MalformedAppHandleException:
         return False
+
+
+def candidate_cfg(
+    run_opts: Callable[[str], runopts],
+    schedulers: Sequence[str],
+    cfg: Mapping[str, CfgVal] | None,
+    scheduler: str,
+) -> dict[str, CfgVal]:
+    """The run options one candidate of a failover list gets: those it declares. With one
+    candidate every option given is passed on unchanged, so that its own checks speak.
+
+    Args:
+        run_opts: A scheduler's run options by its name (``Runner.scheduler_run_opts``).
+        schedulers: The candidates, in order.
+        cfg: The options given once for all of them.
+        scheduler: The candidate.
+
+    Returns:
+        Its options.
+
+    Raises:
+        UnknownRunOptionError: For an option no candidate declares.
+    """
+    given = dict(cfg or {})
+    if len(schedulers) == 1:
+        return given
+    opts = {s: run_opts(s) for s in schedulers}
+    for k in given:
+        if all(o.get(k) is None for o in opts.values()):
+            raise UnknownRunOptionError(
+                f"run option {k!r} is not an option of any of the schedulers "
+                f"{', '.join(schedulers)} (`tether runopts SCHEDULER` lists each one's)"
+            )
+    return {k: v for k, v in given.items() if opts[scheduler].get(k) is not None}
 
 
 def app_doc(app: AppDef) -> dict[str, Any]:
@@ -217,7 +249,13 @@ class Chains:
         Returns:
             The logical handle, and whether the chain was started earlier.
         """
-        self.cfg_for(schedulers, cfg, schedulers[0])  # unknown options fail before anything
+        if not schedulers or not all(isinstance(s, str) and s for s in schedulers):
+            raise UnknownRunOptionError(
+                f"scheduler: {list(schedulers)!r} is not a list of scheduler names; give "
+                "one or more in the order to try, e.g. ['kubernetes', 'local_cwd']"
+            )
+        for sched in schedulers:  # unknown schedulers and options fail before anything
+            self.cfg_for(schedulers, cfg, sched)
         key = chain_key or job_key or f"{app.name}-{uuid.uuid4().hex}"
         journal = Journal(key, self._dir)
         self._given[journal.digest] = _Given(app, workspace, parent_run_id)
@@ -248,23 +286,8 @@ class Chains:
     def cfg_for(
         self, schedulers: Sequence[str], cfg: Mapping[str, CfgVal] | None, scheduler: str
     ) -> dict[str, CfgVal]:
-        """The run options one candidate gets: those it declares (every option given
-        unchanged when there is one candidate, so its own checks speak).
-
-        Raises:
-            UnknownRunOptionError: For an option no candidate declares.
-        """
-        given = dict(cfg or {})
-        if len(schedulers) == 1:
-            return given
-        opts = {s: self._runner.scheduler_run_opts(s) for s in schedulers}
-        for k in given:
-            if all(o.get(k) is None for o in opts.values()):
-                raise UnknownRunOptionError(
-                    f"run option {k!r} is not an option of any of the schedulers "
-                    f"{', '.join(schedulers)} (`tether runopts SCHEDULER` lists them)"
-                )
-        return {k: v for k, v in given.items() if opts[scheduler].get(k) is not None}
+        """The run options one candidate gets (see :func:`candidate_cfg`)."""
+        return candidate_cfg(self._runner.scheduler_run_opts, schedulers, cfg, scheduler)
 
     # ---- the steps, each under the chain's lock ------------------------------------------
     def _intend(self, journal: Journal, chain: Chain, n: int) -> None:
