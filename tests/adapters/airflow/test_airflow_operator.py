@@ -118,6 +118,23 @@ def test_retry_after_a_failed_job_submits_a_new_one(tmp_path: Path) -> None:
     assert states == [AppState.FAILED, AppState.SUCCEEDED]
 
 
+def test_failed_attempt_is_recovered_without_an_airflow_retry(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A component with a recovery policy (``tests/adapters/recovering_app.py``): its first
+    attempt fails, the task (the follower) submits attempt 1 under the same logical job, and
+    the task succeeds on its first and only try."""
+    ckpt = tmp_path / "ckpt"
+    dr = run_dag("tether_t_recover", conf={"ckpt": str(ckpt)}, when=_when())
+    out = capfd.readouterr()
+    text = out.out + out.err
+    assert task_states(dr) == {"flaky": "success"}
+    assert try_numbers(dr) == {"flaky": 1}
+    assert (ckpt / "attempts").read_text() == "0\n1\n"
+    assert xcoms("tether_t_recover", dr.run_id, "flaky")["app_handle"].startswith("chain://")
+    assert "[tether] attempt 1 on local_cwd" in text and "training, attempt 1" in text
+
+
 def test_clear_after_success_runs_a_new_job(capfd: pytest.CaptureFixture[str]) -> None:
     first = run_dag("tether_t_logs", when=_when())
     handle = xcoms("tether_t_logs", first.run_id, "two_replicas")["app_handle"]

@@ -185,3 +185,27 @@ def test_signal_during_submit_is_delivered_after_it() -> None:
         time.sleep(0.05)  # the handler runs here, and only records the signal
         reached_end_of_block = True
     assert reached_end_of_block and e.value.signum == signal.SIGTERM
+
+
+def test_step_recovers_a_failed_attempt_without_a_kfp_retry(
+    kfp_subprocess: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A step whose app has a recovery policy: its first attempt fails, the launcher (the
+    follower) submits attempt 1 under the same logical job, and the step succeeds once,
+    with no retry by KFP."""
+    from kfp import dsl
+
+    flaky = step("tests.adapters.recovering_app:flaky", scheduler="local_cwd", launcher=FAST)
+    ckpt = tmp_path / "ckpt"
+
+    @dsl.pipeline(name="recovers")
+    def pipeline() -> None:
+        flaky(ckpt=str(ckpt))
+
+    pipeline()
+    log = capfd.readouterr().out
+    assert "[tether] launched chain://" in log
+    assert log.count("[tether] attempt 0 on local_cwd") == 1
+    assert "train/0 training, attempt 0" in log and "train/0 training, attempt 1" in log
+    assert (ckpt / "attempts").read_text() == "0\n1\n"
+    assert "finished SUCCEEDED" in log

@@ -333,6 +333,34 @@ def test_retry_resubmits_after_a_failed_attempt(tmp_path: Path) -> None:
     assert states == ["FAILED", "SUCCEEDED"]
 
 
+def test_failed_attempt_is_recovered_without_a_prefect_retry(tmp_path: Path) -> None:
+    """A component with a recovery policy (see ``tests/adapters/recovering_app.py``): its
+    first attempt fails, the task (the follower) submits attempt 1 under the same logical
+    job, and the task run succeeds on its one and only run."""
+    from prefect import flow
+
+    from tether.adapters.prefect import component_task
+
+    ckpt = tmp_path / "ckpt"
+    flaky = component_task("tests.adapters.recovering_app:flaky", scheduler="local_cwd")
+
+    @flow
+    def recovers() -> JobResult:
+        return flaky(ckpt=str(ckpt))
+
+    state = recovers(return_state=True)
+    assert state.is_completed(), state.message
+    result = state.result()
+    assert result.state == AppState.SUCCEEDED and result.app_handle.startswith("chain://")
+    assert (ckpt / "attempts").read_text() == "0\n1\n"
+    assert sorted(a.state.name for a in _local_apps()) == ["FAILED", "SUCCEEDED"]
+    flow_run_id = state.state_details.flow_run_id
+    (task_run,) = _task_runs(flow_run_id)
+    assert task_run.run_count == 1
+    wait_for_logs(flow_run_id, "train/0 [tether] attempt 0 on local_cwd",
+                  "train/0 training, attempt 0", "train/0 training, attempt 1")
+
+
 def _sleeper_code(pidfile: Path, marker: str) -> str:
     return (
         "import os, sys, time\n"

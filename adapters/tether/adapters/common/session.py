@@ -4,7 +4,10 @@ Every orchestrator adapter (the Airflow operator and trigger, the Prefect task, 
 launcher) holds one :class:`JobSession` and asks it, never the Runner, to:
 
 * **submit or attach** (:meth:`JobSession.submit`): find the job an earlier attempt launched
-  with the same job key and apply the one rule of :mod:`tether.runner.reattach` to it;
+  with the same job key and apply the one rule of :mod:`tether.runner.reattach` to it; an
+  app with a recovery policy is one logical job (``Runner.run_or_attach`` starts or adopts
+  it by the same rule), whose attempts the follower recovers, so the orchestrator never
+  retries an infrastructure failure itself;
 * **follow** the job (:meth:`JobSession.follow`) through its :class:`Follower` (the Runner by
   default; a shared watch plugs in there), while a :class:`~.pump.LogPump` delivers its log
   lines past the caller's :class:`~.cursor.LogCursor`;
@@ -107,8 +110,9 @@ class JobSession:
 
     # ---- submit or attach ------------------------------------------------------------------
     def earlier_job(self) -> EarlierJob | None:
-        """The newest job launched with this session's key, if any (no record of outcomes)."""
-        if not self.key:
+        """The newest job launched with this session's key, if any (no record of outcomes).
+        None for a logical job: :meth:`launch` adopts it by the same rule."""
+        if not self.key or self.recovers:
             return None
         found = self.runner.find_job(self.scheduler, self.key)
         return None if found is None else EarlierJob(found.app_handle, found.status)
@@ -149,12 +153,24 @@ class JobSession:
             self.launch()
         return decision
 
+    @property
+    def recovers(self) -> bool:
+        """Whether the job is a logical job over attempts (its app has a recovery policy)."""
+        return self.app.recovery is not None
+
     def launch(self) -> str:
-        """Submits a new job with this session's key, whatever jobs the key already has.
+        """Submits a new job with this session's key, whatever jobs the key already has (a
+        logical job with that key is adopted, unless it ended without success).
 
         Returns:
             The app handle.
         """
+        if self.recovers:
+            outcome = self.runner.run_or_attach(self.app, self.scheduler, self.cfg,
+                                                parent_run_id=self.parent_run_id,
+                                                job_key=self.key)  # fmt: skip
+            self.app_handle, self.reattached = outcome.app_handle, outcome.reattached
+            return self.app_handle
         info = self.runner.dryrun(
             self.app, self.scheduler, self.cfg, parent_run_id=self.parent_run_id, job_key=self.key
         )

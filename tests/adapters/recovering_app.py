@@ -1,0 +1,38 @@
+"""A component whose first attempt fails, with a recovery policy (the orchestrator tests).
+
+``local_cwd`` has no infrastructure to lose, so its policy recovers from the
+``application`` cause: the first attempt exits 3 as a lost node's replica would, and the
+loop that recovers it is the one an infrastructure cause goes through. Each attempt appends
+its number to ``<checkpoint>/attempts``, so a test sees which attempts ran.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from tether.specs import AppDef, RecoveryPolicy, Role
+
+_REPLICA = """
+import os, pathlib, sys
+ckpt = pathlib.Path(os.environ["TETHER_CHECKPOINT"])
+ckpt.mkdir(parents=True, exist_ok=True)
+attempt = int(os.environ["TETHER_ATTEMPT"])
+with open(ckpt / "attempts", "a") as f:
+    f.write(f"{attempt}\\n")
+print(f"training, attempt {attempt}", flush=True)
+sys.exit(3 if attempt == 0 else 0)
+"""
+
+
+def flaky(ckpt: str) -> AppDef:
+    """Fails its first attempt; recovered once.
+
+    Args:
+        ckpt: The checkpoint location.
+
+    Returns:
+        The AppDef.
+    """
+    role = Role("train", image="", entrypoint=sys.executable, args=["-c", _REPLICA])
+    return AppDef("flaky", roles=[role], checkpoint=ckpt,
+                  recovery=RecoveryPolicy(on=["application"], max_recoveries=2, backoff_s=0))
