@@ -9,6 +9,8 @@ scheduler must get every state from the real ``sacct``.
 
 from __future__ import annotations
 
+import getpass
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,9 +19,15 @@ from typing import Any
 import pytest
 
 from tests.e2e.infra.slurm import SlurmCluster, SlurmUnavailable, missing_accounting_tools
+from tether.runner import Runner
 from tether.schedulers.api import JOB_KEY, DescribeAppResponse
+from tether.schedulers.errors import CapacityError
 from tether.schedulers.slurm.client import SlurmClient
-from tether.schedulers.slurm.scheduler import SlurmScheduler, SlurmSubmitError
+from tether.schedulers.slurm.scheduler import (
+    SlurmCapacityError,
+    SlurmScheduler,
+    SlurmSubmitError,
+)
 from tether.specs import AppDef, AppState, Role
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -109,3 +117,51 @@ def test_unknown_account_or_qos_is_slurms_error_and_leaves_no_job(
     after = acct_cluster.run("squeue", "--noheader", "--states=all", "--format=%i").stdout
     assert after == before  # no job, pending or otherwise
     assert not [p for p in tmp_path.iterdir() if p.suffix == ".sbatch"]  # no script left
+
+
+def _qos_without_room(cluster: SlurmCluster) -> str:
+    """A QOS that allows this user no job (``MaxSubmitJobsPerUser=0``), granted to the user;
+    returns its name once slurmctld enforces it (slurmdbd pushes the change a moment later:
+    until then sbatch answers ``Invalid qos specification``)."""
+    name = "noroom"
+    cluster.run("sacctmgr", "-i", "add", "qos", name, "MaxSubmitJobsPerUser=0", check=False)
+    cluster.run("sacctmgr", "-i", "modify", "user", getpass.getuser(), "set", f"qos+={name}")
+    return name
+
+
+def test_qos_submit_limit_is_a_capacity_error_and_fails_over(
+    acct_cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A QOS whose submit limit is reached: sbatch refuses with ``job submit limit``, tether
+    raises a CapacityError (kind ``quota``), and a run on ``["slurm", "local_cwd"]`` moves
+    to local_cwd under one logical handle, with ``qos`` given to slurm only."""
+    qos = _qos_without_room(acct_cluster)
+    live, _ = schedulers(acct_cluster)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            live.submit(AppDef("full", roles=[sh("a", "true")]),
+                        {"job_dir": str(tmp_path), "qos": qos})  # fmt: skip
+            raise AssertionError("sbatch took a job over the QOS's submit limit")
+        except SlurmCapacityError as e:
+            err = e
+            break
+        except SlurmSubmitError as e:  # the QOS not yet known to slurmctld
+            assert time.monotonic() < deadline, f"the QOS never held: {e}"
+            time.sleep(0.5)
+    assert isinstance(err, CapacityError) and err.kind == "quota" and err.backend == "slurm"
+    assert "job submit limit" in err.detail and "another scheduler may take the job" in str(err)
+
+    monkeypatch.setenv("TETHER_STATE_DIR", str(tmp_path / "state"))
+    (tmp_path / "tetherconfig.ini").write_text("")
+    monkeypatch.setenv("TETHERCONFIG", str(tmp_path / "tetherconfig.ini"))
+    role = Role("w", entrypoint=sys.executable, args=["-c", "print('ran here')"])
+    with Runner("e2e", scheduler_params={"slurm": {"slurm_conf": str(acct_cluster.conf)}}) as r:
+        handle = r.run(AppDef("moved", roles=[role]), ["slurm", "local_cwd"],
+                       {"job_dir": str(tmp_path), "qos": qos})  # fmt: skip
+        [attempt] = r.attempts(handle)
+        assert attempt["scheduler"] == "local_cwd" and attempt["refused"][0].startswith("slurm: ")
+        status = r.wait(handle, wait_interval=0.2)
+        assert status is not None and status.state == AppState.SUCCEEDED, status
+        assert list(r.log_lines(handle, "w")) == ["[tether] attempt 0 on local_cwd\n",
+                                                  "ran here\n"]  # fmt: skip

@@ -20,7 +20,7 @@ from tether.schedulers.kubernetes.status import pod_failure
 from tether.schedulers.local.scheduler import create_scheduler as create_local
 from tether.schedulers.local.status import replica_failure
 from tether.schedulers.ray.status import job_failure as ray_failure
-from tether.schedulers.slurm.status import Component, component_failure
+from tether.schedulers.slurm.status import Component, component_failure, submit_refusal_limit
 from tether.specs import AppDef, AppState, FailureCause, Role
 
 C = FailureCause
@@ -110,6 +110,27 @@ def _batch(reason: str, container_reason: str = "", code: int | None = None) -> 
 def test_aws_batch_documented_reasons(job: dict[str, Any], cause: FailureCause) -> None:
     failure = batch_failure(job)
     assert failure is not None and failure.cause == cause
+
+
+@pytest.mark.parametrize(
+    ("stderr", "limit"),
+    [
+        ("sbatch: error: Batch job submission failed: Job violates accounting/QOS policy "
+         "(job submit limit, user's size and/or time limits)", "QOS or association"),
+        ("sbatch: error: QOSMaxSubmitJobPerUserLimit", "QOS or association"),
+        ("sbatch: error: Slurm temporarily unable to accept job, sleeping and retrying",
+         "as many jobs"),
+        ("sbatch: error: Batch job submission failed: Invalid qos specification", None),
+        ("sbatch: error: Batch job submission failed: Requested node configuration is not "
+         "available", None),
+    ],
+)  # fmt: skip
+def test_slurm_submit_refusals_for_capacity(stderr: str, limit: str | None) -> None:
+    """The words of sbatch's refusals (the first on the e2e accounting cluster, the rest as
+    Slurm documents them): a submit limit is a capacity refusal, a bad request is not."""
+    found = submit_refusal_limit(stderr)
+    assert (found is None) == (limit is None)
+    assert limit is None or limit in str(found)
 
 
 def test_aws_batch_cancel_is_not_a_failure() -> None:

@@ -128,7 +128,8 @@ def slurm_conf(
         f"AccountingStorageHost=127.0.0.1\nAccountingStoragePort={dbd_port}\n"
         f"AccountingStoragePass={d}/munge/munge.sock\n"  # the munge socket for slurmdbd messages
         "AccountingStoreFlags=job_comment\n"  # sacct then shows tether's marker
-        "AccountingStorageEnforce=associations,qos"  # unknown accounts and QOS are refused
+        # unknown accounts and QOS are refused; a QOS's or association's limits hold
+        "AccountingStorageEnforce=associations,qos,limits"
     )
     nodes = "\n".join(
         f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={p} "

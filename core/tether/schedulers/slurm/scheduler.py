@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
-from tether.errors import BackendError
+from tether.errors import BackendError, BackendErrorKind
 from tether.schedulers.api import (
     JOB_KEY,
     DescribeAppResponse,
@@ -23,6 +23,7 @@ from tether.schedulers.api import (
     filter_regex,
 )
 from tether.schedulers.capabilities import Capabilities, Follow, FollowMode, MountKind
+from tether.schedulers.errors import CapacityError
 from tether.schedulers.slurm.client import SlurmCommandError
 from tether.schedulers.slurm.connect import SlurmApi, make_client, request_text
 from tether.schedulers.slurm.options import SlurmOpts
@@ -44,6 +45,7 @@ from tether.schedulers.slurm.status import (
     from_squeue,
     role_statuses,
     roles,
+    submit_refusal_limit,
 )
 from tether.schedulers.slurm.transport import (
     SETTING_FIELDS,
@@ -81,7 +83,15 @@ _NEEDS_JOB_DIR = (
 class SlurmSubmitError(BackendError, ValueError):
     """Slurm refused the job (sbatch failed); nothing was submitted. Carries Slurm's text."""
 
-    backend, kind = "slurm", "submit"
+    backend: str = "slurm"
+    kind: BackendErrorKind = "submit"
+
+
+class SlurmCapacityError(SlurmSubmitError, CapacityError):
+    """Slurm refused the job for a submit limit (a QOS's or association's ``MaxSubmitJobs``,
+    the controller's ``MaxJobCount``): another backend may take it (failover)."""
+
+    kind: BackendErrorKind = "quota"
 
 
 class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
@@ -211,7 +221,7 @@ class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
         try:
             return client.submit(req)[0]
         except SlurmCommandError as e:
-            raise SlurmSubmitError(self._explain(dryrun_info, e)) from None
+            raise self._refusal(dryrun_info, e) from None
         except ConnectionDropped as e:
             return self._after_drop(dryrun_info, e)
 
@@ -236,7 +246,17 @@ class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
         try:
             return self._client.submit(info.request)[0]
         except SlurmCommandError as err:
-            raise SlurmSubmitError(self._explain(info, err)) from None
+            raise self._refusal(info, err) from None
+
+    def _refusal(self, info: AppDryRunInfo[SlurmRequest], e: SlurmCommandError) -> SlurmSubmitError:
+        """The error for an ``sbatch`` refusal: a capacity refusal (a submit limit) is a
+        :class:`SlurmCapacityError`."""
+        text = e.stderr or str(e)
+        limit = submit_refusal_limit(text)
+        if limit is None:
+            return SlurmSubmitError(self._explain(info, e))
+        return SlurmCapacityError(f"{self._explain(info, e)} ({limit}; another scheduler "
+                                  "may take the job)", quota=limit, detail=text.strip())
 
     @staticmethod
     def _explain(info: AppDryRunInfo[SlurmRequest], e: SlurmCommandError) -> str:

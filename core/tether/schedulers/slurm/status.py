@@ -58,6 +58,30 @@ STATE_CAUSE: dict[str, FailureCause] = {
 not boot are the infrastructure's; a non-zero exit, the job's own time limit or deadline and
 ``SPECIAL_EXIT`` are the application's."""
 
+SUBMIT_CAPACITY_REFUSALS: tuple[tuple[str, str], ...] = (
+    ("job submit limit", "a submit limit of the job's QOS or association"),
+    ("MaxSubmitJob", "a submit limit of the job's QOS or association"),
+    ("Slurm temporarily unable to accept job", "slurmctld holds as many jobs as it takes"),
+    ("MaxJobCount", "slurmctld holds as many jobs as it takes"),
+)
+"""Words of ``sbatch``'s refusals that are for capacity or quota, not for the job itself
+(``Job violates accounting/QOS policy (job submit limit, ...)``: a QOS's or association's
+``MaxSubmitJobs`` reached; a controller at its ``MaxJobCount``) -> what they mean. Another
+backend may take such a job (failover); every other refusal is the job's own."""
+
+
+def submit_refusal_limit(text: str) -> str | None:
+    """What limit an ``sbatch`` refusal names, when it is a capacity refusal.
+
+    Args:
+        text: Slurm's error text.
+
+    Returns:
+        The limit (see :data:`SUBMIT_CAPACITY_REFUSALS`), or None for any other refusal.
+    """
+    low = text.lower()
+    return next((why for words, why in SUBMIT_CAPACITY_REFUSALS if words.lower() in low), None)
+
 _WHY_FAILED = {
     "TIMEOUT": "the job reached its time limit",
     "NODE_FAIL": "a node of the job failed",
