@@ -29,11 +29,11 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self, overload
 
 from tether.config import TetherConfig
-from tether.runner.chains import Chains, is_chain_handle
 from tether.runner.components import Components
 from tether.runner.event_log import app_fields, handle_fields, recorded
 from tether.runner.events import AppEvent
 from tether.runner.launched import LaunchedApps
+from tether.runner.logical import is_chain_handle
 from tether.runner.pool import DEFAULT_SESSION, SchedulerPool
 from tether.runner.reattach import Action, EarlierJob, ExistingJob, RunOutcome, decide
 from tether.runner.wiring import warn_default_image, wire_env
@@ -55,6 +55,7 @@ from tether.workspace.api import WorkspaceMixin
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from tether.runner.chains import Chains
     from tether.runner.follow import AppWatch
     from tether.schedulers import SchedulerFactory
 
@@ -87,7 +88,7 @@ class Runner:
         self._pool = SchedulerPool(name, scheduler_factories, scheduler_params, config)
         self._apps = LaunchedApps(self._pool)
         self._components = Components(lambda: self.config, component_defaults)
-        self._chains = Chains(self, name)
+        self._chain_ops: Chains | None = None
 
     # ---- lifecycle and the schedulers it holds -------------------------------------------
     def __enter__(self) -> Self:
@@ -104,6 +105,15 @@ class Runner:
     def close(self) -> None:
         """Closes every scheduler this runner created. Safe to call twice."""
         self._pool.close()
+
+    @property
+    def _chains(self) -> Chains:
+        """The logical jobs (:mod:`tether.runner.chains`, loaded when first met)."""
+        if self._chain_ops is None:
+            from tether.runner.chains import Chains
+
+            self._chain_ops = Chains(self, self._name)
+        return self._chain_ops
 
     @property
     def session_name(self) -> str:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tether.errors import SpecError
 from tether.runner.journal import Attempt, Chain, Journal, is_digest
+from tether.runner.logical import CHAIN_SCHEME
 from tether.runner.reattach import ExistingJob, RunOutcome
 from tether.schedulers.errors import CapacityError
 from tether.schedulers.local.records import app_from_json, app_to_json
@@ -48,7 +49,6 @@ from tether.specs import (
     AppState,
     AppStatus,
     CfgVal,
-    MalformedAppHandleException,
     RecoveryPolicy,
     make_app_handle,
     parse_app_handle,
@@ -59,10 +59,6 @@ if TYPE_CHECKING:
     from tether.workspace import Workspace
 
 log = logging.getLogger(__name__)
-
-CHAIN_SCHEME = "chain"
-"""The scheme of a logical handle: ``chain://<session>/<app name>-<digest>``."""
-
 
 class AttemptRunner(Protocol):
     """What :class:`Chains` needs of the :class:`~tether.runner.api.Runner` (which it
@@ -93,21 +89,6 @@ class AttemptRunner(Protocol):
 
 class UnknownRunOptionError(SpecError):
     """A run option that none of the candidate schedulers declares (or no candidate)."""
-
-
-def is_chain_handle(app_handle: AppHandle) -> bool:
-    """Whether a handle is a chain's logical handle.
-
-    Args:
-        app_handle: The handle.
-
-    Returns:
-        True for ``chain://...`` handles.
-    """
-    try:
-        return parse_app_handle(app_handle).scheduler_backend == CHAIN_SCHEME
-    except MalformedAppHandleException:
-        return False
 
 
 def candidate_cfg(
