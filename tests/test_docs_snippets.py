@@ -265,6 +265,9 @@ CHECKS: dict[tuple[str, str], Check] = {
                     '"team-a"})'): RunsIn(
         "tests/e2e/test_kubernetes_failure_causes_e2e.py::"
         "test_quota_refusal_fails_over_to_local_cwd"),
+    ("recovery.md", "import dataclasses"): Exec(
+        after="from tether.specs import validate\nvalidate(app)\n"
+              "assert app.checkpoint == '/shared/ckpt/train-7'\n"),
     ("recovery.md", "$ tether run -s local_cwd comp.py:train --ckpt /tmp/ckpt"): RunsIn(
         "tests/cli/test_recovery_cli.py::"
         "test_run_recovers_and_status_describe_show_the_attempts"),

@@ -11,6 +11,13 @@ Run it as a distributed job through tether (two workers on this machine)::
 or directly with torchrun::
 
     python -m torch.distributed.run --nproc_per_node 2 examples/apps/train_ddp.py
+
+When the job has a checkpoint location (``AppDef.checkpoint``, seen as
+``$TETHER_CHECKPOINT``: a path every rank sees, or an fsspec URL), rank 0 saves the model
+and the epoch there after each epoch, and every rank resumes from it when it starts: an
+attempt that tether's recovery policy submits again after a preemption goes on from the
+last finished epoch, and ends with the same weights and loss as a run that was never
+interrupted (see ``docs/recovery.md``).
 """
 
 from __future__ import annotations
@@ -20,7 +27,8 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 # torch warns when numpy is missing; this app does not need numpy
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
@@ -94,6 +102,65 @@ def sgd_step(params: Iterable[torch.nn.Parameter], lr: float) -> None:
                 p -= lr * p.grad
 
 
+CHECKPOINT_FILE = "train_ddp.pt"
+
+
+def _where(location: str) -> tuple[Any, str]:
+    """The filesystem and file of the checkpoint: fsspec's for a URL, None for a path."""
+    if "://" in location and not location.startswith("file://"):
+        import fsspec  # only for a URL checkpoint location
+
+        fs, root = fsspec.core.url_to_fs(location)
+        return fs, f"{root.rstrip('/')}/{CHECKPOINT_FILE}"
+    return None, os.path.join(location.removeprefix("file://"), CHECKPOINT_FILE)
+
+
+def save_checkpoint(location: str, model: torch.nn.Module, epoch: int, loss: float) -> None:
+    """Saves the model after ``epoch`` (rank 0). A path gets a whole file or none (written
+    aside, synced, renamed: a rank killed mid-write leaves the previous checkpoint); an
+    object store writes an object whole.
+
+    Args:
+        location: ``$TETHER_CHECKPOINT``.
+        model: The model (not the DDP wrapper).
+        epoch: The epoch just finished.
+        loss: Its last loss.
+    """
+    state = {"epoch": epoch, "loss": loss, "model": model.state_dict()}
+    fs, path = _where(location)
+    if fs is not None:
+        fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+        with fs.open(path, "wb") as f:
+            torch.save(state, f)
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp"
+    with open(tmp, "wb") as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def load_checkpoint(location: str | None) -> dict[str, Any] | None:
+    """The last checkpoint saved under ``location``, if any.
+
+    Args:
+        location: ``$TETHER_CHECKPOINT`` (None: no checkpointing).
+
+    Returns:
+        ``epoch``, ``loss`` and ``model`` (a state_dict), or None.
+    """
+    if not location:
+        return None
+    fs, path = _where(location)
+    if not (fs.exists(path) if fs is not None else os.path.exists(path)):
+        return None
+    with fs.open(path, "rb") if fs is not None else open(path, "rb") as f:
+        state: dict[str, Any] = torch.load(f, weights_only=True)
+    return state
+
+
 def publish(model_dir: str | None, model: torch.nn.Module, final_loss: float) -> None:
     """Saves the model (when asked) and publishes the job's outputs (rank 0 only).
 
@@ -116,16 +183,20 @@ def publish(model_dir: str | None, model: torch.nn.Module, final_loss: float) ->
             run.add_output("model_dir", model_dir)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None, after_epoch: Callable[[int], None] | None = None
+) -> int:
     """Trains and reports.
 
     Args:
         argv: Arguments (default: ``sys.argv[1:]``).
+        after_epoch: Called on every rank after each epoch, once its checkpoint is saved.
 
     Returns:
         The exit code.
     """
     args = parse_args(argv)
+    ckpt = os.environ.get("TETHER_CHECKPOINT") or None
     # every rank waits for the others before the group is torn down (see process_group)
     with process_group(backend="gloo"):
         device = local_device()
@@ -133,11 +204,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rank {me}/{n} (local rank {local_rank()}) training on {device}", flush=True)
 
         torch.manual_seed(args.seed)  # same initial weights everywhere (DDP also broadcasts)
-        model = DistributedDataParallel(torch.nn.Linear(args.features, 1).to(device))
+        linear = torch.nn.Linear(args.features, 1)
+        loss = torch.tensor(0.0)
+        first = 0
+        resumed = load_checkpoint(ckpt)
+        if resumed is not None:  # an earlier attempt's last finished epoch
+            linear.load_state_dict(resumed["model"])
+            first, loss = resumed["epoch"] + 1, torch.tensor(resumed["loss"])
+            print(f"rank {me}: resuming after epoch {resumed['epoch']}", flush=True)
+        model = DistributedDataParallel(linear.to(device))
         x, y, w_true = synthetic_shard(args.samples, args.features, args.seed, me)
         start = time.monotonic()
-        loss = torch.tensor(0.0)
-        for epoch in range(args.epochs):
+        for epoch in range(first, args.epochs):
             perm = torch.randperm(args.samples, generator=torch.Generator().manual_seed(epoch))
             for i in range(0, args.samples, args.batch_size):
                 idx = perm[i:i + args.batch_size]
@@ -149,6 +227,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             dist.all_reduce(avg)
             if is_rank0():
                 print(f"epoch {epoch}: loss {avg.item() / n:.5f}", flush=True)
+                if ckpt:
+                    save_checkpoint(ckpt, model.module, epoch, loss.item())
+            dist.barrier()  # the checkpoint is whole before any rank goes on
+            if after_epoch is not None:
+                after_epoch(epoch)
 
         weights = model.module.weight.detach().clone()
         reference = weights.clone()
