@@ -115,3 +115,31 @@ def test_follow_holds_one_subscription_for_the_whole_follow(
         assert hub.stats() == {"views": 0, "jobs": 0, "subscribers": 0, "refs": 0}
     finally:
         hub.close()
+
+
+def test_a_second_session_attaches_to_the_logical_job_of_the_first() -> None:
+    """An app with a recovery policy: the first session starts its logical job, a second
+    one with the same key (a retried task) finds it by the key and attaches, submitting
+    nothing; a cancel through either stops it."""
+    from tether.specs import RecoveryPolicy
+
+    key = f"test-session-chain-{uuid.uuid4().hex[:12]}"
+    app = AppDef("sess", [Role("r", image="", entrypoint=sys.executable,
+                               args=["-c", "import time; time.sleep(60)"])],
+                 recovery=RecoveryPolicy(max_recoveries=1))  # fmt: skip
+    with get_runner() as runner:
+        first = JobSession(app, "local_cwd", key=key, runner=runner)
+        assert first.submit().action is Action.LAUNCH
+        handle = first.app_handle
+        assert handle is not None and handle.startswith("chain://")
+        try:
+            found = runner.find_job("local_cwd", key)
+            assert found is not None and found.app_handle == handle
+            second = JobSession(app, "local_cwd", key=key, runner=runner)
+            assert second.submit().action is Action.ATTACH
+            assert second.reattached and second.app_handle == handle
+            assert len(runner._scheduler("local_cwd").find_jobs(f"{key}/attempt-0")) == 1
+        finally:
+            second_result = first.cancel_and_wait(timeout=30, poll_interval=0.2)
+        assert second_result is not None and second_result.state == AppState.CANCELLED
+        assert [a["attempt"] for a in runner.attempts(handle)] == [0]

@@ -296,7 +296,9 @@ class Runner:
         return handle
 
     def find_job(self, scheduler: str, job_key: str) -> ExistingJob | None:
-        """The newest job submitted with identity ``job_key``, if any.
+        """The newest job submitted with identity ``job_key``, if any: the logical job
+        (``chain://...``) when one was started with that key, whatever its attempts'
+        schedulers.
 
         Args:
             scheduler: The scheduler's name.
@@ -305,6 +307,9 @@ class Runner:
         Returns:
             Its handle and status, or None.
         """
+        chain = self._chains.find(job_key) if self._has_chain(job_key) else None
+        if chain is not None:
+            return chain
         sched = self._pool.get(scheduler)
         found: list[ListAppResponse] = sched.find_jobs(job_key)
         for entry in reversed(found):
@@ -546,6 +551,12 @@ class Runner:
         handle = self._attempt(app_handle)
         if handle is not None:
             self._apps.reconcile(handle)
+
+    def _has_chain(self, job_key: str) -> bool:
+        """Whether a logical job has a journal under ``job_key`` (without loading chains)."""
+        from tether.runner.journal import Journal
+
+        return Journal(job_key).path.exists()
 
     def _attempt(self, app_handle: AppHandle) -> AppHandle | None:
         """The handle a call acts on: the current attempt's for a logical handle."""

@@ -389,6 +389,24 @@ class Chains:
             self._submit(journal, chain)
 
     # ---- what the Runner hands over ------------------------------------------------------
+    def find(self, job_key: str) -> ExistingJob | None:
+        """The logical job started with ``job_key``, if any (its journal names it).
+
+        Args:
+            job_key: The logical job's key.
+
+        Returns:
+            Its logical handle and status, or None.
+        """
+        journal = Journal(job_key, self._dir)
+        chain = journal.load()
+        if chain is None or not chain.attempts:
+            return None
+        name = str(chain.app["name"]) if chain.app else "job"
+        handle = self.handle_of(journal, name)
+        status = self.status(handle)
+        return None if status is None else ExistingJob(handle, status)
+
     def attempts(self, app_handle: AppHandle) -> list[Attempt]:
         """The chain's attempts, oldest first (empty for an unknown chain)."""
         loaded = self._load(app_handle)

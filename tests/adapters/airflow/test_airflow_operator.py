@@ -118,20 +118,21 @@ def test_retry_after_a_failed_job_submits_a_new_one(tmp_path: Path) -> None:
     assert states == [AppState.FAILED, AppState.SUCCEEDED]
 
 
+@pytest.mark.parametrize("dag_id", ["tether_t_recover", "tether_t_recover_defer"])
 def test_failed_attempt_is_recovered_without_an_airflow_retry(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], dag_id: str
 ) -> None:
     """A component with a recovery policy (``tests/adapters/recovering_app.py``): its first
     attempt fails, the task (the follower) submits attempt 1 under the same logical job, and
-    the task succeeds on its first and only try."""
+    the task succeeds on its first and only try. A deferrable task follows it itself."""
     ckpt = tmp_path / "ckpt"
-    dr = run_dag("tether_t_recover", conf={"ckpt": str(ckpt)}, when=_when())
+    dr = run_dag(dag_id, conf={"ckpt": str(ckpt)}, when=_when())
     out = capfd.readouterr()
     text = out.out + out.err
     assert task_states(dr) == {"flaky": "success"}
     assert try_numbers(dr) == {"flaky": 1}
     assert (ckpt / "attempts").read_text() == "0\n1\n"
-    assert xcoms("tether_t_recover", dr.run_id, "flaky")["app_handle"].startswith("chain://")
+    assert xcoms(dag_id, dr.run_id, "flaky")["app_handle"].startswith("chain://")
     assert "[tether] attempt 1 on local_cwd" in text and "training, attempt 1" in text
 
 

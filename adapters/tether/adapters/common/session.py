@@ -110,9 +110,9 @@ class JobSession:
 
     # ---- submit or attach ------------------------------------------------------------------
     def earlier_job(self) -> EarlierJob | None:
-        """The newest job launched with this session's key, if any (no record of outcomes).
-        None for a logical job: :meth:`launch` adopts it by the same rule."""
-        if not self.key or self.recovers:
+        """The newest job launched with this session's key, if any (no record of outcomes);
+        for an app with a recovery policy, its logical job."""
+        if not self.key:
             return None
         found = self.runner.find_job(self.scheduler, self.key)
         return None if found is None else EarlierJob(found.app_handle, found.status)

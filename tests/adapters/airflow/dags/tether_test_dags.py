@@ -99,17 +99,25 @@ with DAG("tether_t_retry", schedule=None, start_date=START, catchup=False,
         wait_interval=0.2,
     )
 
-with DAG("tether_t_recover", schedule=None, start_date=START, catchup=False,
-         params={"ckpt": Param("/nonexistent", type="string")}) as recover_dag:
-    # the app's recovery policy recovers its failed first attempt: no Airflow retry
-    ComponentOperator(
-        task_id="flaky",
-        component="tests.adapters.recovering_app:flaky",
-        component_args=["--ckpt", "{{ params.ckpt }}"],
-        retries=0,
-        deferrable=False,
-        wait_interval=0.2,
-    )
+def recover_dag(dag_id: str, deferrable: bool) -> DAG:
+    """A DAG whose task's app has a recovery policy: its failed first attempt is recovered
+    within the one try (no Airflow retry)."""
+    with DAG(dag_id, schedule=None, start_date=START, catchup=False,
+             params={"ckpt": Param("/nonexistent", type="string")}) as dag:
+        ComponentOperator(
+            task_id="flaky",
+            component="tests.adapters.recovering_app:flaky",
+            component_args=["--ckpt", "{{ params.ckpt }}"],
+            retries=0,
+            deferrable=deferrable,
+            wait_interval=0.2,
+        )
+    return dag
+
+
+recover = recover_dag("tether_t_recover", deferrable=False)
+recover_defer = recover_dag("tether_t_recover_defer", deferrable=True)
+
 
 def long_dag(dag_id: str, retries: int) -> DAG:
     """A DAG whose task records its pid, waits for a gate file, then publishes an output.
