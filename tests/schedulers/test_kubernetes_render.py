@@ -106,6 +106,25 @@ def test_ttl_seconds_after_finished_on_every_job() -> None:
     assert all("ttlSecondsAfterFinished" not in o["spec"] for o in default if o["kind"] == "Job")
 
 
+def test_recovery_policy_makes_a_disruption_fail_the_job() -> None:
+    """With a recovery policy every Job fails at once on a pod with the DisruptionTarget
+    condition (the Job's own retries never restart a disrupted pod); without one, no pod
+    failure policy is rendered."""
+    from tether.specs import RecoveryPolicy
+
+    role = Role("w", image="busybox:1.36", entrypoint="echo", num_replicas=2, max_retries=2,
+                retry_policy=RetryPolicy.REPLICA)  # fmt: skip
+    _, objs = rendered(AppDef("rec", roles=[role], recovery=RecoveryPolicy()))
+    jobs = [o for o in objs if o["kind"] == "Job"]
+    assert len(jobs) == 2 and all(j["spec"]["backoffLimit"] == 2 for j in jobs)
+    assert all(j["spec"]["podFailurePolicy"] == {"rules": [
+        {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget"}]}]}
+        for j in jobs)  # fmt: skip
+    assert all(j["spec"]["template"]["spec"]["restartPolicy"] == "Never" for j in jobs)
+    _, plain = rendered(AppDef("rec", roles=[role]))
+    assert all("podFailurePolicy" not in o["spec"] for o in plain if o["kind"] == "Job")
+
+
 def test_multi_role_multi_replica_headless_service_and_rank0_dns() -> None:
     app = AppDef(
         "ddp",

@@ -159,6 +159,12 @@ def render_service(
     }
 
 
+DISRUPTION_FAILS_JOB: dict[str, Any] = {
+    "rules": [{"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget"}]}]
+}
+"""The Job's ``podFailurePolicy`` for an app with a recovery policy (see :func:`render_job`)."""
+
+
 def render_job(
     app: AppDef,
     role: Role,
@@ -171,7 +177,11 @@ def render_job(
     """One ``batch/v1`` Job running one replica (attempt 0).
 
     ``backoffLimit`` is ``max_retries`` for the ``REPLICA`` retry policy (Kubernetes retries
-    the pod) and 0 otherwise (tether restarts the role or the app, see the scheduler).
+    the pod) and 0 otherwise (tether restarts the role or the app, see the scheduler). An app
+    with a recovery policy gets a ``podFailurePolicy`` (Kubernetes 1.26+; older apiservers
+    drop the field): a pod with the ``DisruptionTarget`` condition (preempted, evicted, its
+    node drained or lost) fails the Job at once, so the Job's own retries never restart a
+    disrupted pod and the pod keeps the cause tether's recovery reads.
     """
     labels = app_labels(name, job_key, opts)
     labels[LABEL_ROLE] = role_slug(role.name)
@@ -187,6 +197,8 @@ def render_job(
     }
     if opts.ttl_seconds_after_finished is not None:
         spec["ttlSecondsAfterFinished"] = opts.ttl_seconds_after_finished
+    if app.recovery is not None:
+        spec["podFailurePolicy"] = DISRUPTION_FAILS_JOB
     if opts.gang == GANG_KUEUE:
         spec["suspend"] = True
     spec["template"] = template
