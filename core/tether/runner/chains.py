@@ -386,7 +386,11 @@ class Chains:
                 journal.save(chain)
                 return
             self._intend(journal, chain, chain.current.attempt + 1)
-            self._submit(journal, chain)
+            try:
+                self._submit(journal, chain)
+            except CapacityError as e:  # recorded: the chain is over, its status says why
+                log.warning("no scheduler took attempt %d of %s: %s",
+                            chain.current.attempt, chain.chain_key, e)  # fmt: skip
 
     # ---- what the Runner hands over ------------------------------------------------------
     def find(self, job_key: str) -> ExistingJob | None:
