@@ -593,4 +593,4 @@ class Chains:
             status = self.status(app_handle)
             if status is not None and status.is_terminal() and shown >= len(chain.attempts):
                 return
-            self._sleep(1.0)
+            time.sleep(0.2)  # the next attempt is due: look again soon
