@@ -16,7 +16,7 @@ import pytest
 
 from tether.errors import SpecError
 from tether.runner import Runner
-from tether.runner.chains import UnknownRunOptionError
+from tether.runner.logical import UnknownRunOptionError
 from tether.schedulers import UnknownSchedulerError
 from tether.specs import AppDef, AppState, Role
 

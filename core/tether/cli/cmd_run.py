@@ -211,7 +211,7 @@ class CmdRun(SubCommand):
         cfg: dict[str, Any], component: str, component_args: list[str],
     ) -> None:  # fmt: skip
         """Prints the app and each candidate's native request (each with its options)."""
-        from tether.runner.chains import candidate_cfg
+        from tether.runner.logical import candidate_cfg
 
         for n, sched in enumerate(candidates):
             info = runner.dryrun_component(

@@ -36,9 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tether.errors import SpecError
 from tether.runner.journal import Attempt, Chain, Journal, is_digest
-from tether.runner.logical import CHAIN_SCHEME
+from tether.runner.logical import CHAIN_SCHEME, UnknownRunOptionError, candidate_cfg
 from tether.runner.reattach import ExistingJob, RunOutcome
 from tether.schedulers.errors import CapacityError
 from tether.schedulers.local.records import app_from_json, app_to_json
@@ -85,44 +84,6 @@ class AttemptRunner(Protocol):
     def cancel(self, app_handle: AppHandle) -> None: ...
 
     def delete(self, app_handle: AppHandle) -> None: ...
-
-
-class UnknownRunOptionError(SpecError):
-    """A run option that none of the candidate schedulers declares (or no candidate)."""
-
-
-def candidate_cfg(
-    run_opts: Callable[[str], runopts],
-    schedulers: Sequence[str],
-    cfg: Mapping[str, CfgVal] | None,
-    scheduler: str,
-) -> dict[str, CfgVal]:
-    """The run options one candidate of a failover list gets: those it declares. With one
-    candidate every option given is passed on unchanged, so that its own checks speak.
-
-    Args:
-        run_opts: A scheduler's run options by its name (``Runner.scheduler_run_opts``).
-        schedulers: The candidates, in order.
-        cfg: The options given once for all of them.
-        scheduler: The candidate.
-
-    Returns:
-        Its options.
-
-    Raises:
-        UnknownRunOptionError: For an option no candidate declares.
-    """
-    given = dict(cfg or {})
-    if len(schedulers) == 1:
-        return given
-    opts = {s: run_opts(s) for s in schedulers}
-    for k in given:
-        if all(o.get(k) is None for o in opts.values()):
-            raise UnknownRunOptionError(
-                f"run option {k!r} is not an option of any of the schedulers "
-                f"{', '.join(schedulers)} (`tether runopts SCHEDULER` lists each one's)"
-            )
-    return {k: v for k, v in given.items() if opts[scheduler].get(k) is not None}
 
 
 def app_doc(app: AppDef) -> dict[str, Any]:
