@@ -256,6 +256,10 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("slurm.md", 'params = {"transport": "rest", "rest_url": "https://slurm.hpc.example:6820", '
                  '"user": "alice",'): RunsIn(
         "tests/e2e/test_slurm_rest_e2e.py::test_submit_describe_list_over_rest"),
+    ("slurm.md", 'params = {"transport": "rest", '
+                 '"rest_url": "https://slurm.hpc.example:6820",'): RunsIn(
+        "tests/e2e/test_slurm_rest_e2e.py::"
+        "test_logs_delete_through_the_mounted_shared_filesystem"),
     ("recovery.md", "AppStatus:"): RunsIn(
         "tests/e2e/test_slurm_failure_causes_e2e.py::test_node_set_down_mid_run_is_node_lost"),
     ("recovery.md", "handle = runner.run(app, \"kubernetes\", cfg)   # chain://tether/train-3f2a..."):

@@ -4,7 +4,10 @@ The cluster runs MariaDB and slurmdbd too (``SlurmCluster(accounting=True)``; in
 with ``tests/e2e/infra/setup.d/31-slurmdbd.sh``). Slurm keeps finished jobs in ``squeue`` for
 ``MinJobAge`` seconds and purges them on its own schedule, which a test cannot trigger; so
 :class:`ForgetfulClient` answers ``squeue`` with nothing, as after that purge, and the
-scheduler must get every state from the real ``sacct``.
+scheduler must get every state from the real ``sacct``. Over the ``rest`` transport the same
+records come from slurmrestd's ``slurmdb`` API (the cluster accepts JWTs, slurmdbd too, and
+slurmrestd loads the ``openapi/dbv0.0.3x`` plugins); :class:`ForgetfulRest` forgets squeue the
+same way.
 """
 
 from __future__ import annotations
@@ -18,11 +21,17 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.infra.slurm import SlurmCluster, SlurmUnavailable, missing_accounting_tools
+from tests.e2e.infra.slurm import (
+    SlurmCluster,
+    SlurmUnavailable,
+    jwt_available,
+    missing_accounting_tools,
+)
 from tether.runner import Runner
 from tether.schedulers.api import JOB_KEY, DescribeAppResponse
 from tether.schedulers.errors import CapacityError
 from tether.schedulers.slurm.client import SlurmClient
+from tether.schedulers.slurm.rest import RestClient
 from tether.schedulers.slurm.scheduler import (
     SlurmCapacityError,
     SlurmScheduler,
@@ -40,13 +49,20 @@ class ForgetfulClient(SlurmClient):
         return []
 
 
+class ForgetfulRest(RestClient):
+    """A real slurmrestd client whose ``squeue`` has forgotten every job."""
+
+    def squeue(self, job_id: str | None = None, user: str | None = None) -> list[dict[str, Any]]:
+        return []
+
+
 @pytest.fixture(scope="module")
 def acct_cluster() -> Iterator[SlurmCluster]:
     missing = missing_accounting_tools()
     if missing:
         pytest.skip(f"missing {', '.join(missing)}; run tests/e2e/infra/setup.d/31-slurmdbd.sh")
     try:
-        cluster = SlurmCluster(accounting=True).start()
+        cluster = SlurmCluster(accounting=True, jwt=jwt_available()).start()
     except SlurmUnavailable as e:
         pytest.fail(f"the accounting cluster did not start: {e}")
     yield cluster
@@ -165,3 +181,58 @@ def test_qos_submit_limit_is_a_capacity_error_and_fails_over(
         assert status is not None and status.state == AppState.SUCCEEDED, status
         assert list(r.log_lines(handle, "w")) == ["[tether] attempt 0 on local_cwd\n",
                                                   "ran here\n"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def acct_restd(acct_cluster: SlurmCluster) -> Iterator[Any]:
+    """slurmrestd with the slurmdb API in front of the accounting cluster."""
+    from tests.e2e.infra.slurm_remote import SSH_USER, SlurmRestd, ensure_user, missing_remote_tools
+
+    missing = missing_remote_tools()
+    if missing:
+        pytest.skip(f"missing {', '.join(missing)}; run tests/e2e/infra/setup.d/32-slurm-remote.sh")
+    ensure_user(SSH_USER)
+    acct_cluster.add_user(SSH_USER)  # the cluster enforces associations
+    with SlurmRestd(acct_cluster) as restd:
+        yield restd
+
+
+def test_states_identity_and_listing_from_slurmdb_over_rest(
+    acct_cluster: SlurmCluster, acct_restd: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from tests.e2e.infra.slurm_remote import SSH_USER, ensure_user
+    from tether.schedulers.slurm.transport import TransportSettings
+
+    user = ensure_user(SSH_USER)
+    job_dir = Path(user.pw_dir) / f"tether-acct-{time.time_ns()}"
+    job_dir.mkdir()
+    os.chown(job_dir, user.pw_uid, user.pw_gid)
+    monkeypatch.setenv("SLURM_JWT", acct_cluster.token(SSH_USER))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no Slurm client: HTTP only
+    settings = TransportSettings(transport="rest", rest_url=acct_restd.url)
+    live = SlurmScheduler("e2e", transport="rest", rest_url=acct_restd.url)
+    acct = SlurmScheduler("e2e", client=ForgetfulRest(settings))
+    cfg = {"job_dir": str(job_dir)}
+    ok = live.submit(AppDef("ok", roles=[sh("a", "true"), sh("b", "true")]), cfg)
+    bad = live.submit(AppDef("bad", roles=[sh("a", "exit 4")]), cfg)
+    key = f"acct-rest-{time.time_ns()}"
+    long = live.submit(AppDef("long", roles=[sh("a", "sleep 300")], metadata={JOB_KEY: key}), cfg)
+    settled(live, long, AppState.RUNNING)
+    live.cancel(long)
+
+    d_ok = settled(acct, ok, AppState.SUCCEEDED)
+    assert [r.role for r in d_ok.roles_statuses] == ["a", "b"]  # the het job's two components
+    d_bad = settled(acct, bad, AppState.FAILED)
+    assert d_bad.msg.startswith("a: FAILED")
+    assert "exit code 0" not in d_bad.msg  # slurmrestd 22.05's slurmdb says 0 for every job
+    d_long = settled(acct, long, AppState.CANCELLED)
+    assert d_long.job_key == key
+    deadline = time.monotonic() + 30  # the time-window query sees a job a moment later
+    while [a.app_id for a in acct.find_jobs(key)] != [long]:  # identity read back from slurmdb
+        assert time.monotonic() < deadline, f"find_jobs({key!r}) never found job {long}"
+        time.sleep(0.5)
+    listed = {a.app_id: a.state for a in acct.list()}
+    assert listed[ok] == AppState.SUCCEEDED and listed[bad] == AppState.FAILED
+    assert acct.describe("999999") is None

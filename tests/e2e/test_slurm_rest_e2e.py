@@ -3,7 +3,10 @@
 slurmrestd (``tests/e2e/infra/slurm_remote.py``) listens on a loopback port with
 ``rest_auth/jwt``; tokens are minted with ``scontrol token`` for the dedicated user. The tests
 run with an empty PATH: nothing but HTTP reaches the cluster. slurmrestd serves no files, so
-the job directory is made beforehand, as a site's home directories are.
+the job directory is made beforehand, as a site's home directories are. Logs, ``delete`` and
+workspaces go through the ``mount`` setting: here the dedicated user's home is "mounted" at a
+path of the test's own (a symbolic link), as an NFS mount of the cluster's home directories
+would be on an orchestrator's worker.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from tether.schedulers.slurm.render import SlurmConfigError
 from tether.schedulers.slurm.scheduler import SlurmScheduler, SlurmSubmitError, create_scheduler
 from tether.schedulers.slurm.transport import SlurmTransportError
 from tether.specs import AppDef, AppState, Role
+from tether.workspace import Workspace
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -117,7 +121,7 @@ def test_logs_and_unsupported_flags_are_refused_with_what_to_do(
     sched: SlurmScheduler, cfg: dict[str, Any]
 ) -> None:
     app_id = sched.submit(AppDef("restlog", roles=[sh("w", "echo x")]), cfg)
-    with pytest.raises(SlurmConfigError, match=r"transport rest .* cannot read; read them there"):
+    with pytest.raises(SlurmConfigError, match=r"transport rest .* cannot read; mount the clu"):
         list(sched.log_iter(app_id, "w", 0))
     with pytest.raises(SlurmConfigError, match=r"'--exclude=n2' has no field"):
         sched.submit(AppDef("x", roles=[sh("w", "true")]), {**cfg, "exclude": "n2"})
@@ -176,3 +180,88 @@ def test_watch_hub_follows_jobs_over_rest(sched: SlurmScheduler, cfg: dict[str, 
     hub.close()
     assert finals == {ids[0]: AppState.SUCCEEDED, ids[1]: AppState.FAILED,
                       ids[2]: AppState.FAILED}  # fmt: skip
+
+
+@pytest.fixture
+def mounted(
+    slurm_restd: SlurmRestd, token: str, no_path: None, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[SlurmScheduler]:
+    """The rest scheduler with the user's home "mounted" at another path of this machine."""
+    home = ensure_user(SSH_USER).pw_dir
+    here = tmp_path / "hpc-home"
+    here.symlink_to(home)
+    monkeypatch.setenv("SLURM_JWT", token)
+    s = create_scheduler("e2e", transport="rest", rest_url=slurm_restd.url,
+                         mount=f"{home}={here}")  # fmt: skip
+    yield s
+    s.close()
+
+
+def test_logs_delete_through_the_mounted_shared_filesystem(
+    mounted: SlurmScheduler, cfg: dict[str, Any]
+) -> None:
+    app = AppDef("restlogs", roles=[sh("w", "for i in 1 2 3; do echo line $i; sleep 0.3; done")])
+    app_id = mounted.submit(app, cfg)
+    followed = list(mounted.log_iter(app_id, "w", 0, should_tail=True))
+    assert followed == ["line 1\n", "line 2\n", "line 3\n"]
+    assert done(mounted, app_id).state == AppState.SUCCEEDED
+    logs = Path(cfg["job_dir"]) / f"restlogs-{app_id}"
+    assert logs.is_dir()
+    mounted.delete(app_id)
+    assert mounted.describe(app_id) is None
+    assert app_id not in [a.app_id for a in mounted.list()]
+    assert not logs.exists() and (Path(cfg["job_dir"]) / f".restlogs-{app_id}.deleted").exists()
+
+
+def test_without_a_mount_delete_and_workspaces_say_how_to_get_them(
+    sched: SlurmScheduler, cfg: dict[str, Any], tmp_path: Path
+) -> None:
+    app_id = sched.submit(AppDef("restnodel", roles=[sh("w", "true")]), cfg)
+    with pytest.raises(SlurmTransportError, match=r"give mount=CLUSTER_DIR=LOCAL_DIR"):
+        sched.delete(app_id)
+    with pytest.raises(SlurmTransportError, match=r"workspace cannot be copied.*mount="):
+        sched.submit(AppDef("ws", roles=[sh("w", "true")]), cfg, workspace=str(tmp_path))
+
+
+def _submit_with_workspace(sched: SlurmScheduler, app: AppDef, cfg: dict[str, Any],
+                           project: Path) -> str:  # fmt: skip
+    """Copies the workspace, hands the copy to the job's user, then submits: the test runs as
+    root, the jobs as the dedicated user (on a real mount both are the same user)."""
+    for role in app.roles:
+        role.workspace = Workspace.from_str(str(project))
+    sched.build_workspaces(app.roles, sched.resolve_opts(cfg))
+    user = ensure_user(SSH_USER)
+    for root, dirs, files in os.walk(Path(cfg["job_dir"]) / "workspaces"):
+        for name in [".", *dirs, *files]:
+            os.chown(os.path.join(root, name), user.pw_uid, user.pw_gid)
+    return sched.schedule(sched.submit_dryrun(app, cfg))
+
+
+def test_dir_workspace_is_copied_into_the_mount_once_per_content(
+    mounted: SlurmScheduler, cfg: dict[str, Any], tmp_path: Path
+) -> None:
+    project = tmp_path / "proj"
+    (project / "pkg").mkdir(parents=True)
+    (project / "pkg" / "data.txt").write_text("from the workspace\n")
+    (project / ".tetherignore").write_text("secret.env\n")
+    (project / "secret.env").write_text("TOKEN=x\n")
+
+    def app() -> AppDef:
+        return AppDef("ws", roles=[sh("w", "cat pkg/data.txt; ls secret.env 2>&1")])
+
+    first = _submit_with_workspace(mounted, app(), cfg, project)
+    assert done(mounted, first).state == AppState.FAILED  # ls of the ignored file fails
+    lines = list(mounted.log_iter(first, "w", 0))
+    assert lines[0] == "from the workspace\n" and "No such file" in lines[1]
+    copies = Path(cfg["job_dir"]) / "workspaces"
+    [copy] = copies.iterdir()
+    os.utime(project / "pkg" / "data.txt", (1, 1))  # same content, other time: not copied again
+    second = _submit_with_workspace(mounted, app(), cfg, project)
+    done(mounted, second)
+    assert list(copies.iterdir()) == [copy]
+    (project / "pkg" / "data.txt").write_text("changed\n")
+    third = _submit_with_workspace(mounted, app(), cfg, project)
+    done(mounted, third)
+    assert next(iter(mounted.log_iter(third, "w", 0))) == "changed\n"
+    assert len(list(copies.iterdir())) == 2

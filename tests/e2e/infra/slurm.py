@@ -177,12 +177,14 @@ PartitionName={PARTITION} Nodes={",".join(node_ports)} Default=YES MaxTime=INFIN
 """
 
 
-def slurmdbd_conf(d: Path, dbd_port: int, db_port: int) -> str:
-    """The ``slurmdbd.conf`` of a test cluster: MariaDB on ``db_port``, no password."""
+def slurmdbd_conf(d: Path, dbd_port: int, db_port: int, jwt_key: Path | None = None) -> str:
+    """The ``slurmdbd.conf`` of a test cluster: MariaDB on ``db_port``, no password; with
+    ``jwt_key`` it accepts slurmrestd's JWTs too (the ``slurmdb`` API calls slurmdbd)."""
+    jwt = f"AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={jwt_key}\n" if jwt_key else ""
     return f"""\
 AuthType=auth/munge
 AuthInfo=socket={d}/munge/munge.sock
-DbdHost=localhost
+{jwt}DbdHost=localhost
 DbdAddr=127.0.0.1
 DbdPort={dbd_port}
 SlurmUser=root
@@ -312,7 +314,7 @@ class SlurmCluster:
             jwt_key = self._write_jwt_key() if self.jwt else None
             self.conf.write_text(slurm_conf(self.dir, ports[0], node_ports, dbd_port, jwt_key))
             if self.accounting:
-                self._start_accounting(ports[1], ports[2])
+                self._start_accounting(ports[1], ports[2], jwt_key)
             self._spawn("slurmctld", ["slurmctld", "-D", "-i", "-f", str(self.conf)])
             for node in NODES:
                 (self.dir / f"spool-{node}").mkdir()
@@ -369,7 +371,7 @@ class SlurmCluster:
                 )
             time.sleep(0.05)
 
-    def _start_accounting(self, dbd_port: int, db_port: int) -> None:
+    def _start_accounting(self, dbd_port: int, db_port: int, jwt_key: Path | None) -> None:
         assert self.dir is not None
         d = self.dir
         res = subprocess.run(
@@ -390,12 +392,21 @@ class SlurmCluster:
         dbd_conf = d / "slurmdbd.conf"  # found next to slurm.conf
         fd = os.open(dbd_conf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
-            f.write(slurmdbd_conf(d, dbd_port, db_port))
+            f.write(slurmdbd_conf(d, dbd_port, db_port, jwt_key))
         self._spawn("slurmdbd", ["slurmdbd", "-D"])
         _wait_port(dbd_port, "slurmdbd", 60, self._check_alive)
         self.run("sacctmgr", "-i", "add", "cluster", CLUSTER)
         self.run("sacctmgr", "-i", "add", "account", ACCOUNT, f"cluster={CLUSTER}")
-        self.run("sacctmgr", "-i", "add", "user", getpass.getuser(), f"account={ACCOUNT}",
+        self.add_user(getpass.getuser())
+
+    def add_user(self, user: str) -> None:
+        """Gives ``user`` an association (the cluster enforces them) on a cluster with
+        accounting.
+
+        Args:
+            user: The Slurm (Unix) user.
+        """
+        self.run("sacctmgr", "-i", "add", "user", user, f"account={ACCOUNT}",
                  f"defaultaccount={ACCOUNT}", f"cluster={CLUSTER}")  # fmt: skip
 
     def _spawn(self, name: str, argv: list[str]) -> None:

@@ -243,16 +243,19 @@ class SlurmRestd:
         return f"http://127.0.0.1:{self.port}"
 
     def plugins(self) -> list[str]:
-        """The OpenAPI plugins this build offers (``slurmrestd -s list``)."""
+        """The OpenAPI plugins this build offers (``slurmrestd -s list``): the ``slurm`` API's
+        (``openapi/v0.0.3x``), and the ``slurmdb`` API's (``openapi/dbv0.0.3x``) when the
+        cluster has accounting (they need slurmdbd)."""
         res = subprocess.run(
             ["runuser", "-u", RESTD_USER, "--", "/usr/sbin/slurmrestd", "-s", "list"],
             capture_output=True, text=True, env=self.cluster.env(), timeout=30,
         )  # fmt: skip
         text = res.stdout + res.stderr
-        return sorted({w.strip() for w in text.split() if w.strip().startswith("openapi/v")})
+        prefixes = ("openapi/v", "openapi/dbv") if self.cluster.accounting else ("openapi/v",)
+        return sorted({w.strip() for w in text.split() if w.strip().startswith(prefixes)})
 
     def start(self) -> SlurmRestd:
-        """Starts slurmrestd (only the openapi/v0.0.3x plugins: no slurmdbd here).
+        """Starts slurmrestd with the plugins of :meth:`plugins`.
 
         Returns:
             self.

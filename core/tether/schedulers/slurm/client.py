@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from tether.errors import BackendError
 from tether.schedulers.slurm.files import JobFiles, LocalFiles, ShellFiles
 from tether.schedulers.slurm.render import SlurmRequest
-from tether.schedulers.slurm.status import SACCT_FIELDS
+from tether.schedulers.slurm.status import SACCT_FIELDS, SlurmApp, from_sacct
 from tether.schedulers.slurm.transport import (
     DEFAULT_TIMEOUT_S,
     LocalTransport,
@@ -297,6 +297,18 @@ class SlurmClient:
         if res.returncode != 0 or "accounting storage is disabled" in text.lower():
             return None
         return res.stdout
+
+    def accounting(self, job_id: str | None = None, user: str | None = None) -> list[SlurmApp]:
+        """tether's apps in :meth:`sacct`'s records (empty without accounting).
+
+        Args:
+            job_id: Only this job, or several as ``ID,ID``.
+            user: Only this user's jobs.
+
+        Returns:
+            The apps.
+        """
+        return from_sacct(self.sacct(job_id=job_id, user=user) or "")
 
     def scancel(self, job_id: str) -> None:
         """Cancels a job (every component and step); a job already gone is not an error.

@@ -23,6 +23,7 @@ from tether.schedulers.slurm.transport import (
 )
 
 if TYPE_CHECKING:
+    from tether.schedulers.slurm.status import SlurmApp
     from tether.schedulers.slurm.workspace import RemoteCopy
 
 
@@ -67,8 +68,9 @@ class SlurmApi(Protocol):
         """The records of several jobs in one read (the watch hub's)."""
         ...
 
-    def sacct(self, job_id: str | None = None, user: str | None = None) -> str | None:
-        """``sacct --parsable2`` text, or None without accounting."""
+    def accounting(self, job_id: str | None = None, user: str | None = None) -> list[SlurmApp]:
+        """Slurm's accounting records of tether's jobs (``sacct``, or slurmrestd's
+        ``slurmdb`` API); empty without accounting."""
         ...
 
     def scancel(self, job_id: str) -> None:

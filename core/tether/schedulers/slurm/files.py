@@ -5,7 +5,10 @@ back; ``delete`` leaves a marker and removes logs. :class:`LocalFiles` does that
 machine (``local``); :class:`ShellFiles` with POSIX commands over a command transport
 (``ssh``: ``cat``, ``tail -c``, ``find``, ``rm``, every argument quoted by the transport);
 :class:`NoFiles` stands for a transport without file access (``rest``), whose reads find
-nothing and whose writes are refused with what to do instead.
+nothing and whose writes are refused with what to do instead; :class:`MountedFiles` is the
+``rest`` transport's job directory where this machine mounts the cluster's shared filesystem
+(the ``mount`` setting, ``CLUSTER_DIR=LOCAL_DIR``): every path is translated, then read and
+written here.
 """
 
 from __future__ import annotations
@@ -223,7 +226,8 @@ class NoFiles(JobFiles):
     def _refuse(self, what: str) -> SlurmTransportError:
         return SlurmTransportError(
             self.transport, self.where, f"{what} needs the job directory, which slurmrestd "
-            "does not serve", "use transport=ssh (or local on a login node) for this",
+            "does not serve", "mount the cluster's shared filesystem here and give "
+            "mount=CLUSTER_DIR=LOCAL_DIR, or use transport=ssh (or local on a login node)",
         )  # fmt: skip
 
     def write_new(self, directory: str, prefix: str, text: str) -> str:
@@ -249,3 +253,76 @@ class NoFiles(JobFiles):
 
     def remove(self, *paths: str) -> None:
         raise self._refuse("delete (removing logs)")
+
+
+class MountedFiles(JobFiles):
+    """The cluster's shared filesystem as mounted on this machine (``rest`` with ``mount``).
+
+    Paths under ``cluster_dir`` are read and written at the same place under ``local_dir``;
+    other paths are out of reach, as with :class:`NoFiles`.
+
+    Args:
+        cluster_dir: A directory as the cluster's nodes see it (absolute).
+        local_dir: Where this machine sees it (absolute).
+        outside: What stands for paths outside ``cluster_dir``.
+    """
+
+    def __init__(self, cluster_dir: str, local_dir: str, outside: NoFiles) -> None:
+        self.cluster_dir = cluster_dir.rstrip("/") or "/"
+        self.local_dir = local_dir.rstrip("/") or "/"
+        self._local = LocalFiles()
+        self._outside = outside
+
+    def local(self, path: str) -> str | None:
+        """Where this machine sees the cluster's ``path``, or None when it is not mounted."""
+        norm = os.path.normpath(path)
+        if norm == self.cluster_dir:
+            return self.local_dir
+        prefix = self.cluster_dir if self.cluster_dir.endswith("/") else self.cluster_dir + "/"
+        if not norm.startswith(prefix):
+            return None
+        return os.path.join(self.local_dir, norm[len(prefix) :])
+
+    def cluster(self, local_path: str) -> str:
+        """The cluster's path of a path under ``local_dir``."""
+        rel = os.path.relpath(local_path, self.local_dir)
+        return self.cluster_dir if rel == "." else os.path.join(self.cluster_dir, rel)
+
+    def _files(self, path: str) -> tuple[JobFiles, str]:
+        here = self.local(path)
+        return (self._outside, path) if here is None else (self._local, here)
+
+    def write_new(self, directory: str, prefix: str, text: str) -> str:
+        files, here = self._files(directory)
+        made = files.write_new(here, prefix, text)
+        return self.cluster(made) if files is self._local else made
+
+    def rename(self, src: str, dst: str) -> None:
+        here_src, here_dst = self.local(src), self.local(dst)
+        if here_src is not None and here_dst is not None:
+            self._local.rename(here_src, here_dst)
+
+    def read(self, path: str, offset: int = 0, limit: int | None = None) -> bytes | None:
+        files, here = self._files(path)
+        return files.read(here, offset, limit)
+
+    def size(self, path: str) -> int | None:
+        files, here = self._files(path)
+        return files.size(here)
+
+    def sizes(self, directory: str) -> dict[str, int]:
+        files, here = self._files(directory)
+        return files.sizes(here)
+
+    def exists(self, path: str) -> bool:
+        files, here = self._files(path)
+        return files.exists(here)
+
+    def touch(self, path: str) -> None:
+        files, here = self._files(path)
+        files.touch(here)
+
+    def remove(self, *paths: str) -> None:
+        for path in paths:
+            files, here = self._files(path)
+            files.remove(here)

@@ -130,3 +130,7 @@ class SlurmOpts(StructuredOpts):
 
     ca_file: str | None = None
     """transport=rest: a CA bundle for slurmrestd's certificate."""
+
+    mount: str | None = None
+    """transport=rest: CLUSTER_DIR=LOCAL_DIR, where this machine mounts the cluster's shared
+    filesystem holding job_dir (logs, delete and workspaces then work), e.g. /home=/mnt/hpc."""

@@ -7,9 +7,12 @@ tether takes the newest of :data:`VERSIONS` it finds). The token comes, in this 
 from ``user`` or the token's ``sun`` claim. TLS certificates are verified unless
 ``tls_verify`` is off; ``ca_file`` adds a CA bundle.
 
-What the API does not offer is stated in :data:`RestClient.capabilities`: no file access
-(the job directory's logs are read on the cluster), no accounting (``sacct``) and no Slurm
-command (the watch hub's squeue is :meth:`RestClient.squeue`).
+What the API does not offer is stated in :attr:`RestClient.capabilities`: no Slurm command
+(the watch hub's squeue is :meth:`RestClient.squeue`) and no file access. The job directory
+(logs, ``delete``'s marker, workspace copies) is reached only where this machine mounts the
+cluster's shared filesystem (the ``mount`` setting, :class:`~.files.MountedFiles`).
+Accounting (``sacct``'s records of ended jobs) comes from the ``slurmdb`` API when the daemon
+offers it (:mod:`.rest_acct`).
 """
 
 from __future__ import annotations
@@ -26,12 +29,14 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tether.schedulers.slurm.client import SlurmCommandError
-from tether.schedulers.slurm.files import JobFiles, NoFiles
+from tether.schedulers.slurm.files import JobFiles, MountedFiles, NoFiles
 from tether.schedulers.slurm.render import SlurmRequest
+from tether.schedulers.slurm.rest_acct import from_slurmdb
 from tether.schedulers.slurm.rest_job import job_description
+from tether.schedulers.slurm.status import SlurmApp
 from tether.schedulers.slurm.transport import (
     ConnectionDropped,
     SlurmTransportError,
@@ -39,11 +44,17 @@ from tether.schedulers.slurm.transport import (
     TransportSettings,
 )
 
+if TYPE_CHECKING:
+    from tether.schedulers.slurm.workspace import RemoteCopy
+
 VERSIONS = ("v0.0.38", "v0.0.37", "v0.0.36")
 """API versions tether speaks, newest first (Slurm 21.08-22.05's job shape)."""
 _AUTH_ERRORS = ("zero bytes were transmitted", "unspecified error", "authentication")
 """How slurmrestd 22.05 reports a request slurmctld refused for its token."""
 _VERSION_PATH = re.compile(r"^/slurm/(v\d+\.\d+\.\d+)/job/submit$")
+_DB_VERSION_PATH = re.compile(r"^/slurmdb/(v\d+\.\d+\.\d+)/jobs$")
+ACCOUNTING_WINDOW = "now-7days"
+"""How far back a listing reads accounting (as the ``local`` transport's ``sacct``)."""
 _MINT_HINT = (
     "mint a new one on the cluster (scontrol token username=USER lifespan=SECONDS) and give "
     "it as SLURM_JWT, jwt_file or the connection's password"
@@ -60,15 +71,24 @@ class RestClient:
     """
 
     kind: ClassVar[str] = "rest"
-    capabilities: ClassVar[TransportCapabilities] = TransportCapabilities(
-        runs_commands=False, reads_files=False, copies_workspaces=False, accounting=False
-    )
 
     def __init__(self, settings: TransportSettings, jwt: str | None = None) -> None:
         self.settings = settings
         self._jwt = jwt
         self._version: str | None = None
-        self.files: JobFiles = NoFiles("rest", self.where)
+        self._db_version: str | None = None
+        outside = NoFiles("rest", self.where)
+        mount = settings.mount_dirs()
+        self.files: JobFiles = outside if mount is None else MountedFiles(*mount, outside)
+
+    @property
+    def capabilities(self) -> TransportCapabilities:
+        """No command; files only through ``mount``; accounting where slurmrestd serves the
+        ``slurmdb`` API (asked at the first accounting read)."""
+        mounted = isinstance(self.files, MountedFiles)
+        return TransportCapabilities(
+            runs_commands=False, reads_files=mounted, copies_workspaces=mounted, accounting=True
+        )
 
     @property
     def where(self) -> str:
@@ -216,9 +236,8 @@ class RestClient:
         """The API version: the newest of :data:`VERSIONS` slurmrestd offers."""
         if self._version is None:
             doc = self._call("GET", "/openapi/v3", auth=True)
-            offered = {
-                m.group(1) for p in (doc.get("paths") or {}) if (m := _VERSION_PATH.match(p))
-            }
+            paths = list(doc.get("paths") or {})
+            offered = {m.group(1) for p in paths if (m := _VERSION_PATH.match(p))}
             usable = [v for v in VERSIONS if v in offered]
             if not usable:
                 raise self._fail(
@@ -226,8 +245,17 @@ class RestClient:
                     f"speaks {', '.join(VERSIONS)}",
                     "load one of those (slurmrestd -s openapi/v0.0.38)",
                 )
+            db = {m.group(1) for p in paths if (m := _DB_VERSION_PATH.match(p))}
+            self._db_version = next((v for v in VERSIONS if v in db), None)
             self._version = usable[0]
         return self._version
+
+    @property
+    def db_version(self) -> str | None:
+        """The ``slurmdb`` (accounting) API version, or None when slurmrestd does not serve
+        it (no ``openapi/dbv0.0.3x`` plugin loaded, or no slurmdbd)."""
+        _ = self.version
+        return self._db_version
 
     # ---- the scheduler's calls ---------------------------------------------------------
     def run(
@@ -281,11 +309,21 @@ class RestClient:
             jobs = [j for j in jobs if j.get("user_name") == user]
         return jobs
 
-    def workspace_copier(self) -> None:
-        """Refused: slurmrestd cannot receive files (see the capabilities)."""
-        raise self._fail("a dir workspace cannot be copied over slurmrestd",
-                         "put the code on the cluster (image or shared path), or use "
-                         "transport=ssh, which copies it with rsync")  # fmt: skip
+    def workspace_copier(self) -> RemoteCopy:
+        """Copies into the mounted shared filesystem (``mount``); refused without one.
+
+        Returns:
+            The copier.
+        """
+        if not isinstance(self.files, MountedFiles):
+            raise self._fail("a dir workspace cannot be copied over slurmrestd",
+                             "mount the cluster's shared filesystem here and give "
+                             "mount=CLUSTER_DIR=LOCAL_DIR, put the code on the cluster (image "
+                             "or shared path), or use transport=ssh, which copies it with "
+                             "rsync")  # fmt: skip
+        from tether.schedulers.slurm.workspace import mounted_copier
+
+        return mounted_copier(self.files, self._fail)
 
     @property
     def cluster_key(self) -> str:
@@ -300,9 +338,32 @@ class RestClient:
             if str(j.get("job_id")) in wanted or str(j.get("het_job_id")) in wanted
         ]  # fmt: skip
 
-    def sacct(self, job_id: str | None = None, user: str | None = None) -> str | None:
-        """None: accounting is not read over slurmrestd (see the capabilities)."""
-        return None
+    def accounting(self, job_id: str | None = None, user: str | None = None) -> list[SlurmApp]:
+        """Ended jobs from the ``slurmdb`` API (empty when slurmrestd does not serve it).
+
+        Args:
+            job_id: Only this job, or several as ``ID,ID``.
+            user: Only this user's jobs.
+
+        Returns:
+            tether's apps among the records.
+        """
+        db = self.db_version
+        if db is None:
+            return []
+        ids = job_id.split(",") if job_id else []
+        if len(ids) == 1:
+            doc = self._call("GET", f"/slurmdb/{db}/job/{ids[0]}")
+        else:  # 22.05 refuses its own users= filter: one time window, filtered here
+            doc = self._call("GET", f"/slurmdb/{db}/jobs?start_time={ACCOUNTING_WINDOW}")
+        jobs: list[dict[str, Any]] = [j for j in doc.get("jobs") or [] if isinstance(j, dict)]
+        errs = [e for e in self._errors(doc) if "nothing found" not in e.lower()]
+        if errs and not jobs:
+            raise SlurmCommandError([f"GET /slurmdb/{db}/jobs"], 1, "; ".join(errs))
+        if user is not None:
+            jobs = [j for j in jobs if j.get("user") in (None, user)]
+        apps = from_slurmdb(jobs)
+        return [a for a in apps if a.app_id in ids] if ids else apps
 
     def scancel(self, job_id: str) -> None:
         """Cancels a job (``DELETE .../job/ID``); a job already gone is not an error."""

@@ -41,7 +41,6 @@ from tether.schedulers.slurm.render import (
 from tether.schedulers.slurm.rest_job import job_description
 from tether.schedulers.slurm.status import (
     SlurmApp,
-    from_sacct,
     from_squeue,
     role_statuses,
     roles,
@@ -287,9 +286,8 @@ class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
         found = from_squeue(self._client.squeue(job_id=app_id))
         app = next((a for a in found if a.app_id == app_id), None)
         if app is None:
-            text = self._client.sacct(job_id=app_id)
-            if text:
-                app = next((a for a in from_sacct(text) if a.app_id == app_id), None)
+            app = next((a for a in self._client.accounting(job_id=app_id) if a.app_id == app_id),
+                       None)  # fmt: skip
         return app
 
     @staticmethod
@@ -412,10 +410,8 @@ class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
         """
         user = self._client.login_user()
         apps = {a.app_id: a for a in from_squeue(self._client.squeue(user=user))}
-        text = self._client.sacct(user=user)
-        if text:
-            for a in from_sacct(text):
-                apps.setdefault(a.app_id, a)
+        for a in self._client.accounting(user=user):
+            apps.setdefault(a.app_id, a)
         return sorted(
             (self._listing(a) for a in apps.values() if not self._deleted(a)),
             key=lambda a: (a.created or 0.0, int(a.app_id) if a.app_id.isdigit() else 0),
@@ -447,8 +443,9 @@ class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
         if not self._client.capabilities.reads_files:
             raise SlurmConfigError(
                 f"the logs of job {app_id} are files in its job_dir on the cluster, which "
-                f"transport {self._settings.transport} ({self._client.where}) cannot read; read "
-                "them there, or use transport=ssh"
+                f"transport {self._settings.transport} ({self._client.where}) cannot read; "
+                "mount the cluster's shared filesystem here and give mount=CLUSTER_DIR="
+                "LOCAL_DIR, read them on the cluster, or use transport=ssh"
             )
         app = self._fetch(app_id)
         if app is None:

@@ -7,7 +7,8 @@ A transport is what runs Slurm's client commands and touches the job directory:
 * ``ssh`` (:mod:`.ssh`): the same commands run on a login node through OpenSSH, over one
   multiplexed connection per process; the job directory is read and written there;
 * ``rest`` (:mod:`.rest`): Slurm's REST daemon ``slurmrestd`` with a JWT; no command runs
-  anywhere and the job directory is not reachable (logs are read on the cluster).
+  anywhere, and the job directory is reachable only where this machine mounts the cluster's
+  shared filesystem (the ``mount`` setting).
 
 The render is the same for all three: a dry run needs no transport at all. Each transport
 states what it can do in one typed place, :class:`TransportCapabilities`.
@@ -98,6 +99,9 @@ class TransportSettings:
         jwt_file: ``rest``: a file holding the JWT (else ``SLURM_JWT``, else the secret).
         tls_verify: ``rest``: verify the server's certificate (on by default).
         ca_file: ``rest``: CA bundle for the server's certificate.
+        mount: ``rest``: ``CLUSTER_DIR=LOCAL_DIR``, where this machine mounts a directory of
+            the cluster's shared filesystem holding ``job_dir`` (logs, delete and workspaces
+            then work through it).
         timeout: Seconds one call may take.
     """
 
@@ -114,6 +118,7 @@ class TransportSettings:
     jwt_file: str | None = None
     tls_verify: bool = True
     ca_file: str | None = None
+    mount: str | None = None
     timeout: float = DEFAULT_TIMEOUT_S
 
     def overlay(self, values: Mapping[str, Any]) -> TransportSettings:
@@ -143,6 +148,11 @@ class TransportSettings:
                 errs.append("transport='rest' needs rest_url, e.g. https://slurm.example:6820")
             elif not self.rest_url.startswith(("http://", "https://")):
                 errs.append(f"rest_url={self.rest_url!r} must start with http:// or https://")
+        if self.mount is not None and self.mount_dirs() is None:
+            errs.append(
+                f"mount={self.mount!r} must be CLUSTER_DIR=LOCAL_DIR, both absolute, e.g. "
+                "/home=/mnt/hpc-home"
+            )
         if self.port is not None and not 0 < int(self.port) < 65536:
             errs.append(f"port={self.port} must be between 1 and 65535")
         if self.host and (self.host.startswith("-") or any(c.isspace() for c in self.host)):
@@ -155,6 +165,14 @@ class TransportSettings:
             raise SlurmTransportConfigError(
                 "invalid slurm transport settings:\n  - " + "\n  - ".join(errs)
             )
+
+
+    def mount_dirs(self) -> tuple[str, str] | None:
+        """(cluster directory, local directory) of ``mount``, or None when unset or malformed."""
+        cluster, eq, here = (self.mount or "").partition("=")
+        if not eq or not cluster.startswith("/") or not here.startswith("/"):
+            return None
+        return cluster, here
 
 
 SETTING_FIELDS = tuple(f.name for f in fields(TransportSettings))

@@ -15,7 +15,7 @@ from typing import Any
 
 from tether.schedulers.api import DescribeAppResponse, Scheduler
 from tether.schedulers.slurm.scheduler import SlurmScheduler
-from tether.schedulers.slurm.status import SlurmApp, from_sacct, from_squeue
+from tether.schedulers.slurm.status import SlurmApp, from_squeue
 from tether.schedulers.watch.events import FollowTarget, WatchKey
 
 
@@ -57,8 +57,7 @@ class SlurmReader:
         missing = [i for i in ids if i not in found]
         if missing:
             self.commands += 1
-            text = self._scheduler._client.sacct(job_id=",".join(missing))
-            for app in from_sacct(text or ""):
+            for app in self._scheduler._client.accounting(job_id=",".join(missing)):
                 if app.app_id in app_ids and app.app_id not in found:
                     found[app.app_id] = app
         return {

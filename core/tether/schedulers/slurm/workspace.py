@@ -24,6 +24,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from tether.schedulers.slurm.files import MountedFiles
 from tether.schedulers.slurm.ssh import SshTransport
 from tether.schedulers.slurm.transport import SlurmTransportError
 from tether.specs import Role
@@ -45,6 +46,16 @@ def digest(ws: Workspace) -> str:
     return h.hexdigest()[:16]
 
 
+def _fill(ws: Workspace, tmp: Path) -> None:
+    """Copies the workspace's files (``.tetherignore`` honoured) into ``tmp``."""
+    for src, dst in ws.projects.items():
+        root = tmp / dst if dst else tmp
+        for rel in walk_workspace(src):
+            target = root / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(os.path.join(src, rel), target)
+
+
 def copy_workspace(ws: Workspace, base: str) -> str:
     """Copies the workspace under ``base`` (once per content) and returns the copy's path.
 
@@ -62,12 +73,7 @@ def copy_workspace(ws: Workspace, base: str) -> str:
     Path(base).mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}-", dir=base))
     try:
-        for src, dst in ws.projects.items():
-            root = tmp / dst if dst else tmp
-            for rel in walk_workspace(src):
-                target = root / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(os.path.join(src, rel), target)
+        _fill(ws, tmp)
         try:
             tmp.rename(dest)
         except OSError:  # another submission copied the same content first
@@ -111,6 +117,44 @@ def copy_workspace_remote(ws: Workspace, base: str, copy: RemoteCopy) -> str:
 
 RemoteCopy = Callable[[Workspace, str], None]
 """Makes ``dest`` on the cluster hold the workspace (nothing when it is there already)."""
+
+
+def mounted_copier(
+    files: MountedFiles, fail: Callable[[str, str], SlurmTransportError]
+) -> RemoteCopy:
+    """A :data:`RemoteCopy` into the cluster's shared filesystem mounted on this machine
+    (``rest`` with ``mount``): copied to a temporary directory there, renamed once complete.
+
+    Args:
+        files: The mount.
+        fail: Makes the transport's error from (problem, hint).
+
+    Returns:
+        The copier.
+    """
+
+    def copy(ws: Workspace, dest: str) -> None:
+        here = files.local(dest)
+        if here is None:
+            raise fail(f"workspace_dir {os.path.dirname(dest)!r} is not under the mounted "
+                       f"{files.cluster_dir!r}", "give a workspace_dir (or job_dir) under it")
+        if os.path.isdir(here):
+            return  # the same content was copied before
+        parent = os.path.dirname(here)
+        Path(parent).mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{os.path.basename(here)}-", dir=parent))
+        try:
+            _fill(ws, tmp)
+            try:
+                tmp.rename(here)
+            except OSError:  # another submission copied the same content first
+                if not os.path.isdir(here):
+                    raise
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+
+    return copy
 
 
 def build_role_workspace(

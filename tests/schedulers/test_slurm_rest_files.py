@@ -1,0 +1,95 @@
+"""The ``rest`` transport's reach beyond slurmrestd: the mounted job directory (``mount``) and
+accounting records from the ``slurmdb`` API (record shapes as slurmrestd 22.05 sends them; the
+e2e tests run both against the real daemon)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tether.schedulers.slurm.files import MountedFiles, NoFiles
+from tether.schedulers.slurm.render import Marker, make_comment
+from tether.schedulers.slurm.rest import RestClient
+from tether.schedulers.slurm.rest_acct import from_slurmdb
+from tether.schedulers.slurm.transport import (
+    SlurmTransportConfigError,
+    SlurmTransportError,
+    TransportSettings,
+)
+from tether.specs import AppState
+
+
+def mount(tmp_path: Path) -> MountedFiles:
+    here = tmp_path / "mnt"
+    here.mkdir()
+    return MountedFiles("/cluster/home", str(here), NoFiles("rest", "http://x"))
+
+
+def test_paths_under_the_cluster_dir_are_read_and_written_at_the_mount(tmp_path: Path) -> None:
+    files = mount(tmp_path)
+    script = files.write_new("/cluster/home/alice/jobs", ".job-", "#!/bin/bash\n")
+    assert script.startswith("/cluster/home/alice/jobs/.job-")  # the cluster's path
+    local = tmp_path / "mnt" / "alice" / "jobs" / Path(script).name
+    assert local.read_text() == "#!/bin/bash\n"
+    files.rename(script, "/cluster/home/alice/jobs/job-1.sbatch")
+    assert files.read("/cluster/home/alice/jobs/job-1.sbatch", 2) == b"/bin/bash\n"
+    assert files.sizes("/cluster/home/alice/jobs") == {"job-1.sbatch": 12}
+    files.touch("/cluster/home/alice/jobs/.job-1.deleted")
+    assert files.exists("/cluster/home/alice/jobs/.job-1.deleted")
+    files.remove("/cluster/home/alice/jobs")
+    assert not (tmp_path / "mnt" / "alice" / "jobs").exists()
+
+
+def test_paths_outside_the_mount_are_out_of_reach(tmp_path: Path) -> None:
+    files = mount(tmp_path)
+    outside = tmp_path / "elsewhere.txt"
+    outside.write_text("x")
+    assert files.local("/cluster/homework/a") is None  # a prefix of a name is not a parent
+    assert files.local("/cluster/home/../etc/passwd") is None
+    assert files.read(str(outside)) is None and not files.exists(str(outside))
+    with pytest.raises(SlurmTransportError, match="mount=CLUSTER_DIR=LOCAL_DIR"):
+        files.touch(str(outside))
+
+
+@pytest.mark.parametrize("value", ["/home", "home=/mnt", "/home=mnt", "=/mnt"])
+def test_a_malformed_mount_names_the_field_and_the_form(value: str) -> None:
+    with pytest.raises(SlurmTransportConfigError, match=r"mount=.* must be CLUSTER_DIR=LOCAL_DIR"):
+        TransportSettings(transport="rest", rest_url="http://x", mount=value).check()
+
+
+def test_capabilities_follow_the_mount() -> None:
+    bare = RestClient(TransportSettings(transport="rest", rest_url="http://x"))
+    assert not bare.capabilities.reads_files and not bare.capabilities.copies_workspaces
+    mounted = RestClient(TransportSettings(transport="rest", rest_url="http://x",
+                                           mount="/home=/mnt/hpc"))  # fmt: skip
+    assert mounted.capabilities.reads_files and mounted.capabilities.copies_workspaces
+
+
+def record(job_id: int, state: str, rc: int, het: tuple[int, int | None] = (0, None),
+           comment: str | None = None) -> dict[str, object]:  # fmt: skip
+    return {
+        "job_id": job_id, "name": "train", "state": {"current": state, "reason": "None"},
+        "exit_code": {"status": "SUCCESS", "return_code": rc},
+        "het": {"job_id": het[0], "job_offset": het[1]}, "nodes": "n1",
+        "comment": {"administrator": None, "job": comment, "system": None},
+        "working_directory": "/home/alice/jobs", "time": {"submission": 1795851893},
+        "user": "alice", "kill_request_user": None,
+    }  # fmt: skip
+
+
+def test_slurmdb_records_become_apps() -> None:
+    two = make_comment(Marker([("a", 1), ("b", 1)], job_key="k1"))
+    one = make_comment(Marker([("w", 2)]))
+    apps = from_slurmdb([
+        record(8, "COMPLETED", 0, het=(7, 1)),
+        record(7, "COMPLETED", 0, het=(7, 0), comment=two),
+        record(9, "FAILED", 0, comment=one),  # slurmrestd 22.05's exit code: always 0
+        record(10, "COMPLETED", 0),  # not tether's
+    ])  # fmt: skip
+    assert [a.app_id for a in apps] == ["7", "9"]
+    het, failed = apps
+    assert het.state == AppState.SUCCEEDED and het.marker.job_key == "k1"
+    assert [c.offset for c in het.components] == [0, 1] and het.job_dir == "/home/alice/jobs"
+    assert failed.state == AppState.FAILED and "exit code" not in failed.msg
+    assert failed.created == 1795851893.0
