@@ -284,6 +284,30 @@ class SlurmSshHarness(SlurmHarness):
         return {"slurm": self._remote()}
 
 
+class SlurmRestHarness(SlurmSshHarness):
+    """``slurm`` over the ``rest`` transport: the session cluster behind the e2e slurmrestd,
+    jobs submitted with a JWT of the sshd's dedicated user (so they run as that user, as over
+    ssh). slurmrestd serves no files: logs, delete and workspaces go through ``mount``, the
+    user's home "mounted" at a path of this machine (a symbolic link), as a worker would
+    mount the cluster's home directories. Nothing of ssh is used.
+    """
+
+    def __init__(self, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+        super().__init__(request, tmp_path)
+        from tests.e2e.infra.slurm_remote import ensure_user
+
+        self.restd = request.getfixturevalue("slurm_restd")
+        self.token = self.cluster.token(self.sshd.user)
+        home = ensure_user(self.sshd.user).pw_dir
+        self._mount = tmp_path / "hpc-home"
+        self._mount.symlink_to(home)
+        self._mount_setting = f"{home}={self._mount}"
+
+    def _remote(self) -> dict[str, Any]:
+        return {"transport": "rest", "rest_url": self.restd.url, "jwt": self.token,
+                "mount": self._mount_setting}  # fmt: skip
+
+
 class AwsBatchHarness(BackendHarness):
     """``aws_batch`` on moto's server (reset per case); jobs run as podman containers.
 

@@ -34,6 +34,7 @@ BUILTIN_HARNESSES: list[tuple[str, str, tuple[Any, ...]]] = [
     ("kubernetes", "tests.schedulers.contract.kube_real:RealKubernetesHarness", (pytest.mark.e2e,)),
     ("slurm", "tests.schedulers.contract.backends:SlurmHarness", (pytest.mark.e2e,)),
     ("slurm_ssh", "tests.schedulers.contract.backends:SlurmSshHarness", (pytest.mark.e2e,)),
+    ("slurm_rest", "tests.schedulers.contract.backends:SlurmRestHarness", (pytest.mark.e2e,)),
     ("aws_batch", "tests.schedulers.contract.backends:AwsBatchHarness", (pytest.mark.e2e,)),
     ("local_docker", "tests.schedulers.contract.backends:LocalDockerHarness", (pytest.mark.e2e,)),
     ("ray", "tests.schedulers.contract.backends:RayHarness", (pytest.mark.e2e,)),
