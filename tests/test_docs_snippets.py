@@ -235,6 +235,9 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("prefect.md", "from tether.adapters.prefect.slurm import SlurmConnection"): RunsIn(
         "tests/adapters/prefect/test_slurm_connection.py::"
         "test_saved_block_and_env_settings_run_jobs_over_ssh_and_rest"),
+    ("prefect.md", 'conn = SlurmConnection.load("hpc")'): RunsIn(
+        "tests/adapters/prefect/test_slurm_connection.py::"
+        "test_a_flow_runs_tether_jobs_over_ssh_and_rest_without_a_slurm_client"),
     ("scale.md", "subscribers (Runner.wait/watch/wait_any, a trigger, a task)     any number, "
                  "threads or asyncio"): Setup("a diagram of the watch hub, not code"),
     ("scale.md", "from tether.runner import get_runner"): Exec(),

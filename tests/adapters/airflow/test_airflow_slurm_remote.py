@@ -79,3 +79,51 @@ def test_ssh_and_rest_connections_run_a_job_without_a_slurm_client(
         assert out.read_text() == f"{transport}\n"
     printed = "".join(capfd.readouterr())
     assert token not in printed and "PRIVATE KEY" not in printed
+
+
+def test_a_dag_runs_tether_jobs_over_ssh_and_rest_without_a_slurm_client(
+    slurm_cluster: Any, slurm_sshd: Any, slurm_restd: Any, job_dir: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """A whole DAG (``dag.test()``): one task over each remote transport (the rest one
+    deferred, its trigger run inline), on a worker with no Slurm client on PATH; the rest
+    connection reads the job's files through its ``mount``."""
+    from tests.adapters.airflow.airflow_testlib import run_dag, task_states, xcoms
+    from tests.e2e.infra.slurm_remote import ensure_user
+
+    token = slurm_cluster.token(slurm_sshd.user)
+    key = Path(slurm_sshd.identity_file).read_text()
+    host_key = " ".join(Path(slurm_sshd.known_hosts).read_text().split()[1:3])
+    home = ensure_user(slurm_sshd.user).pw_dir
+    mounted = tmp_path / "hpc-home"
+    mounted.symlink_to(home)
+    conns = {
+        "TETHER_SLURM_SSH_E2E": {
+            "conn_type": "tether_slurm", "host": "127.0.0.1", "port": slurm_sshd.port,
+            "login": slurm_sshd.user,
+            "extra": {"private_key": key, "host_key": host_key, "job_dir": job_dir,
+                      "slurm_conf": str(slurm_cluster.conf)},
+        },
+        "TETHER_SLURM_REST_E2E": {
+            "conn_type": "tether_slurm", "host": slurm_restd.url, "login": slurm_sshd.user,
+            "password": token, "extra": {"job_dir": job_dir, "mount": f"{home}={mounted}"},
+        },
+    }  # fmt: skip
+    for name, conn in conns.items():
+        monkeypatch.setenv(f"AIRFLOW_CONN_{name}", json.dumps(conn))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("ssh", "sh"):
+        (bin_dir / tool).symlink_to(shutil.which(tool) or tool)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    assert shutil.which("sbatch") is None and shutil.which("squeue") is None
+
+    dr = run_dag("tether_t_slurm_remote")
+    assert task_states(dr) == {"over_ssh": "success", "over_rest": "success"}, task_states(dr)
+    for task, transport in (("over_ssh", "ssh"), ("over_rest", "rest")):
+        handle = xcoms("tether_t_slurm_remote", dr.run_id, task)["app_handle"]
+        app_id = handle.rsplit("/", 1)[-1]
+        out = Path(job_dir) / f"afslurm-{app_id}" / "main-0.out"
+        assert out.read_text() == f"via {transport}\n"
+    printed = "".join(capfd.readouterr())
+    assert token not in printed and "PRIVATE KEY" not in printed

@@ -20,7 +20,9 @@ environment, so each task can pick its cluster. Connection types:
     so use a key;
   - rest (extra ``transport: rest``, or a host given as ``http(s)://...``): slurmrestd at
     ``rest_url`` (else the host as a URL, with the port), login = the Slurm user, password =
-    the JWT (a secret, never printed); extras ``jwt_file``, ``tls_verify``, ``ca_file``.
+    the JWT (a secret, never printed); extras ``jwt_file``, ``tls_verify``, ``ca_file``,
+    ``mount`` (``CLUSTER_DIR=LOCAL_DIR``: where the worker mounts the cluster's shared
+    filesystem, for logs, delete and workspaces).
 
   Extras for all: ``slurm_conf`` (the cluster's ``slurm.conf``; default: Slurm's own lookup)
   and ``partition`` / ``job_dir`` (run options when the task's ``cfg`` sets none; a remote
@@ -125,7 +127,7 @@ def _slurm_rest(conn_id: str, fields: ConnectionFields, extra: Mapping[str, Any]
         params["user"] = fields.login
     if fields.password:
         params["jwt"] = fields.password
-    for key in ("jwt_file", "ca_file"):
+    for key in ("jwt_file", "ca_file", "mount"):
         if extra.get(key):
             params[key] = str(extra[key])
     if "tls_verify" in extra:

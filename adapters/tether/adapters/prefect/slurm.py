@@ -14,6 +14,10 @@ flow's logs and tether's dry runs never show them; a key given inline is written
                            job_dir="/home/alice/tether-jobs")
     with get_runner(**conn.scheduler_params()) as runner:  # doctest: +SKIP
         runner.run(app, "slurm", conn.run_defaults())
+
+Component tasks (``component_task(..., scheduler="slurm")``) make their own Runner, and a
+task that re-attaches after a crash does so in a new process: they reach the cluster through
+the worker's environment, the variables :meth:`SlurmConnection.environment` gives.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ class SlurmConnection(Block):
     jwt_file: str | None = None
     tls_verify: bool = True
     ca_file: str | None = None
+    mount: str | None = None
     job_dir: str | None = None
     partition: str | None = None
 
@@ -95,7 +100,7 @@ class SlurmConnection(Block):
         them on, never print them)."""
         params: dict[str, Any] = {"transport": self.transport}
         for name in ("slurm_conf", "host", "port", "user", "identity_file", "known_hosts",
-                     "jump_host", "rest_url", "jwt_file", "ca_file"):  # fmt: skip
+                     "jump_host", "rest_url", "jwt_file", "ca_file", "mount"):  # fmt: skip
             value = getattr(self, name)
             if value is not None:
                 params[name] = value
@@ -111,6 +116,23 @@ class SlurmConnection(Block):
         if self.jwt is not None:
             params["jwt"] = self.jwt.get_secret_value()
         return params
+
+    def environment(self) -> dict[str, str]:
+        """``TETHER_SLURM_*`` variables that make every tether call of a process reach this
+        cluster: component tasks (``component_task(..., scheduler="slurm")``), their
+        re-attach after a crash, ``tether status``. Set them in the worker's environment (a
+        work pool's ``env``, a deployment's job variables). Secrets become paths of private
+        0600 files (the key as ``TETHER_SLURM_IDENTITY_FILE``, the JWT as
+        ``TETHER_SLURM_JWT_FILE``), never values.
+
+        Returns:
+            Variable name to value.
+        """
+        params = self.scheduler_params()
+        jwt = params.pop("jwt", None)
+        if jwt is not None and "jwt_file" not in params:
+            params["jwt_file"] = _private_file("jwt", jwt)
+        return {ENV_PREFIX + k.upper(): str(v) for k, v in params.items()}
 
     def run_defaults(self) -> dict[str, Any]:
         """Run options this connection sets when a task's own ``cfg`` does not."""

@@ -280,3 +280,35 @@ with DAG("tether_t_secret_local", schedule=None, start_date=START, catchup=False
         deferrable=False,
         wait_interval=0.2,
     )
+
+
+def slurm_echo(message: str = "hi") -> AppDef:
+    """A one-replica echo for the remote Slurm transports (no image: Slurm runs it as is).
+
+    Args:
+        message: What the job prints.
+    """
+    return AppDef("afslurm", [Role("main", entrypoint="echo", args=[message])])
+
+
+with DAG("tether_t_slurm_remote", schedule=None, start_date=START, catchup=False) as slurm_dag:
+    # the cluster comes from each tether_slurm connection (an ssh and a rest one, set by the
+    # test as AIRFLOW_CONN_* variables); the worker has no Slurm client
+    ComponentOperator(
+        task_id="over_ssh",
+        component=slurm_echo,
+        component_args={"message": "via ssh"},
+        scheduler="slurm",
+        conn_id="tether_slurm_ssh_e2e",
+        deferrable=False,
+        wait_interval=0.5,
+    )
+    ComponentOperator(
+        task_id="over_rest",
+        component=slurm_echo,
+        component_args={"message": "via rest"},
+        scheduler="slurm",
+        conn_id="tether_slurm_rest_e2e",
+        deferrable=True,
+        wait_interval=0.5,
+    )
