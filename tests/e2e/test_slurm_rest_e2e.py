@@ -23,6 +23,7 @@ import pytest
 
 from tests.e2e.infra.slurm import SlurmCluster, free_ports
 from tests.e2e.infra.slurm_remote import SSH_USER, SlurmRestd, ensure_user
+from tests.e2e.slurm_remote_checks import outputs_through_the_mount
 from tether.schedulers.api import JOB_KEY, DescribeAppResponse
 from tether.schedulers.slurm.render import SlurmConfigError
 from tether.schedulers.slurm.scheduler import SlurmScheduler, SlurmSubmitError, create_scheduler
@@ -265,3 +266,12 @@ def test_dir_workspace_is_copied_into_the_mount_once_per_content(
     done(mounted, third)
     assert next(iter(mounted.log_iter(third, "w", 0))) == "changed\n"
     assert len(list(copies.iterdir())) == 2
+
+
+def test_outputs_root_under_the_mount_reaches_the_job_and_comes_back(
+    slurm_restd: SlurmRestd, token: str, no_path: None, cfg: dict[str, Any], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("SLURM_JWT", token)
+    params = {"transport": "rest", "rest_url": slurm_restd.url}
+    outputs_through_the_mount(params, cfg, tmp_path, monkeypatch)

@@ -21,6 +21,7 @@ import pytest
 
 from tests.e2e.infra.slurm import SlurmCluster
 from tests.e2e.infra.slurm_remote import SshServer, ensure_user
+from tests.e2e.slurm_remote_checks import outputs_through_the_mount
 from tether.runner import Runner
 from tether.schedulers.api import JOB_KEY, DescribeAppResponse
 from tether.schedulers.slurm.scheduler import SlurmScheduler, create_scheduler
@@ -365,3 +366,10 @@ def test_watch_hub_follows_jobs_over_ssh_with_one_squeue_per_read(
                       ids[2]: AppState.FAILED}  # fmt: skip
     assert per_read <= 2  # one squeue (and a sacct), not one per job
     assert accepted(slurm_sshd) == before  # over the scheduler's one connection
+
+
+def test_outputs_root_under_the_mount_reaches_the_job_and_comes_back(
+    remote: dict[str, Any], no_slurm_client: None, cfg: dict[str, Any], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    outputs_through_the_mount(remote, cfg, tmp_path, monkeypatch)

@@ -1,6 +1,7 @@
-"""The ``rest`` transport's reach beyond slurmrestd: the mounted job directory (``mount``) and
-accounting records from the ``slurmdb`` API (record shapes as slurmrestd 22.05 sends them; the
-e2e tests run both against the real daemon)."""
+"""The remote transports' reach beyond Slurm's API: the mounted job directory (``mount``),
+accounting records from slurmrestd's ``slurmdb`` API (record shapes as slurmrestd 22.05 sends
+them) and the outputs URL as the cluster sees it; the e2e tests run each against the real
+daemons."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tether.schedulers.slurm.files import MountedFiles, NoFiles
+from tether.schedulers.slurm.outputs import cluster_url
 from tether.schedulers.slurm.render import Marker, make_comment
 from tether.schedulers.slurm.rest import RestClient
 from tether.schedulers.slurm.rest_acct import from_slurmdb
@@ -93,3 +95,43 @@ def test_slurmdb_records_become_apps() -> None:
     assert [c.offset for c in het.components] == [0, 1] and het.job_dir == "/home/alice/jobs"
     assert failed.state == AppState.FAILED and "exit code" not in failed.msg
     assert failed.created == 1795851893.0
+
+
+@pytest.mark.parametrize(
+    ("transport", "url", "mount", "want"),
+    [
+        ("ssh", "/mnt/hpc/alice/out/slurm/${app_id}", "/home=/mnt/hpc",
+         "/home/alice/out/slurm/${app_id}"),
+        ("rest", "file:///mnt/hpc/out", "/home=/mnt/hpc", "/home/out"),
+        ("rest", "s3://bucket/out/slurm/${app_id}", None, "s3://bucket/out/slurm/${app_id}"),
+        ("local", "/var/tether/out", None, "/var/tether/out"),
+        ("ssh", "/mnt/hpcx/out", "/home=/mnt/hpc", None),  # a sibling, not under the mount
+        ("ssh", "/root/.local/state/tether/outputs/slurm/1", None, None),
+    ],
+)  # fmt: skip
+def test_the_outputs_url_as_the_cluster_sees_it(
+    transport: str, url: str, mount: str | None, want: str | None
+) -> None:
+    settings = TransportSettings(transport=transport, host="h", rest_url="http://x", mount=mount)
+    assert cluster_url(url, settings) == want
+
+
+def test_an_outputs_root_the_cluster_cannot_see_is_named_at_dryrun(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from tether.schedulers.slurm import create_scheduler
+    from tether.specs import AppDef, Role
+
+    sched = create_scheduler("t", transport="ssh", host="login.example")
+    app = AppDef("a", [Role("w", entrypoint="true",
+                            env={"TETHER_OUTPUTS_URL": "/root/state/outputs/slurm/${app_id}"})])
+    with caplog.at_level("WARNING"):
+        info = sched.submit_dryrun(app, {"job_dir": "/home/alice/jobs"})
+    assert "TETHER_OUTPUTS_URL=/root/state/outputs/slurm/${app_id} is a path of this machine" in (
+        caplog.text)
+    assert "does not see" in caplog.text
+    mounted = create_scheduler("t", transport="ssh", host="login.example", mount="/root=/root")
+    caplog.clear()
+    info = mounted.submit_dryrun(app, {"job_dir": "/home/alice/jobs"})
+    assert "TETHER_OUTPUTS_URL=/root/state/outputs/slurm/" in info.request.script
+    assert not caplog.text and app.roles[0].env["TETHER_OUTPUTS_URL"].startswith("/root/")

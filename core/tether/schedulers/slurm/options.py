@@ -132,5 +132,6 @@ class SlurmOpts(StructuredOpts):
     """transport=rest: a CA bundle for slurmrestd's certificate."""
 
     mount: str | None = None
-    """transport=rest: CLUSTER_DIR=LOCAL_DIR, where this machine mounts the cluster's shared
-    filesystem holding job_dir (logs, delete and workspaces then work), e.g. /home=/mnt/hpc."""
+    """transport=rest or ssh: CLUSTER_DIR=LOCAL_DIR, where this machine mounts the cluster's
+    shared filesystem, e.g. /home=/mnt/hpc: rest reaches job_dir through it (logs, delete,
+    workspaces); an outputs root under LOCAL_DIR reaches the jobs as CLUSTER_DIR/..."""

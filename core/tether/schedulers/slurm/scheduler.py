@@ -27,6 +27,7 @@ from tether.schedulers.errors import CapacityError
 from tether.schedulers.slurm.client import SlurmCommandError
 from tether.schedulers.slurm.connect import SlurmApi, make_client, request_text
 from tether.schedulers.slurm.options import SlurmOpts
+from tether.schedulers.slurm.outputs import for_cluster
 from tether.schedulers.slurm.overlay import app_overlays
 from tether.schedulers.slurm.render import (
     EXIT_FILE_PREFIX,
@@ -177,8 +178,9 @@ class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
             raise SlurmConfigError(_NEEDS_JOB_DIR.format(transport=settings.transport))
 
     def _submit_dryrun(self, app: AppDef, opts: SlurmOpts) -> AppDryRunInfo[SlurmRequest]:
-        kind = self._settings_for(opts).transport
-        req = render(app, opts)
+        settings = self._settings_for(opts)
+        kind = settings.transport
+        req = render(for_cluster(app, settings), opts)
         if kind == "rest":
             job_description(req)  # refuses, now, a flag slurmrestd has no field for
         return AppDryRunInfo(req, lambda r: request_text(r, kind))

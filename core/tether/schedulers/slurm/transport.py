@@ -99,9 +99,10 @@ class TransportSettings:
         jwt_file: ``rest``: a file holding the JWT (else ``SLURM_JWT``, else the secret).
         tls_verify: ``rest``: verify the server's certificate (on by default).
         ca_file: ``rest``: CA bundle for the server's certificate.
-        mount: ``rest``: ``CLUSTER_DIR=LOCAL_DIR``, where this machine mounts a directory of
-            the cluster's shared filesystem holding ``job_dir`` (logs, delete and workspaces
-            then work through it).
+        mount: ``CLUSTER_DIR=LOCAL_DIR``, where this machine mounts a directory of the
+            cluster's shared filesystem: ``rest`` reaches ``job_dir`` through it (logs, delete,
+            workspaces); ``ssh`` and ``rest`` give jobs an outputs root under ``LOCAL_DIR`` as
+            the cluster sees it (:mod:`.outputs`).
         timeout: Seconds one call may take.
     """
 
