@@ -119,7 +119,9 @@ def _keygen(path: Path, comment: str) -> None:
 
 
 class SshServer:
-    """A private sshd on 127.0.0.1 for :data:`SSH_USER` (see the module docs).
+    """A private sshd on 127.0.0.1 for :data:`SSH_USER` (see the module docs), or for
+    ``root`` by key only (the portability matrix, whose jobs run this checkout's venv, which
+    only root can execute here).
 
     Attributes:
         port: Its port (after start).
@@ -199,7 +201,7 @@ PasswordAuthentication no
 KbdInteractiveAuthentication no
 UsePAM no
 StrictModes no
-PermitRootLogin no
+PermitRootLogin {"prohibit-password" if self.user == "root" else "no"}
 MaxSessions 100
 MaxStartups 100
 LogLevel VERBOSE

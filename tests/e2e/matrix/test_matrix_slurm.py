@@ -6,11 +6,21 @@ slurmctld and two slurmd "nodes" on this host): every component is a real batch 
 status, logs and outputs go through Slurm. The jobs run from a ``job_dir`` of the test and
 publish to the default ``file://`` outputs root, which the nodes see because they are this
 host. When the cluster cannot start, the column reads "not runnable here" with the reason.
+
+The ``slurm_ssh`` and ``slurm_rest`` columns run the same cells with the ``slurm`` scheduler
+reaching the cluster over the ``ssh`` and ``rest`` transports (a private sshd and slurmrestd,
+``tests/e2e/infra/slurm_remote.py``), configured by ``TETHER_SLURM_*`` variables as a worker
+would be. Their jobs run as root (the venv's Python is root's alone here); the cell's
+directory is declared shared with ``mount`` (the same path on both sides: the nodes are this
+host), so outputs come back. To keep CI time in bounds they run the cli, runner, Airflow and
+Prefect cells (KFP's launcher reaches Slurm the same way the Runner does).
 """
 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +38,10 @@ RESULTS: dict[tuple[str, str], Cell] = {}
 @pytest.fixture(scope="module", autouse=True)
 def _write_doc() -> Any:
     yield
+    for column in ("slurm_ssh", "slurm_rest"):
+        if any(b == column for _, b in RESULTS):
+            for a in set(ADAPTERS) - set(REMOTE_ADAPTERS):
+                RESULTS[(a, column)] = Cell("not run", SKIPPED_REMOTE)
     write_doc(RESULTS)
 
 
@@ -54,4 +68,63 @@ def test_cell(
         backend_env.update(request.getfixturevalue("prefect_api_env"))
     cell = run_cell(adapter, backend_env, tmp_path)
     RESULTS[(adapter, BACKEND)] = cell
+    assert cell.outcome == "pass", cell.reason
+
+
+REMOTE_ADAPTERS = ("cli", "runner", "airflow", "prefect")
+"""The cells the remote transports run (see the module docs)."""
+SKIPPED_REMOTE = (
+    "kept out of CI time: a KFP launcher step reaches Slurm through the Runner, as the Runner "
+    "cell does"
+)
+
+
+@pytest.fixture(scope="module")
+def root_sshd(slurm_env: dict[str, str]) -> Iterator[Any]:
+    """An sshd for root by key, in front of the session cluster."""
+    from tests.e2e.infra.slurm_remote import INSTALL_HINT, SshServer, missing_remote_tools
+
+    missing = missing_remote_tools()
+    if missing:
+        for a in REMOTE_ADAPTERS:
+            RESULTS[(a, "slurm_ssh")] = Cell("not runnable here", f"missing {missing}")
+        pytest.skip(f"missing {', '.join(missing)}; {INSTALL_HINT}")
+    with SshServer(user="root") as server:
+        yield server
+
+
+def remote_env(transport: str, request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    """``TETHER_SLURM_*`` variables that send the cell's jobs over ``transport``."""
+    cluster = request.getfixturevalue("slurm_cluster")
+    shared = {"TETHER_SLURM_TRANSPORT": transport, "TETHER_SLURM_MOUNT": f"{tmp_path}={tmp_path}"}
+    if transport == "ssh":
+        sshd = request.getfixturevalue("root_sshd")
+        return {**shared, "TETHER_SLURM_HOST": "127.0.0.1", "TETHER_SLURM_PORT": str(sshd.port),
+                "TETHER_SLURM_USER": "root", "TETHER_SLURM_IDENTITY_FILE": sshd.identity_file,
+                "TETHER_SLURM_KNOWN_HOSTS": sshd.known_hosts,
+                "TETHER_SLURM_SLURM_CONF": str(cluster.conf)}  # fmt: skip
+    restd = request.getfixturevalue("slurm_restd")
+    jwt = tmp_path / "slurm.jwt"
+    fd = os.open(jwt, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(cluster.token("root"))
+    return {**shared, "TETHER_SLURM_REST_URL": restd.url, "TETHER_SLURM_JWT_FILE": str(jwt)}
+
+
+@pytest.mark.parametrize("transport", ["ssh", "rest"])
+@pytest.mark.parametrize("adapter", REMOTE_ADAPTERS)
+def test_remote_cell(
+    adapter: str, transport: str, slurm_env: dict[str, str], request: pytest.FixtureRequest,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """The pipeline through ``adapter`` on ``slurm`` over ``transport`` publishes the result."""
+    column = f"slurm_{transport}"
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()  # slurmrestd does not create the job directory
+    backend_env = {"MATRIX_SCHEDULER": BACKEND, "MATRIX_CFG": json.dumps({"job_dir": str(jobs)}),
+                   **remote_env(transport, request, tmp_path)}  # fmt: skip
+    if adapter == "prefect":
+        backend_env.update(request.getfixturevalue("prefect_api_env"))
+    cell = run_cell(adapter, backend_env, tmp_path)
+    RESULTS[(adapter, column)] = cell
     assert cell.outcome == "pass", cell.reason
