@@ -373,3 +373,29 @@ def test_outputs_root_under_the_mount_reaches_the_job_and_comes_back(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     outputs_through_the_mount(remote, cfg, tmp_path, monkeypatch)
+
+
+def test_describe_of_a_job_seen_before_is_one_round_trip(
+    sched: SlurmScheduler, cfg: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """squeue and the look at the job's files (delete's marker, restart counts) travel as one
+    command once the job's files are known: the status call's cost over ssh."""
+    app_id = sched.submit(AppDef("trip", roles=[sh("w", "exec sleep 120")]), cfg)
+    done(sched, app_id, {AppState.RUNNING})  # learns where the job's files are
+    transport = sched.client.transport  # type: ignore[attr-defined]
+    real = transport.run
+    commands: list[str] = []
+
+    def counted(argv: Any, *args: Any, **kw: Any) -> Any:
+        commands.append(" ".join(argv[:1]))
+        return real(argv, *args, **kw)
+
+    monkeypatch.setattr(transport, "run", counted)
+    for _ in range(3):
+        desc = sched.describe(app_id)
+        assert desc is not None and desc.state == AppState.RUNNING
+    assert commands == ["sh", "sh", "sh"]
+    sched.delete(app_id)
+    commands.clear()
+    assert sched.describe(app_id) is None  # the marker is seen in the same round trip
+    assert commands == ["sh"]

@@ -12,13 +12,14 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import secrets
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tether.errors import BackendError
-from tether.schedulers.slurm.files import JobFiles, LocalFiles, ShellFiles
+from tether.schedulers.slurm.files import JobFiles, LocalFiles, ShellFiles, parse_probe
 from tether.schedulers.slurm.render import SlurmRequest
 from tether.schedulers.slurm.status import SACCT_FIELDS, SlurmApp, from_sacct
 from tether.schedulers.slurm.transport import (
@@ -70,6 +71,14 @@ def _squeue_records(argv: Sequence[str], out: str) -> list[dict[str, Any]]:
         raise SlurmCommandError(argv, 0, f"squeue {what}")
     jobs: list[dict[str, Any]] = doc["jobs"]
     return jobs
+
+
+_SQUEUE_PROBE = (
+    'd=$1 p=$2 m=$3; shift 3; "$@"; rc=$?; printf \'\\n%s %s\\n\' "$m" "$rc"; '
+    '[ -e "$p" ] && echo D; [ -d "$d" ] || exit 0; '
+    'find "$d" -mindepth 1 -maxdepth 1 -type f -printf "%s %f\\n"'
+)
+"""squeue (its argv last), then a frame line, then what :meth:`ShellFiles.probe` prints."""
 
 
 class SlurmClient:
@@ -255,12 +264,24 @@ class SlurmClient:
         Returns:
             The ``jobs`` array (empty when Slurm no longer knows the job).
         """
+        argv = self._squeue_argv(job_id, user)
+        return self._jobs(argv, self.run(argv, check=False), job_id, user)
+
+    @staticmethod
+    def _squeue_argv(job_id: str | None, user: str | None) -> list[str]:
         argv = ["squeue", "--json", "--states=all"]
         if job_id is not None:
             argv.append(f"--jobs={job_id}")
         if user is not None:
             argv.append(f"--user={user}")
-        res = self.run(argv, check=False)
+        return argv
+
+    @staticmethod
+    def _jobs(
+        argv: list[str], res: subprocess.CompletedProcess[str], job_id: str | None,
+        user: str | None,
+    ) -> list[dict[str, Any]]:  # fmt: skip
+        """The records of a finished ``squeue --json`` (see :meth:`squeue`)."""
         if res.returncode != 0:
             if job_id is not None and "Invalid job id" in (res.stderr + res.stdout):
                 return []
@@ -274,6 +295,34 @@ class SlurmClient:
         if user is not None:  # Slurm 22.05's squeue --json ignores --user: filter here too
             jobs = [j for j in jobs if j.get("user_name") in (None, user)]
         return jobs
+
+    def squeue_probe(
+        self, job_id: str, directory: str, path: str
+    ) -> tuple[list[dict[str, Any]], dict[str, int], bool]:
+        """:meth:`squeue` of one job and :meth:`JobFiles.probe` of its files, in one round
+        trip to the login node over ``ssh`` (``describe`` of a job seen before).
+
+        Args:
+            job_id: The job.
+            directory: Its log directory.
+            path: Its ``delete`` marker.
+
+        Returns:
+            (records, file sizes of ``directory``, whether ``path`` exists).
+        """
+        if isinstance(self.transport, LocalTransport):
+            return (self.squeue(job_id=job_id), *self.files.probe(directory, path))
+        argv = self._squeue_argv(job_id, None)
+        mark = "TETHER-PROBE-" + secrets.token_hex(6)
+        res = self.run(["sh", "-c", _SQUEUE_PROBE, "tether", directory, path, mark, *argv],
+                       check=False)  # fmt: skip
+        head, sep, tail = res.stdout.rpartition(f"\n{mark} ")
+        if not sep:
+            raise SlurmCommandError(argv, res.returncode or 1, res.stderr or res.stdout)
+        status, _, probe = tail.partition("\n")
+        rc = int(status) if status.strip().isdigit() else 1
+        done = subprocess.CompletedProcess(argv, rc, head, res.stderr)
+        return (self._jobs(argv, done, job_id, None), *parse_probe(probe))
 
     def sacct(self, job_id: str | None = None, user: str | None = None) -> str | None:
         """``sacct --parsable2`` of tether's columns, or None when accounting is off.

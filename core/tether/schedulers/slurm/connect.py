@@ -59,6 +59,13 @@ class SlurmApi(Protocol):
         """Job records in ``squeue --json`` form (see :func:`.status.from_squeue`)."""
         ...
 
+    def squeue_probe(
+        self, job_id: str, directory: str, path: str
+    ) -> tuple[list[dict[str, Any]], dict[str, int], bool]:
+        """``squeue`` of one job and ``files.probe(directory, path)`` (one round trip where
+        the transport allows)."""
+        ...
+
     @property
     def cluster_key(self) -> str:
         """Names the cluster this client reaches (transport, host or URL, configuration)."""

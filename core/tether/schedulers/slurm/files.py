@@ -72,6 +72,19 @@ class JobFiles:
         raise NotImplementedError
 
 
+def parse_probe(out: str) -> tuple[dict[str, int], bool]:
+    """What the probe program prints (``D`` when the marker exists, then ``SIZE NAME`` lines)
+    as (sizes, marker found)."""
+    lines = out.splitlines()
+    found = bool(lines) and lines[0] == "D"
+    sizes: dict[str, int] = {}
+    for line in lines[1:] if found else lines:
+        n, _, name = line.partition(" ")
+        if n.isdigit() and name:
+            sizes[name] = int(n)
+    return sizes, found
+
+
 class LocalFiles(JobFiles):
     """The job directory on this machine."""
 
@@ -194,14 +207,7 @@ class ShellFiles(JobFiles):
             'find "$1" -mindepth 1 -maxdepth 1 -type f -printf "%s %f\\n"',
             directory, path,
         )  # fmt: skip
-        lines = out.splitlines()
-        found = bool(lines) and lines[0] == "D"
-        sizes: dict[str, int] = {}
-        for line in lines[1:] if found else lines:
-            n, _, name = line.partition(" ")
-            if n.isdigit() and name:
-                sizes[name] = int(n)
-        return sizes, found
+        return parse_probe(out)
 
     def touch(self, path: str) -> None:
         self._sh('umask 077 && mkdir -p -- "$(dirname -- "$1")" && touch -- "$1"', path)

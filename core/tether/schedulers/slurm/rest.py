@@ -309,6 +309,12 @@ class RestClient:
             jobs = [j for j in jobs if j.get("user_name") == user]
         return jobs
 
+    def squeue_probe(
+        self, job_id: str, directory: str, path: str
+    ) -> tuple[list[dict[str, Any]], dict[str, int], bool]:
+        """:meth:`squeue` of one job and the probe of its files (through ``mount``)."""
+        return (self.squeue(job_id=job_id), *self.files.probe(directory, path))
+
     def workspace_copier(self) -> RemoteCopy:
         """Copies into the mounted shared filesystem (``mount``); refused without one.
 

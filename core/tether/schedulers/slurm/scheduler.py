@@ -8,6 +8,7 @@ import logging
 import os
 import re
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -71,6 +72,8 @@ log: logging.Logger = logging.getLogger(__name__)
 BACKEND = "slurm"
 LOG_POLL_S = 0.5
 OOM_SCAN_BYTES = 8192
+SEEN_MAX = 4096
+"""Jobs whose file locations :meth:`SlurmScheduler.describe` keeps (see ``_remember``)."""
 _OOM = re.compile(r"exceeded (job )?memory limit|oom[-_ ]kill|out of memory", re.IGNORECASE)
 
 
@@ -141,6 +144,7 @@ class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
         self._settings = settings_from({**transport, "slurm_conf": slurm_conf})
         self._jwt = jwt
         self._client: SlurmApi = client or make_client(self._settings, jwt)
+        self._seen: OrderedDict[str, tuple[str, str]] = OrderedDict()
 
     @property
     def client(self) -> SlurmApi:
@@ -162,6 +166,7 @@ class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
             self._client.close()
             self._settings = settings
             self._client = make_client(settings, self._jwt)
+            self._seen.clear()
         return self._client
 
     def close(self) -> None:
@@ -311,15 +316,34 @@ class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
         Returns:
             The description, or None when Slurm does not know the job (or it is not tether's).
         """
+        seen = self._seen.get(app_id)
+        if seen is not None:  # squeue and the look at the files in one round trip
+            jobs, sizes, deleted = self._client.squeue_probe(app_id, *seen)
+            app = next((a for a in from_squeue(jobs) if a.app_id == app_id), None)
+            if app is not None and seen == self._files_of(app):
+                return None if deleted else self.describe_app(app, sizes)
         app = self._lookup(app_id)
         if app is None:
             return None
-        sizes: dict[str, int] = {}
+        sizes = {}
         if app.job_dir:  # delete's marker and the REPLICA restarts: one look at the files
-            sizes, deleted = self._client.files.probe(self._log_dir(app), str(self._tombstone(app)))
+            sizes, deleted = self._client.files.probe(*self._files_of(app))
             if deleted:
                 return None
+            self._remember(app)
         return self.describe_app(app, sizes)
+
+    def _files_of(self, app: SlurmApp) -> tuple[str, str]:
+        """(log directory, ``delete``'s marker) of a job."""
+        return self._log_dir(app), str(self._tombstone(app))
+
+    def _remember(self, app: SlurmApp) -> None:
+        """Keeps where a job's files are (they never move), so the next :meth:`describe`
+        reads the job and its files together; the oldest are forgotten past a bound."""
+        self._seen[app.app_id] = self._files_of(app)
+        self._seen.move_to_end(app.app_id)
+        while len(self._seen) > SEEN_MAX:
+            self._seen.popitem(last=False)
 
     @staticmethod
     def _log_dir(app: SlurmApp) -> str:

@@ -7,7 +7,8 @@ commands on stdin. Each command line is the quoted string of
 :func:`~tether.schedulers.slurm.ssh.remote_command`; its stdout and stderr go to files in a
 private temporary directory on the login node, and the shell answers with a frame::
 
-    \\n<marker> <exit status> <stdout bytes> <stderr bytes>\\n<stdout><stderr>
+    \\n<marker> <exit status>\\n<stdout bytes> <path>\\n<stderr bytes> <path>\\n<sum> total\\n
+    <stdout><stderr>
 
 (``marker`` is random per shell, so no output can fake a frame: the outputs come after the
 header, counted in bytes). Input for a command travels base64-encoded. A shell that dies or
@@ -120,17 +121,21 @@ class RemoteShell:
             b64 = base64.b64encode(input.encode("utf-8", errors="surrogateescape")).decode()
             self._send(f'printf %s {b64} | base64 -d >"$d/i"\n')
             stdin = '<"$d/i"'
+        # one wc for both sizes (POSIX: a line per file, then a total line), then the bytes:
+        # two processes per command on the login node besides the command itself
         self._send(
             f'{command} {stdin} >"$d/o" 2>"$d/e"; tether_rc=$?; '
-            f"printf '\\n%s %s %s %s\\n' {self.marker} \"$tether_rc\" "
-            '"$(wc -c <"$d/o")" "$(wc -c <"$d/e")"; cat -- "$d/o" "$d/e"\n'
+            f"printf '\\n%s %s\\n' {self.marker} \"$tether_rc\"; "
+            'wc -c -- "$d/o" "$d/e"; cat -- "$d/o" "$d/e"\n'
         )
         try:
             while True:
                 header = self._line(deadline).split()
-                if len(header) == 4 and header[0].decode() == self.marker:
+                if len(header) == 2 and header[0].decode() == self.marker:
                     break
-            rc, n_out, n_err = (int(x) for x in header[1:])
+            rc = int(header[1])
+            n_out, n_err = (int(self._line(deadline).split()[0]) for _ in range(2))
+            self._line(deadline)  # the total
             out = self._take(n_out, deadline)
             err = self._take(n_err, deadline)
         except ShellGone:
