@@ -229,9 +229,10 @@ class SlurmHarness(BackendHarness):
 
     def fingerprint(self, sched: Scheduler[Any], app_id: str) -> object:
         res = self.cluster.run("squeue", "--json", "--states=all", f"--jobs={app_id}")
-        jobs = [
-            {k: j.get(k) for k in SLURM_JOB_FIELDS}
+        jobs = [  # Slurm 22.05's squeue --json ignores --jobs: other cases' jobs, which end
+            {k: j.get(k) for k in SLURM_JOB_FIELDS}  # and get purged meanwhile, are dropped
             for j in json.loads(res.stdout).get("jobs", [])
+            if app_id in (str(j.get("job_id")), str(j.get("het_job_id")))
         ]
         files = sorted(
             (str(p.relative_to(self.job_dir)), p.stat().st_size, p.stat().st_mtime_ns)
@@ -241,6 +242,10 @@ class SlurmHarness(BackendHarness):
 
     def expected_rank0_host(self, app_id: str, app: AppDef) -> str:
         return "127.0.0.1"  # the NodeAddr of the first node of the first role
+
+
+REST_USER = "tether-rest"
+"""The Slurm user of the ``rest`` harness's jobs (created when missing)."""
 
 
 class SlurmSshHarness(SlurmHarness):
@@ -284,24 +289,48 @@ class SlurmSshHarness(SlurmHarness):
         return {"slurm": self._remote()}
 
 
-class SlurmRestHarness(SlurmSshHarness):
+class SlurmRestHarness(SlurmHarness):
     """``slurm`` over the ``rest`` transport: the session cluster behind the e2e slurmrestd,
-    jobs submitted with a JWT of the sshd's dedicated user (so they run as that user, as over
-    ssh). slurmrestd serves no files: logs, delete and workspaces go through ``mount``, the
-    user's home "mounted" at a path of this machine (a symbolic link), as a worker would
-    mount the cluster's home directories. Nothing of ssh is used.
+    jobs submitted with a JWT of a user of their own (:data:`REST_USER`: the cases' job keys
+    are the same as the ssh harness's, whose jobs that user's ``list`` does not show).
+    slurmrestd serves no files: logs, delete and workspaces go through ``mount``, the user's
+    home "mounted" at a path of this machine (a symbolic link), as a worker would mount the
+    cluster's home directories. Like over ssh, the programs run the system Python and the
+    shared directory is a world-writable one under /tmp.
     """
+
+    python = "/usr/bin/python3"
 
     def __init__(self, request: pytest.FixtureRequest, tmp_path: Path) -> None:
         super().__init__(request, tmp_path)
+        import shutil
+        import tempfile
+        import uuid
+
         from tests.e2e.infra.slurm_remote import ensure_user
 
         self.restd = request.getfixturevalue("slurm_restd")
-        self.token = self.cluster.token(self.sshd.user)
-        home = ensure_user(self.sshd.user).pw_dir
+        user = ensure_user(REST_USER)
+        self.token = self.cluster.token(REST_USER)
+        self._shared = Path(tempfile.mkdtemp(prefix="tether-contract-", dir="/tmp"))
+        self._shared.chmod(0o1777)
+        self.job_dir = Path(user.pw_dir) / "tether-contract" / uuid.uuid4().hex[:12]
+        self.job_dir.mkdir(parents=True)
+        for p in (self.job_dir, self.job_dir.parent):
+            os.chown(p, user.pw_uid, user.pw_gid)
+        request.addfinalizer(lambda: shutil.rmtree(self._shared, ignore_errors=True))
+        request.addfinalizer(lambda: shutil.rmtree(self.job_dir, ignore_errors=True))
         self._mount = tmp_path / "hpc-home"
-        self._mount.symlink_to(home)
-        self._mount_setting = f"{home}={self._mount}"
+        self._mount.symlink_to(user.pw_dir)
+        self._mount_setting = f"{user.pw_dir}={self._mount}"
+
+    def scheduler(self) -> Scheduler[Any]:
+        from tether.schedulers.slurm import create_scheduler
+
+        return create_scheduler("contract", **self._remote())
+
+    def scheduler_params(self) -> dict[str, Any]:
+        return {"slurm": self._remote()}
 
     def _remote(self) -> dict[str, Any]:
         return {"transport": "rest", "rest_url": self.restd.url, "jwt": self.token,
