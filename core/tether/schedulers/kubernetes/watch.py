@@ -103,6 +103,7 @@ class Reflector:
         self._stopped = stopped
         self._lock = threading.Lock()
         self._rv: str | None = None
+        self._listed = False  # the first list is served from the watch cache (_list_query)
         self._resp: Any = None
         self._thread = threading.Thread(target=self.run, name=f"tether-watch {path}", daemon=True)
 
@@ -184,7 +185,7 @@ class Reflector:
         token: str | None = None
         rv: str | None = None
         while True:
-            query = {"labelSelector": selector(), "limit": 500, "continue": token}
+            query = self._list_query(token)
             self.lists += 1
             body = self._api.request("GET", self.path, query=query) or {}
             kind = str(body.get("kind") or "")
@@ -203,8 +204,21 @@ class Reflector:
             for name, item in items.items():
                 self._put(name, item)
         self._rv = rv
+        self._listed = True
         self.synced.set()
         self._changed(None)
+
+    def _list_query(self, token: str | None) -> dict[str, Any]:
+        """The query of one list request.
+
+        The first list is served from the apiserver's watch cache in one response, whatever
+        the number of jobs (``resourceVersion=0``, as a client-go reflector starts): nothing
+        was seen before it, so it cannot take a job back in time. A relist (after ``410
+        Gone``) reads etcd, consistent and paged, so no state heard earlier is undone.
+        """
+        if not self._listed:
+            return {"labelSelector": selector(), "resourceVersion": "0"}
+        return {"labelSelector": selector(), "limit": 500, "continue": token}
 
     def _watch(self) -> None:
         seconds = random.randint(*WATCH_SECONDS)  # noqa: S311 (spreads reconnects)
