@@ -206,3 +206,28 @@ def test_a_view_lingers_for_the_next_subscriber_then_ends() -> None:
         view.driver.join(timeout=30)  # the view ends by itself once the linger is over
         assert hub.stats()["views"] == 0
     hub.close()
+
+
+def test_an_apps_end_is_heard_at_once_not_at_the_next_scan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The state directory is scanned every ``follow.interval`` seconds; an app's end wakes
+    the scan at once (its supervisor's exit, through a pidfd). With an hour between scans,
+    the end is still heard."""
+    import dataclasses
+
+    slow = dataclasses.replace(
+        LocalScheduler.capabilities,
+        follow=dataclasses.replace(LocalScheduler.capabilities.follow, interval=3600.0),
+    )
+    monkeypatch.setattr(LocalScheduler, "capabilities", slow)
+    hub = WatchHub()
+    try:
+        with get_runner() as runner:
+            handle, sched, app_id = _launch(runner, _sleeper(1.0, rc=3))
+            with Subscription(hub) as sub:
+                sub.follow(sched, app_id, ref=handle)
+                finals = [e for e in _drain(sub, timeout=60) if e.final]
+            assert [e.state for e in finals] == [AppState.FAILED]
+    finally:
+        hub.close()

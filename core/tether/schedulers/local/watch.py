@@ -4,12 +4,19 @@ Each read ``stat`` s the ``state.json`` of every followed app (no process, no pa
 re-reads only the records that changed; an unfinished app whose record did not change is
 checked for a dead supervisor (a ``/proc`` read), the one change its record cannot show.
 One view per state directory; one thread scans it for every subscriber of the process.
+
+An app's end is heard at once, not at the next scan: a supervisor writes the app's final
+state and then exits, and one more thread waits on a pidfd of every followed app's
+supervisor (one ``poll`` for all of them) and wakes the scan when one exits.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Collection, Mapping
+import select
+import threading
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,14 +47,16 @@ class StateDirReader:
     def __init__(self, scheduler: LocalScheduler) -> None:
         self._scheduler = scheduler
         self._seen: dict[str, _Seen] = {}
+        self._exits = ExitWaker()
         self.reads = 0
 
     def start(self, wake: Callable[[], None]) -> None:
-        """Nothing to start (the driver scans every interval).
+        """Starts waiting for the followed apps' supervisors to exit.
 
         Args:
-            wake: Unused.
+            wake: Called when one exits (the driver then scans at once).
         """
+        self._exits.start(wake)
 
     def read(self, app_ids: Collection[str]) -> Mapping[str, DescribeAppResponse]:
         """One scan.
@@ -79,6 +88,12 @@ class StateDirReader:
             resp = self._read(app_id, stamp)
             if resp is not None:
                 out[app_id] = resp
+        self._exits.watch(
+            (s.record.supervisor_pid, s.record.supervisor_start_time)
+            for s in self._seen.values()
+            if s.record is not None and s.record.supervisor_pid is not None
+            and not s.record.app_state.is_terminal()
+        )  # fmt: skip
         return out
 
     def _read(self, app_id: str, stamp: tuple[int, int, int]) -> DescribeAppResponse | None:
@@ -105,7 +120,108 @@ class StateDirReader:
         return self._scheduler.describe(app_id)
 
     def stop(self) -> None:
-        """Nothing to stop."""
+        """Stops waiting for supervisors."""
+        self._exits.stop()
+
+
+class ExitWaker:
+    """Calls ``wake`` when one of the watched processes exits: a pidfd each, one thread.
+
+    Without pidfds (Linux before 5.3) it watches nothing and the scan alone hears ends.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._fds: dict[tuple[int, int | None], int] = {}
+        self._wake: Callable[[], None] | None = None
+        self._poke_r, self._poke_w = os.pipe()
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+
+    def start(self, wake: Callable[[], None]) -> None:
+        """Starts the waiting thread.
+
+        Args:
+            wake: Called (from the thread) when a watched process exits.
+        """
+        if not hasattr(os, "pidfd_open"):
+            return
+        self._wake = wake
+        self._thread = threading.Thread(target=self._run, name="tether-local-exits",
+                                        daemon=True)  # fmt: skip
+        self._thread.start()
+
+    def watch(self, procs: Iterable[tuple[int, int | None]]) -> None:
+        """Sets the processes to watch (by pid and start time; others are forgotten).
+
+        Args:
+            procs: ``(pid, start time)`` pairs.
+        """
+        if self._thread is None:
+            return
+        from tether.schedulers.local.proctable import pid_alive
+
+        wanted = set(procs)
+        changed = False
+        with self._lock:
+            for key in [k for k in self._fds if k not in wanted]:
+                os.close(self._fds.pop(key))
+                changed = True
+            for key in wanted - self._fds.keys():
+                try:
+                    fd = os.pidfd_open(key[0])
+                except OSError:  # gone already (the scan sees it), or no pidfds here
+                    continue
+                if not pid_alive(*key):  # checked after opening: the pid was not reused
+                    os.close(fd)
+                    self._wake_up()
+                    continue
+                self._fds[key] = fd
+                changed = True
+        if changed:
+            self._poke()
+
+    def _wake_up(self) -> None:
+        if self._wake is not None:
+            self._wake()
+
+    def _poke(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._poke_w, b"x")
+
+    def _run(self) -> None:
+        while not self._stopped:
+            poller = select.poll()
+            poller.register(self._poke_r, select.POLLIN)
+            with self._lock:
+                by_fd = {fd: key for key, fd in self._fds.items()}
+            for fd in by_fd:
+                poller.register(fd, select.POLLIN)
+            ready = [fd for fd, _ in poller.poll()]
+            if self._poke_r in ready:
+                with contextlib.suppress(OSError):
+                    os.read(self._poke_r, 4096)
+            ended = [by_fd[fd] for fd in ready if fd in by_fd]
+            if ended:
+                with self._lock:
+                    for key in ended:
+                        if key in self._fds:
+                            os.close(self._fds.pop(key))
+                self._wake_up()
+
+    def stop(self) -> None:
+        """Stops the thread and closes every pidfd."""
+        self._stopped = True
+        self._poke()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+        with self._lock:
+            for fd in self._fds.values():
+                os.close(fd)
+            self._fds.clear()
+        for fd in (self._poke_r, self._poke_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 def follow_target(scheduler: Scheduler[Any], app_id: str) -> FollowTarget:
