@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+import sys
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 
 from tests.cli.conftest import Result
 from tether.cli.common import CLIError, parse_time
+from tether.runner import get_runner
+from tether.specs import AppDef, AppState, Role
 
 
 @pytest.fixture
@@ -144,3 +149,32 @@ def test_status_shows_the_failure_cause(tether: Callable[..., Result]) -> None:
     doc = json.loads(tether("status", "--json", handle).out)
     assert doc["failure"]["cause"] == "application" and doc["failure"]["exit_code"] == 3
     assert doc["roles"][0]["replicas"][0]["failure"]["cause"] == "application"
+
+
+def test_runner_and_tether_status_show_a_running_jobs_report(
+        tmp_path: Path, tether: Callable[..., Result]) -> None:
+    gate = tmp_path / "gate"
+    code = ("import os, sys, time; from tether.runtime import report; "
+            "report(step=2, total=8, loss=0.25); "
+            f"[time.sleep(0.05) for _ in iter(lambda: os.path.exists({str(gate)!r}), True)]")
+    app = AppDef("reporting", [Role("r", image="", entrypoint=sys.executable, args=["-c", code])])
+    with get_runner() as runner:
+        handle = runner.run(app, "local_cwd")
+        try:
+            seen = None
+            for _ in range(3000):  # a hang guard; the job waits for the gate meanwhile
+                seen = runner.progress(handle)
+                if seen is not None:
+                    break
+                status = runner.status(handle)
+                assert status is not None and not status.is_terminal(), status
+                time.sleep(0.1)
+            assert seen is not None and seen.format().startswith("2/8 (25%) loss=0.25")
+            res = tether("status", handle)
+            assert res.code == 0 and "  progress: 2/8 (25%) loss=0.25" in res.out
+            doc = json.loads(tether("status", "--json", handle).out)
+            assert doc["state"] == "RUNNING" and doc["progress"]["step"] == 2
+        finally:
+            gate.touch()
+        status = runner.wait(handle, wait_interval=0.1)
+        assert status is not None and status.state == AppState.SUCCEEDED

@@ -34,6 +34,7 @@ class CmdStatus(SubCommand):
         handle = check_handle(args.app_handle)
         with get_runner() as runner:
             status = runner.status(handle)
+            progress = runner.progress(handle) if status is not None else None
         if status is None:
             raise CLIError(f"no app {handle!r}: the scheduler does not know it "
                            "(`tether list -s SCHEDULER` shows the apps it knows)")
@@ -49,6 +50,9 @@ class CmdStatus(SubCommand):
                 roles = doc["roles"]
                 assert isinstance(roles, list)
                 doc["roles"] = [r for r in roles if r["role"] in args.roles]
+            doc["progress"] = progress.to_dict() if progress is not None else None
             print(json.dumps(doc, indent=2))
         else:
             print(format_status(status, args.roles))
+            if progress is not None:
+                print(f"  progress: {progress.format()}")

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from tether.runner.chains import Chains
     from tether.runner.follow import AppWatch
     from tether.schedulers import SchedulerFactory
+    from tether.tracker.progress import Progress
 
 log: logging.Logger = logging.getLogger(__name__)
 
@@ -651,6 +652,10 @@ class Runner:
         """
         handle = self._attempt(app_handle)
         return self._apps.outputs(handle) if handle is not None else {}
+
+    def progress(self, app_handle: AppHandle) -> Progress | None:
+        """The latest progress report of an app (:func:`tether.runtime.report`), or None."""
+        return self._apps.progress(app_handle)
 
     @recorded("cancel", lambda self, app_handle: handle_fields(app_handle))
     def cancel(self, app_handle: AppHandle) -> None:

@@ -20,6 +20,7 @@ from tether.schedulers.api import ListAppResponse, Stream
 from tether.specs import AppDef, AppHandle, AppStatus, make_app_handle, parse_app_handle
 from tether.specs.status import is_terminal
 from tether.tracker.outputs import outputs_root, outputs_url, read_outputs
+from tether.tracker.progress import Progress, read_progress
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -192,9 +193,23 @@ class LaunchedApps:
         Returns:
             Output name to value.
         """
+        return read_outputs(self._outputs_url(app_handle))
+
+    def progress(self, app_handle: AppHandle) -> Progress | None:
+        """The latest progress report of an app (:func:`tether.runtime.report`).
+
+        Args:
+            app_handle: The handle.
+
+        Returns:
+            The report, or None when the app reported none.
+        """
+        return read_progress(self._outputs_url(app_handle))
+
+    def _outputs_url(self, app_handle: AppHandle) -> str:
         parsed = parse_app_handle(app_handle)
         root = outputs_root(self._pool.config.section("tether:outputs").get("url"))
-        return read_outputs(outputs_url(root, parsed.scheduler_backend, parsed.app_id))
+        return outputs_url(root, parsed.scheduler_backend, parsed.app_id)
 
     # ---- stop ----------------------------------------------------------------------------
     def cancel(self, app_handle: AppHandle) -> None:

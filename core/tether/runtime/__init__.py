@@ -6,6 +6,9 @@ initialized ``torch.distributed`` process group and read the variables torchrun 
 process should put its model on. ``process_group()`` initializes the default process group
 and tears it down in the right order on every rank. Importing this package does not import
 torch; only ``local_device()`` and ``process_group()`` do.
+
+``report(step=3, total=10, loss=0.33)`` publishes the job's progress and metrics while it
+runs; the Runner, ``tether status`` and the orchestrator adapters show the latest report.
 """
 
 from tether.runtime.distributed import (
@@ -16,6 +19,7 @@ from tether.runtime.distributed import (
     world_size,
 )
 from tether.runtime.process_group import default_backend, process_group
+from tether.runtime.progress import report
 
 __all__ = [
     "default_backend",
@@ -24,5 +28,6 @@ __all__ = [
     "local_rank",
     "process_group",
     "rank",
+    "report",
     "world_size",
 ]

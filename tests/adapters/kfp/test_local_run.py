@@ -209,3 +209,52 @@ def test_step_recovers_a_failed_attempt_without_a_kfp_retry(
     assert "train/0 training, attempt 0" in log and "train/0 training, attempt 1" in log
     assert (ckpt / "attempts").read_text() == "0\n1\n"
     assert "finished SUCCEEDED" in log
+
+
+class _Tee:
+    """sys.stdout that also keeps what was written (kfp.local prints the step's log lines)."""
+
+    def __init__(self, out: object) -> None:
+        self.out = out
+        self.text = ""
+
+    def write(self, s: str) -> int:
+        self.text += s
+        return self.out.write(s)  # type: ignore[attr-defined, no-any-return]
+
+    def flush(self) -> None:
+        self.out.flush()  # type: ignore[attr-defined]
+
+
+def test_progress_shows_in_the_step_log_while_the_job_runs(
+        kfp_subprocess: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from kfp import dsl
+
+    from tests.adapters.progress_app import FIRST, LAST, release_when
+
+    train = step("tests.adapters.progress_app:training", scheduler="local_cwd", launcher=FAST)
+
+    @dsl.pipeline(name="progress")
+    def pipeline(gate: str) -> None:
+        train(gate=gate)
+
+    tee = _Tee(sys.stdout)
+    monkeypatch.setattr(sys, "stdout", tee)
+    gate = tmp_path / "gate"
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            pipeline(gate=str(gate))
+        except BaseException as e:
+            errors.append(e)
+
+    runner_thread = threading.Thread(target=run)
+    runner_thread.start()
+    seen = release_when(lambda: f"[tether] progress: {FIRST}" in tee.text, gate)
+    runner_thread.join(300)
+    assert seen, "the first progress report never reached the step's log while the job ran"
+    assert not errors and not runner_thread.is_alive()
+    assert f"[tether] progress: {LAST}" in tee.text  # the last report, read after the job ended

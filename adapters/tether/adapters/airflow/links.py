@@ -19,7 +19,10 @@ XCOM_STATE = "state"
 XCOM_UI_URL = "ui_url"
 """XCom key of the job's UI URL (None when the scheduler has no UI)."""
 
-RESERVED_XCOM_KEYS = frozenset({XCOM_APP_HANDLE, XCOM_STATE, XCOM_UI_URL})
+XCOM_PROGRESS = "tether_progress"
+"""XCom key of the job's last progress report (``tether.runtime.report``), when it reported."""
+
+RESERVED_XCOM_KEYS = frozenset({XCOM_APP_HANDLE, XCOM_STATE, XCOM_UI_URL, XCOM_PROGRESS})
 
 
 class TetherJobLink(BaseOperatorLink):

@@ -70,6 +70,7 @@ from tether.adapters.airflow.lifecycle import TryLifecycle, TrySettings
 from tether.adapters.airflow.links import (
     RESERVED_XCOM_KEYS,
     XCOM_APP_HANDLE,
+    XCOM_PROGRESS,
     XCOM_STATE,
     XCOM_UI_URL,
     TetherJobLink,
@@ -78,6 +79,7 @@ from tether.adapters.airflow.rendering import render_operator
 from tether.adapters.airflow.trigger import XCOM_LOG_CURSOR
 from tether.adapters.common import JobFailedError, JobResult, JobSession, LogCursor
 from tether.specs import AppDef, AppState, AppStatus
+from tether.tracker.progress import Progress
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -326,6 +328,10 @@ class ComponentOperator(BaseOperator):
             result = self._follow(session, lifecycle)
         return self._finish(context, result)
 
+    def _show_progress(self, progress: Progress) -> None:
+        """Writes a progress report of the job into the task log."""
+        self.log.info("tether progress: %s", progress.format())
+
     def _publish_start(self, context: Context, session: JobSession) -> AppStatus | None:
         """Pushes the ``app_handle`` XCom, and ``ui_url`` when the job has a UI.
 
@@ -349,7 +355,8 @@ class ComponentOperator(BaseOperator):
         # timeout or SIGTERM reaches the task promptly
         try:
             return session.follow(sink=self.log.info if self.stream_logs else None,
-                                  poll_interval=self.wait_interval)
+                                  poll_interval=self.wait_interval,
+                                  on_progress=self._show_progress)
         except AirflowTaskTimeout:
             self._stopped = True
             self.log.error("execution_timeout reached: cancelling tether job %s",
@@ -455,6 +462,8 @@ class ComponentOperator(BaseOperator):
         self.job_ui_url, self.job_ui_url_known = result.ui_url, True
         ti.xcom_push(key=XCOM_STATE, value=result.state.name)
         ti.xcom_push(key=XCOM_UI_URL, value=result.ui_url)
+        if result.progress is not None:
+            ti.xcom_push(key=XCOM_PROGRESS, value=result.progress)
         self.log.info("tether job %s finished %s", result.app_handle, result.state.name)
         if self._try is not None:
             self._try.record(result)

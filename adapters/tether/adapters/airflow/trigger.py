@@ -40,6 +40,7 @@ from tether.adapters.common import (
 )
 from tether.runner import Runner, get_runner
 from tether.specs import AppState, AppStatus
+from tether.tracker.progress import Progress
 
 CLASSPATH = "tether.adapters.airflow.trigger.TetherJobTrigger"
 
@@ -228,8 +229,12 @@ class TetherJobTrigger(BaseTrigger):
         return AsyncJobSession(
             self.app_handle, follower, lambda: _runner_for(self.conn_id), self.log,
             self.poll_interval, self._cursor_store() if self.stream_logs else None,
-            stream_logs=self.stream_logs,
+            stream_logs=self.stream_logs, on_progress=self._show_progress,
         )
+
+    def _show_progress(self, progress: Progress) -> None:
+        """Writes a progress report of the job into the task log."""
+        self.log.info("tether progress: %s", progress.format())
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Streams logs and follows the job until it is final, then yields one event (none

@@ -6,6 +6,8 @@ follows a job launched earlier through an :class:`~.follow.AsyncFollower`, write
 lines past a :class:`~.cursor.LogCursor` to a logger as an :class:`~.pump.AsyncLogFeed`
 reads them, saves the cursor in the :class:`~.cursor.CursorStore` it is given, and cancels
 the job. Nothing in it blocks the loop: scheduler calls and log reads run in worker threads.
+Each new progress report of the job (:func:`tether.runtime.report`) goes to the caller's
+:data:`~.progress.ProgressSink` while the job runs, and its last one when it has ended.
 
 The cursor is moved on the event loop as each line is written (the feed reads ahead from a
 copy), so a saved cursor never counts a line that is not in the log yet, nor misses one
@@ -22,6 +24,7 @@ from typing import Any, Self
 
 from tether.adapters.common.cursor import CursorStore, LogCursor
 from tether.adapters.common.follow import AsyncFollower
+from tether.adapters.common.progress import ProgressSink, ProgressWatch
 from tether.adapters.common.pump import AsyncLogFeed
 from tether.runner import Runner
 from tether.specs import AppState, AppStatus
@@ -43,6 +46,7 @@ class AsyncJobSession:
         poll_interval: Seconds between status polls.
         cursor_store: Where the log cursor is kept (None: nowhere).
         stream_logs: Write the job's log lines.
+        on_progress: Receives each new progress report of the job (in a worker thread).
     """
 
     def __init__(
@@ -54,6 +58,7 @@ class AsyncJobSession:
         poll_interval: float,
         cursor_store: CursorStore | None = None,
         stream_logs: bool = True,
+        on_progress: ProgressSink | None = None,
     ) -> None:
         self.app_handle = app_handle
         self.follower = follower
@@ -65,6 +70,8 @@ class AsyncJobSession:
         self.cursor: LogCursor | None = None
         self._feed: AsyncLogFeed | None = None
         self._saved: dict[str, int] = {}
+        self._watch = ProgressWatch(on_progress) if on_progress is not None else None
+        self._reader: Runner | None = None
 
     async def __aenter__(self) -> Self:
         if self.stream_logs:
@@ -84,6 +91,9 @@ class AsyncJobSession:
     ) -> None:
         if self._feed is not None:
             self._feed.stop()
+        if self._reader is not None:
+            await asyncio.to_thread(self._reader.close)
+            self._reader = None
         await self.follower.aclose()
 
     # ---- follow ----------------------------------------------------------------------------
@@ -101,7 +111,9 @@ class AsyncJobSession:
         while True:
             status = await self.follower.status(self.app_handle)
             if status is None or status.is_terminal():
+                await self._read_progress(final=True)
                 return status
+            await self._read_progress()
             if until is not None and time.time() >= until:
                 return status
             if status.state != last:
@@ -126,6 +138,17 @@ class AsyncJobSession:
         """
         await asyncio.to_thread(self._cancel)
         return await self.follower.wait(self.app_handle, timeout)
+
+    async def _read_progress(self, final: bool = False) -> None:
+        """Hands the job's report to the sink when it is new (due, or ``final``)."""
+        if self._watch is not None and (final or self._watch.due()):
+            await asyncio.to_thread(self._progress_now)
+
+    def _progress_now(self) -> None:
+        assert self._watch is not None
+        if self._reader is None:
+            self._reader = self._make_runner()
+        self._watch.read(self._reader, self.app_handle)
 
     def _cancel(self) -> None:
         with self._make_runner() as runner:

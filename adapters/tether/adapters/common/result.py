@@ -46,6 +46,7 @@ class JobResult:
         outputs: What the job published through ``AppRun.add_output``.
         num_restarts: Restarts the scheduler made.
         reattached: Whether this run re-attached to a job launched by an earlier attempt.
+        progress: The job's last progress report (``Progress.to_dict()``), if it reported.
     """
 
     __module__ = "tether.adapters.common"
@@ -57,6 +58,7 @@ class JobResult:
     outputs: dict[str, Any] = field(default_factory=dict)
     num_restarts: int = 0
     reattached: bool = False
+    progress: dict[str, Any] | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -73,6 +75,7 @@ class JobResult:
             "outputs": self.outputs,
             "num_restarts": self.num_restarts,
             "reattached": self.reattached,
+            "progress": self.progress,
         }
 
 

@@ -13,7 +13,9 @@ launcher) holds one :class:`JobSession` and asks it, never the Runner, to:
   lines past the caller's :class:`~.cursor.LogCursor`;
 * **cancel** it (:meth:`JobSession.cancel_and_wait`), also while its submission was in
   flight (then it is found by its key);
-* collect its **result** and outputs (:meth:`JobSession.result`).
+* collect its **result** and outputs (:meth:`JobSession.result`);
+* hand each new **progress report** of the job (:func:`tether.runtime.report`) to the
+  caller's :data:`~.progress.ProgressSink` while it follows the job.
 
 The session holds its Runner; one it made itself it closes in :meth:`JobSession.close` (or
 at the end of a ``with`` block).
@@ -29,12 +31,14 @@ from typing import Any, Self
 
 from tether.adapters.common.cursor import LogCursor
 from tether.adapters.common.follow import Follower, RunnerFollower
+from tether.adapters.common.progress import ProgressSink, ProgressWatch
 from tether.adapters.common.pump import LineSink, LogPump
 from tether.adapters.common.result import JobFailedError, JobResult
 from tether.adapters.describe import mask_app_text
 from tether.runner import Runner, get_runner
 from tether.runner.reattach import Action, Decision, EarlierJob, Reattach, decide
 from tether.specs import AppDef, AppState, AppStatus, CfgVal
+from tether.tracker.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -239,15 +243,18 @@ class JobSession:
             return JobResult(handle, AppState.UNKNOWN, msg="the scheduler no longer knows the job",
                              reattached=self.reattached)
         outputs: dict[str, Any] = {}
+        progress = None
         if status.is_terminal():
             try:
                 outputs = self.runner.outputs(handle)
+                progress = self.runner.progress(handle)
             except Exception as e:
                 log.warning("cannot read the outputs of %s: %s", handle, e)
         return JobResult(
             app_handle=handle, state=status.state, msg=mask_app_text(self.app, status.msg),
             ui_url=status.ui_url,
             outputs=outputs, num_restarts=max(status.num_restarts, 0), reattached=self.reattached,
+            progress=progress.to_dict() if progress is not None else None,
         )
 
     def run(
@@ -282,6 +289,7 @@ class JobSession:
         should_stop: Callable[[], str | None] | None = None,
         drain_timeout: float = 10.0,
         skip: LogCursor | None = None,
+        on_progress: ProgressSink | None = None,
     ) -> JobResult:
         """Streams logs into ``sink`` on a helper thread and waits in short slices.
 
@@ -300,6 +308,8 @@ class JobSession:
             drain_timeout: After the job finished, how long to wait for more log lines
                 without a new one (see :meth:`LogPump.drain`).
             skip: Log cursor of an earlier follower: those lines are not delivered again.
+            on_progress: Receives each new progress report of the job while it runs, and
+                its last one once it has ended.
 
         Returns:
             The result (whatever the final state).
@@ -307,10 +317,13 @@ class JobSession:
         handle = self._handle()
         self.status()  # creates the scheduler here, not concurrently in the log thread
         pump = LogPump(self.runner, handle, sink, skip).start() if sink is not None else None
+        progress = ProgressWatch(on_progress) if on_progress is not None else None
         with self.follower.open_watch(handle, poll_interval) as watch:  # one subscription
             while True:
                 if pump is not None:
                     pump.check()
+                if progress is not None:
+                    progress.poll(self.runner, handle)
                 self._check_stop(should_stop)
                 ev = watch.next(timeout=poll_interval)
                 if ev is not None and (ev.final or ev.state == AppState.UNKNOWN):
@@ -321,6 +334,8 @@ class JobSession:
                     break
         if pump is not None:
             pump.drain(poll_interval, drain_timeout)
+        if progress is not None and result.progress is not None:
+            progress.offer(Progress.from_dict(result.progress))
         return result
 
     def _check_stop(self, should_stop: Callable[[], str | None] | None) -> None:

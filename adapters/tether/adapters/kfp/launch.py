@@ -12,6 +12,8 @@ Behaviour:
   retried step re-attaches to the job its first attempt launched instead of launching a
   duplicate (the step holds one :class:`tether.adapters.common.JobSession`).
 * **Logs**: every replica's lines go to stdout (the step's log) as ``role/replica line``.
+* **Progress**: each new report of the job (:func:`tether.runtime.report`) goes to the
+  step's log as it comes, as ``[tether] progress: 3/10 (30%) loss=0.33 eta 12s``.
 * **Cancellation**: SIGTERM (KFP terminating the run) or SIGINT cancels the job; the signal is
   held back while the job is being submitted so the handle to cancel is always known.
 * **Outputs**: the job's outputs (``AppRun.add_output``) become the step's output parameters:
@@ -318,7 +320,8 @@ def _follow(
             sink(f"{_PREFIX} secrets by reference: {', '.join(refs)}")
         # logs on a helper thread, waits in slices: a signal interrupts promptly, and a
         # log stream that outlives the job cannot hang the step
-        return session.follow(sink, poll_interval=spec.wait_interval)
+        return session.follow(sink, poll_interval=spec.wait_interval,
+                              on_progress=lambda p: sink(f"{_PREFIX} progress: {p.format()}"))
     except _Terminated as t:
         sink(f"{_PREFIX} step terminated by signal {t.signum}: cancelling "
              f"{session.app_handle or 'the job'}")

@@ -1,4 +1,5 @@
-"""Prefect artifacts of a tether task: a link to the job's UI and a summary of the job.
+"""Prefect artifacts of a tether task: a link to the job's UI, a summary of the job, and
+its progress (a progress artifact updated in place, a table of its last metrics).
 
 :func:`summary_markdown` is pure (it renders what the artifact shows); the ``create_*``
 functions publish to the current task run and must run inside one.
@@ -6,12 +7,14 @@ functions publish to the current task run and must run inside one.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 from uuid import UUID
 
 from tether.adapters.common import JobResult, app_secrets
 from tether.specs import AppDef, AppStatus, mask_args, mask_text, mask_value
+from tether.tracker.progress import Progress
 
 _SYNC: dict[str, Any] = {"_sync": True}
 """Prefect's ``create_*_artifact`` run synchronously even where an event loop is running."""
@@ -192,3 +195,86 @@ def create_summary(
         markdown=markdown, key=artifact_key(task_name), description=description, **_SYNC,
     ))
 
+
+
+def metrics_table(progress: Progress) -> list[dict[str, Any]]:
+    """The rows of the metrics table artifact: one per metric of a report, then step and ETA.
+
+    Args:
+        progress: The report.
+
+    Returns:
+        ``[{"metric": name, "value": value}, ...]``.
+    """
+    rows: list[dict[str, Any]] = [{"metric": k, "value": v} for k, v in progress.metrics.items()]
+    if progress.step is not None:
+        rows.append({"metric": "step", "value": progress.step})
+    if progress.total is not None:
+        rows.append({"metric": "total", "value": progress.total})
+    if progress.eta_s is not None:
+        rows.append({"metric": "eta_s", "value": round(progress.eta_s, 1)})
+    return rows
+
+
+class ProgressArtifacts:
+    """Shows a job's progress reports on its task run: a progress artifact updated in place
+    (its description is the report in one line: step, metrics, ETA), and a metrics table
+    artifact of the last report when the job has ended.
+
+    Args:
+        client: A sync Prefect client (the calls are made from the task's follower thread).
+        task_name: The Prefect task's name (artifact keys).
+        flow_run_id: The flow run.
+        task_run_id: The task run.
+    """
+
+    def __init__(
+        self, client: Any, task_name: str, flow_run_id: UUID | None, task_run_id: UUID | None
+    ) -> None:
+        self.client = client
+        self.task_name = task_name
+        self.flow_run_id = flow_run_id
+        self.task_run_id = task_run_id
+        self.artifact_id: UUID | None = None
+
+    def show(self, progress: Progress) -> None:
+        """Creates the progress artifact on the first report, updates it on the next ones.
+
+        Args:
+            progress: The job's latest report.
+        """
+        from prefect.client.schemas.actions import ArtifactCreate, ArtifactUpdate
+
+        percent = round(100.0 * (progress.fraction or 0.0), 2)
+        description = f"tether progress: {progress.format()}"
+        if self.artifact_id is not None:
+            self.client.update_artifact(
+                self.artifact_id, ArtifactUpdate(data=percent, description=description))
+            return
+        created = self.client.create_artifact(ArtifactCreate(
+            key=artifact_key(self.task_name, "progress"), type="progress", data=percent,
+            description=description, flow_run_id=self.flow_run_id,
+            task_run_id=self.task_run_id,
+        ))
+        self.artifact_id = _uuid(created.id)
+
+    def show_metrics(self, progress: Progress) -> UUID | None:
+        """Publishes the metrics table of the job's last report (None when it has none).
+
+        Args:
+            progress: The job's last report.
+
+        Returns:
+            The artifact's id.
+        """
+        from prefect.client.schemas.actions import ArtifactCreate
+
+        rows = metrics_table(progress)
+        if not rows:
+            return None
+        created = self.client.create_artifact(ArtifactCreate(
+            key=artifact_key(self.task_name, "metrics"), type="table", data=json.dumps(rows),
+            description=f"tether metrics: {progress.format()}",
+            flow_run_id=self.flow_run_id, task_run_id=self.task_run_id,
+        ))
+        return _uuid(created.id)

@@ -31,7 +31,9 @@ from tether.runner import Runner, get_runner
 from tether.specs import AppStatus
 
 if TYPE_CHECKING:
+    from tether.adapters.prefect.artifacts import ProgressArtifacts
     from tether.adapters.prefect.spec import TaskSpec
+    from tether.tracker.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -294,17 +296,26 @@ class _TaskCall:
             self.logger.warning("%s: cancelling tether job %s", reason, handle)
         return reason
 
+    def _show_progress(self, artifacts: ProgressArtifacts, progress: Progress) -> None:
+        self.logger.info("tether progress: %s", progress.format())
+        artifacts.show(progress)
+
     def _follow(self, session: JobSession, shipper: LogShipper) -> JobResult:
+        from tether.adapters.prefect.artifacts import ProgressArtifacts
+
+        artifacts = ProgressArtifacts(self.client, self.art_name, self.task_run.flow_run_id,
+                                      self.task_run.id)
         result = session.follow(
             shipper, self.spec.poll_interval,
             should_stop=lambda: self._should_stop(shipper, session.app_handle),
             skip=shipper.cursor,
+            on_progress=lambda progress: self._show_progress(artifacts, progress),
         )
         # the summary goes out while the last log lines and the cursor are sent
         summary = threading.Thread(
             target=contextvars.copy_context().run,
             args=(_publish_summary, self.art_name, session, result, self.logger, self.client,
-                  self.task_run),
+                  self.task_run, artifacts),
             name="tether-summary",
         )
         summary.start()
@@ -407,9 +418,16 @@ def _publish_summary(
     logger: Any,
     client: Any = None,
     task_run: Any = None,
+    artifacts: ProgressArtifacts | None = None,
 ) -> None:
     from tether.adapters.prefect.artifacts import create_summary
+    from tether.tracker.progress import Progress
 
+    if artifacts is not None and result.progress is not None:
+        try:
+            artifacts.show_metrics(Progress.from_dict(result.progress))
+        except Exception as e:
+            logger.warning("cannot create the metrics artifact of %s: %s", result.app_handle, e)
     try:
         create_summary(
             task_name, job.scheduler, job.app, result, _final_status(job), job.key,
