@@ -146,6 +146,12 @@ CHECKS: dict[tuple[str, str], Check] = {
         after="import os\nos.environ.update(RANK='0', WORLD_SIZE='1', LOCAL_RANK='0',\n"
               "                  MASTER_ADDR='127.0.0.1', MASTER_PORT='0')\n"
               "main()\nassert calls == [1]\n"),
+    ("components.md", "from tether.runtime import report"): Exec(
+        prelude="import os, tempfile\nos.environ['TETHER_OUTPUTS_URL'] = tempfile.mkdtemp()\n"
+                "total, epoch = 3, 0\ndef train_step():\n    return 0.5\n",
+        after="from tether.tracker.progress import read_progress\n"
+              "assert read_progress(os.environ['TETHER_OUTPUTS_URL']).step == 3\n",
+    ),
     ("components.md", '[project.entry-points."tether.components"]'): Exec(
         prelude="import tomllib\ntoml = tomllib.loads('''",
         after="''')\n"

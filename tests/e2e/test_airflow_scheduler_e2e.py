@@ -394,6 +394,28 @@ def test_deferred_logs_are_live_and_secrets_never_logged(airflow: Deployment) ->
     assert PASSWORD not in everything
 
 
+def test_progress_reports_show_in_the_task_log_while_the_job_runs(airflow: Deployment) -> None:
+    """``tether.runtime.report`` from the job: the running task (the worker) and the deferred
+    one (the triggerer) write each report into the task log while the job waits for its gate;
+    the last report becomes the XCom ``tether_progress``."""
+    run = airflow.trigger("tether_e2e_progress")
+    for task in ("sync", "deferred"):
+        handle = airflow.wait_running_job(run, task)
+        airflow.wait(f"the first report in the log of {task}",
+                     lambda t=task: "tether progress: 1/4 (25%) loss=0.5" in airflow.log(
+                         run, t, 1))
+        assert airflow.state(handle) == AppState.RUNNING  # its gate is closed: it cannot end
+        if task == "deferred":
+            assert "tether progress: 1/4" in airflow.log_files(run, task)  # the trigger's log
+            airflow.wait_deferred(run, task, 1)
+        run.open(task)
+    for task in ("sync", "deferred"):
+        airflow.wait_state(run, task, ("success",), try_number=1)
+        assert "tether progress: 4/4 (100%) loss=0.125" in airflow.log(run, task, 1)
+        last = airflow.xcom(run, task, "tether_progress")
+        assert last["step"] == 4 and last["metrics"] == {"loss": 0.125}, last
+
+
 def test_slurm_connection_picks_the_cluster_and_partition(
     airflow: Deployment, slurm_cluster: SlurmCluster
 ) -> None:

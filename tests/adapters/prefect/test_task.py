@@ -648,3 +648,56 @@ def test_secrets_never_reach_the_task_log_artifacts_failure_or_dryrun() -> None:
     }
     print(f"\n[secrets] prefect surfaces checked: {sorted(surfaces)}")
     assert not leaks(surfaces), leaks(surfaces)
+
+
+def test_progress_artifact_updates_while_the_job_runs(tmp_path: Path) -> None:
+    """The job's reports show on the real server while it runs: a progress artifact updated
+    in place (its description the report), then a metrics table of the last report."""
+    import json
+    import threading
+
+    from prefect import flow
+
+    from tests.adapters.progress_app import FIRST, LAST, release_when
+    from tether.adapters.prefect import component_task
+
+    train = component_task("tests.adapters.progress_app:training", scheduler="local_cwd",
+                           name="trainer", poll_interval=0.2)
+    ids: list[Any] = []
+    states: list[Any] = []
+
+    @flow
+    def training_flow(gate: str) -> JobResult:
+        from prefect.runtime import flow_run
+
+        ids.append(flow_run.id)
+        return train(gate=gate)
+
+    def progress_artifacts() -> list[Any]:
+        return [a for a in _artifacts(ids[0]) if a.type == "progress"] if ids else []
+
+    def first_seen() -> bool:
+        return any(a.description == f"tether progress: {FIRST}" and a.data == 25.0
+                   for a in progress_artifacts())
+
+    gate = tmp_path / "gate"
+    thread = threading.Thread(
+        target=lambda: states.append(training_flow(str(gate), return_state=True)))
+    thread.start()
+    try:
+        seen = release_when(first_seen, gate)
+        thread.join(120)
+        assert not thread.is_alive()
+    finally:
+        gate.touch()
+        thread.join(60)
+    assert seen, "no progress artifact showed the first report while the job ran"
+    assert states[0].is_completed(), states[0]
+    (progress,) = progress_artifacts()  # one artifact, updated in place
+    assert progress.key == "tether-trainer-progress" and progress.task_run_id is not None
+    assert progress.data == 100.0 and progress.description.startswith(f"tether progress: {LAST}")
+    (table,) = [a for a in _artifacts(ids[0]) if a.type == "table"]
+    assert table.key == "tether-trainer-metrics"
+    rows = {r["metric"]: r["value"] for r in json.loads(table.data)}
+    assert rows["loss"] == 0.125 and rows["step"] == 4 and rows["total"] == 4
+    assert states[0].result().progress["step"] == 4

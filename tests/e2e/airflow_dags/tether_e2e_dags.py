@@ -34,6 +34,14 @@ GATED = (
     "echo finished; " + PUBLISH
 )
 SECRET_ENV = {"DB_PASSWORD": "{{ conn.tether_e2e_db.password }}"}
+PROGRESS = PY + " -c " + shlex.quote(
+    "import os, sys, time; from tether.runtime import report; "
+    "report(step=1, total=4, loss=0.5); "
+    "end = time.monotonic() + int(sys.argv[2]); "
+    "[time.sleep(0.2) for _ in iter(lambda: os.path.exists(sys.argv[1]) "
+    "or time.monotonic() > end, True)]; "
+    "report(step=4, total=4, loss=0.125)"
+) + " '{{ params.gate }}/{{ ti.task_id }}' {{ params.seconds }}"
 
 
 def gated(task_id: str, deferrable: bool, **kwargs: object) -> ComponentOperator:
@@ -62,6 +70,13 @@ with DAG("tether_e2e_kill", schedule=None, start_date=START, catchup=False, para
 with DAG("tether_e2e_timeout", schedule=None, start_date=START, catchup=False, params=PARAMS):
     gated("sync", deferrable=False, execution_timeout=dt.timedelta(seconds=25))
     gated("deferred", deferrable=True, execution_timeout=dt.timedelta(seconds=25))
+
+with DAG("tether_e2e_progress", schedule=None, start_date=START, catchup=False,
+         params=PARAMS):
+    # the job reports 1/4, waits for its gate, reports 4/4 (tether.runtime.report)
+    for _task_id, _deferrable in (("sync", False), ("deferred", True)):
+        ComponentOperator(task_id=_task_id, component="utils.sh", component_args=[PROGRESS],
+                          deferrable=_deferrable, wait_interval=1.0)
 
 with DAG("tether_e2e_slurm", schedule=None, start_date=START, catchup=False):
     # the cluster (its slurm.conf) and the partition come from the connection, which the test
