@@ -233,6 +233,36 @@ def _cpu_text(cpu: float) -> str:
     return f"{max(1, round(cpu * 1000))}m"
 
 
+def _set_resources(task: PipelineTask, cpu: Any, memory: str | None) -> None:
+    """Sets the task's CPU and memory, each request equal to its limit.
+
+    KFP's ``set_cpu_request`` and the three others each call ``inspect.stack()`` (to name the
+    caller in an error), which reads the source of every frame of the stack: four of them
+    cost more than all else a native step adds to a pipeline. A task whose container spec is
+    still to be compiled gets its resource spec set at once, with the text ``_cpu_text`` and
+    ``{memMB}Mi`` always have; a pipeline value (cpu from a parameter), or a task
+    ``kfp.local`` runs as it is added, goes through KFP's setters as before.
+    """
+    from kfp.dsl import pipeline_task, structures
+
+    spec = getattr(task, "container_spec", None)
+    if (spec is None or task.state is not pipeline_task.TaskState.FUTURE
+            or (cpu is not None and not isinstance(cpu, str))):
+        if cpu is not None:
+            task.set_cpu_request(cpu).set_cpu_limit(cpu)
+        if memory is not None:
+            task.set_memory_request(memory).set_memory_limit(memory)
+        return
+    if cpu is None and memory is None:
+        return
+    res = spec.resources or structures.ResourceSpec()
+    if cpu is not None:
+        res.cpu_request = res.cpu_limit = cpu
+    if memory is not None:
+        res.memory_request = res.memory_limit = memory
+    spec.resources = res
+
+
 def apply_task_settings(task: PipelineTask, role: Role, options: KubernetesOptions,
                         from_values: Mapping[str, Any] | None = None) -> None:
     """Applies the role's env, secrets, resources, retries and pod settings to a native task.
@@ -252,12 +282,11 @@ def apply_task_settings(task: PipelineTask, role: Role, options: KubernetesOptio
         kubernetes.use_secret_as_env(task, secret_name=ref.name,
                                      secret_key_to_env={ref.key: env_name})
     res = role.resource
-    if "cpu" in from_values:
-        task.set_cpu_request(from_values["cpu"]).set_cpu_limit(from_values["cpu"])
-    elif res.cpu is not None and res.cpu > 0:
-        task.set_cpu_request(_cpu_text(res.cpu)).set_cpu_limit(_cpu_text(res.cpu))
-    if res.memMB is not None and res.memMB > 0:
-        task.set_memory_request(f"{res.memMB}Mi").set_memory_limit(f"{res.memMB}Mi")
+    cpu = from_values.get("cpu")
+    if cpu is None and res.cpu is not None and res.cpu > 0:
+        cpu = _cpu_text(res.cpu)
+    memory = f"{res.memMB}Mi" if res.memMB is not None and res.memMB > 0 else None
+    _set_resources(task, cpu, memory)
     gpus = "gpu" in from_values or (res.gpu is not None and res.gpu > 0)
     if gpus:
         task.set_accelerator_type(options.accelerator_type).set_accelerator_limit(
