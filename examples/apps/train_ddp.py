@@ -2,7 +2,8 @@
 
 It fits a small linear model to synthetic data (y = X @ w_true + noise) for a few seconds.
 Each rank trains on its own shard; DDP averages the gradients, so every rank ends with the
-same weights, which the app checks before it exits.
+same weights, which the app checks before it exits. Rank 0 reports each epoch's loss and an
+ETA through ``tether.runtime.report`` (``tether status`` and the orchestrators show it).
 
 Run it as a distributed job through tether (two workers on this machine)::
 
@@ -43,6 +44,7 @@ from tether.runtime import (  # noqa: E402
     local_rank,
     process_group,
     rank,
+    report,
     world_size,
 )
 
@@ -229,6 +231,9 @@ def main(
                 print(f"epoch {epoch}: loss {avg.item() / n:.5f}", flush=True)
                 if ckpt:
                     save_checkpoint(ckpt, model.module, epoch, loss.item())
+            # the orchestrator shows it live (tether status, task log, Prefect artifact...);
+            # rank 0 writes it, with an ETA from the rate of epochs so far
+            report(step=epoch + 1, total=args.epochs, epoch=epoch, loss=avg.item() / n)
             dist.barrier()  # the checkpoint is whole before any rank goes on
             if after_epoch is not None:
                 after_epoch(epoch)

@@ -260,6 +260,13 @@ def test_demo_ddp_two_ranks_on_local_cwd(tether: Callable[..., Result]) -> None:
     assert any(ln.startswith("[train_ddp1]:rank 1: done") for ln in lines), res.out
     assert res.out.splitlines()[-1].endswith(" SUCCEEDED")
     assert os.environ["PATH"]  # the job used this venv's python (see conftest)
+    # rank 0 reported each epoch (tether.runtime.report): the last report is the job's end
+    from tether.runner import get_runner
+
+    with get_runner() as runner:
+        last = runner.progress(res.out.splitlines()[-1].split()[0])
+    assert last is not None and (last.step, last.total) == (2, 2), last
+    assert set(last.metrics) == {"epoch", "loss"} and last.eta_s == 0.0
 
 
 def test_progress_on_a_terminal_is_one_redrawn_line(project: Path) -> None:
