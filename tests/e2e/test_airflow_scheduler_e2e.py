@@ -135,13 +135,31 @@ class Deployment:
 
     def wait_state(self, run: Run, task_id: str, states: tuple[str, ...],
                    try_number: int | None = None) -> dict[str, Any]:
+        seen: list[dict[str, Any]] = []
+
         def check() -> dict[str, Any] | None:
             ti = self.ti(run, task_id)
+            seen[:] = [ti]
             ok = ti["state"] in states and (try_number is None or ti["try_number"] == try_number)
             return ti if ok else None
 
-        return self.wait(f"{run.dag_id}/{run.run_id}/{task_id} in {states} (try {try_number})",
-                         check)
+        try:
+            return self.wait(
+                f"{run.dag_id}/{run.run_id}/{task_id} in {states} (try {try_number})", check)
+        except AssertionError as e:  # say what Airflow was doing: the TI and its DAG run
+            raise AssertionError(f"{e}\n{self.doing(run, seen[-1] if seen else None)}") from None
+
+    def doing(self, run: Run, ti: dict[str, Any] | None) -> str:
+        """The task instance and DAG run as the REST API last showed them (a failed wait)."""
+        keys = ("state", "try_number", "queued_when", "scheduled_when", "start_date",
+                "end_date", "hostname", "pid", "note")
+        try:
+            dag_run = self.stack.get(f"/api/v2/dags/{run.dag_id}/dagRuns/{run.run_id}")
+        except AirflowError as e:
+            dag_run = {"error": str(e)}
+        run_keys = ("state", "queued_at", "start_date", "end_date", "clear_number", "error")
+        return (f"last task instance: {json.dumps({k: (ti or {}).get(k) for k in keys})}\n"
+                f"DAG run: {json.dumps({k: dag_run.get(k) for k in run_keys})}")
 
     def wait_deferred(self, run: Run, task_id: str, try_number: int) -> None:
         """Waits until the try is deferred and the scheduler has seen its worker exit.

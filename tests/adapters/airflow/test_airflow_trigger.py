@@ -201,6 +201,32 @@ def test_trigger_streams_lines_while_the_job_runs(tmp_path: Path) -> None:
     assert event["log_cursor"] == {"worker/0": 5}
 
 
+def test_trigger_writes_each_progress_report_while_the_job_runs(tmp_path: Path) -> None:
+    from tests.adapters.progress_app import FIRST, LAST, training
+
+    gate = tmp_path / "gate"
+    with get_runner() as runner:
+        handle = runner.run(training(str(gate)), "local_cwd")
+    trigger = TetherJobTrigger(app_handle=handle, poll_interval=0.1)
+    out = _with_log(trigger, "progress")
+
+    async def main() -> dict[str, Any]:
+        waiting = asyncio.create_task(_first_event(trigger))
+        try:  # the first report reaches the log while the job waits for the gate
+            await _until(lambda: f"tether progress: {FIRST}" in out.lines, 120,
+                         lambda: f"the trigger's log: {out.lines}")
+        finally:
+            gate.touch()
+        return await waiting
+
+    event = asyncio.run(main())
+    assert event["state"] == "SUCCEEDED"
+    reports = [line for line in out.lines if line.startswith("tether progress:")]
+    assert reports[0] == f"tether progress: {FIRST}"
+    assert reports[-1].startswith(f"tether progress: {LAST}")  # read once the job ended
+    assert len(reports) == 2  # each report once
+
+
 def test_a_resumed_trigger_neither_repeats_nor_drops_lines(tmp_path: Path) -> None:
     gate = tmp_path / "gate"
     handle = _gated_job(gate, 4, 3)
