@@ -205,25 +205,49 @@ def build_native_component(
     description: str,
     inputs: Sequence[StepInput],
     role: Role,
+    interfaces: dict[tuple[str, ...], Any] | None = None,
 ) -> tuple[BaseComponent, list[str]]:
     """Builds the container component of a native step.
+
+    What KFP reads from the component function's signature and docstring (its interface:
+    name, description, inputs) is the same for every call of one step with the same hidden
+    inputs; only the container (the role's command, constants spliced in) differs. Given
+    ``interfaces``, the interface is read once per hidden-input set and each call only adds
+    its container, which is what ``create_container_component_from_func`` does after
+    reading it.
 
     Args:
         func_name: The step's identifier.
         description: The component's description.
         inputs: The component's inputs.
         role: The role, macros substituted (:func:`substitute_macros`).
+        interfaces: The step's interfaces read so far, by hidden inputs (kept by the step).
 
     Returns:
         The component, and the hidden inputs the task must fill (the run/task ids when
         ``${app_id}`` is used).
     """
-    from kfp.dsl import component_factory
+    import dataclasses
+
+    from kfp.dsl import component_factory, structures
+    from kfp.dsl.container_component_class import ContainerComponent
+    from kfp.pipeline_spec import pipeline_spec_pb2
 
     used = set(_ANY_INPUT.findall(" ".join([role.entrypoint, *role.args])))
     hidden = [h for h in (RUN_ID_INPUT, TASK_ID_INPUT) if h in used]
     fn = _container_fn(func_name, description, inputs, hidden, role)
-    return component_factory.create_container_component_from_func(fn), hidden
+    if interfaces is None:
+        return component_factory.create_container_component_from_func(fn), hidden
+    interface = interfaces.get(tuple(hidden))
+    if interface is None:
+        interface = component_factory.extract_component_interface(fn, containerized=True)
+        interfaces[tuple(hidden)] = interface
+    container = structures.ContainerSpecImplementation.from_container_spec(fn())
+    spec = dataclasses.replace(  # validates the placeholders against the inputs, as KFP does
+        interface, implementation=structures.Implementation(container),
+        platform_spec=pipeline_spec_pb2.PlatformSpec(),
+    )
+    return ContainerComponent(spec, fn), hidden
 
 
 def _cpu_text(cpu: float) -> str:

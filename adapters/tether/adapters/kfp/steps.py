@@ -203,6 +203,7 @@ class TetherStep:
         self.launcher = launcher or LauncherOptions()
         self.cache = cache
         self._launcher_component: BaseComponent | None = None
+        self._native_interfaces: dict[tuple[str, ...], Any] = {}
         self._launcher_spec: LaunchSpec | None = None
         self._pods = False  # the scheduler's replicas are Kubernetes pods (its capability)
         self._check_scheduler()
@@ -462,7 +463,7 @@ class TetherStep:
             return task
         assert plan.role is not None
         component, used = build_native_component(
-            self.name, self.description, self.inputs, plan.role
+            self.name, self.description, self.inputs, plan.role, self._native_interfaces
         )
         task = component(**given, **{h: hidden[h] for h in used})
         task.set_caching_options(self.cache)
