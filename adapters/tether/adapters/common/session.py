@@ -247,9 +247,12 @@ class JobSession:
         if status.is_terminal():
             try:
                 outputs = self.runner.outputs(handle)
-                progress = self.runner.progress(handle)
             except Exception as e:
                 log.warning("cannot read the outputs of %s: %s", handle, e)
+            try:
+                progress = self.runner.progress(handle)
+            except Exception as e:  # the progress is a convenience: the result stands
+                log.warning("cannot read the progress of %s: %s", handle, e)
         return JobResult(
             app_handle=handle, state=status.state, msg=mask_app_text(self.app, status.msg),
             ui_url=status.ui_url,
