@@ -654,8 +654,10 @@ class Runner:
         return self._apps.outputs(handle) if handle is not None else {}
 
     def progress(self, app_handle: AppHandle) -> Progress | None:
-        """The latest progress report of an app (:func:`tether.runtime.report`), or None."""
-        return self._apps.progress(app_handle)
+        """The latest progress report of an app (:func:`tether.runtime.report`), or None;
+        for a logical job (``chain://...``), its current attempt's."""
+        handle = self._attempt(app_handle)
+        return self._apps.progress(handle) if handle is not None else None
 
     @recorded("cancel", lambda self, app_handle: handle_fields(app_handle))
     def cancel(self, app_handle: AppHandle) -> None:
