@@ -57,7 +57,8 @@ def test_a_dryrun_loads_no_module_it_does_not_use() -> None:
     an app is followed), uuid (platform), or difflib (only for an error's hint)."""
     mods = imported_modules("run", "--dryrun", "-s", "local_cwd", "utils.echo", "--msg", "hi")
     assert "tether.runner" in mods
-    unused = {"asyncio", "tether.schedulers.watch", "uuid", "platform", "difflib"}
+    unused = {"asyncio", "tether.schedulers.watch", "uuid", "platform", "difflib",
+              "tether.tracker.progress"}
     assert not unused & mods, sorted(unused & mods)
 
 

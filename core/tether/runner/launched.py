@@ -20,10 +20,11 @@ from tether.schedulers.api import ListAppResponse, Stream
 from tether.specs import AppDef, AppHandle, AppStatus, make_app_handle, parse_app_handle
 from tether.specs.status import is_terminal
 from tether.tracker.outputs import outputs_root, outputs_url, read_outputs
-from tether.tracker.progress import Progress, read_progress
 
 if TYPE_CHECKING:
     from datetime import datetime
+
+    from tether.tracker.progress import Progress
 
 
 class UnknownAppError(NotFoundError):
@@ -204,6 +205,8 @@ class LaunchedApps:
         Returns:
             The report, or None when the app reported none.
         """
+        from tether.tracker.progress import read_progress  # loaded when a report is read
+
         return read_progress(self._outputs_url(app_handle))
 
     def _outputs_url(self, app_handle: AppHandle) -> str:
