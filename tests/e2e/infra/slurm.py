@@ -57,6 +57,8 @@ NODES = ("n1", "n2")
 CPUS_PER_NODE = 2
 MEMORY_MB_PER_NODE = 2048
 PARTITION = "debug"
+URGENT_PARTITION = "urgent"
+"""With ``preemption=True``: a partition whose jobs preempt those of :data:`PARTITION`."""
 MUNGED_CANDIDATES = ("/usr/sbin/munged", "/usr/bin/munged")
 INSTALL_HINT = (
     "install them with tests/e2e/infra/setup.d/30-slurm.sh "
@@ -107,6 +109,7 @@ def slurm_conf(
     node_ports: dict[str, int],
     dbd_port: int | None = None,
     jwt_key: Path | None = None,
+    preemption: bool = False,
 ) -> str:
     """The ``slurm.conf`` of a test cluster rooted at ``d``.
 
@@ -117,6 +120,10 @@ def slurm_conf(
         dbd_port: slurmdbd's port, for a cluster with accounting.
         jwt_key: The HS256 key of ``auth/jwt`` (slurmrestd's tokens), as an alternative
             authentication next to munge.
+        preemption: Add the partition :data:`URGENT_PARTITION` over the same nodes, whose
+            jobs preempt the default partition's (``PreemptType=preempt/partition_prio``,
+            ``PreemptMode=REQUEUE``: a requeueable job is requeued, another cancelled as
+            ``PREEMPTED``).
 
     Returns:
         The file's text.
@@ -137,6 +144,13 @@ def slurm_conf(
         for n, p in node_ports.items()
     )
     jwt = f"AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={jwt_key}\n" if jwt_key else ""
+    names = ",".join(node_ports)
+    preempt = (
+        "PreemptType=preempt/partition_prio\nPreemptMode=REQUEUE\n"
+        f"PartitionName={URGENT_PARTITION} Nodes={names} MaxTime=INFINITE State=UP "
+        "PriorityTier=2 PreemptMode=OFF\n"
+        if preemption else ""
+    )  # fmt: skip
     return f"""\
 ClusterName={CLUSTER}
 SlurmctldHost=localhost(127.0.0.1)
@@ -173,8 +187,8 @@ MinJobAge=600
 KillWait=5
 MailProg=/bin/true
 {nodes}
-PartitionName={PARTITION} Nodes={",".join(node_ports)} Default=YES MaxTime=INFINITE State=UP
-"""
+PartitionName={PARTITION} Nodes={names} Default=YES MaxTime=INFINITE State=UP
+{preempt}"""
 
 
 def slurmdbd_conf(d: Path, dbd_port: int, db_port: int, jwt_key: Path | None = None) -> str:
@@ -233,12 +247,16 @@ class SlurmCluster:
             with ``tests/e2e/infra/setup.d/31-slurmdbd.sh``.
         jwt: Also accept JWTs (``AuthAltTypes=auth/jwt``, a random key in the cluster's
             directory), as slurmrestd needs; ``scontrol token`` then mints them.
+        preemption: Also a partition :data:`URGENT_PARTITION` whose jobs preempt the
+            default partition's (see :func:`slurm_conf`).
     """
 
     def __init__(
-        self, start_timeout: float = 60.0, accounting: bool = False, jwt: bool = False
-    ) -> None:
+        self, start_timeout: float = 60.0, accounting: bool = False, jwt: bool = False,
+        preemption: bool = False,
+    ) -> None:  # fmt: skip
         self.start_timeout = start_timeout
+        self.preemption = preemption
         self.accounting = accounting
         self.jwt = jwt
         self.dir: Path | None = None
@@ -312,7 +330,8 @@ class SlurmCluster:
             (self.dir / "state").mkdir()
             dbd_port = ports[1] if self.accounting else None
             jwt_key = self._write_jwt_key() if self.jwt else None
-            self.conf.write_text(slurm_conf(self.dir, ports[0], node_ports, dbd_port, jwt_key))
+            self.conf.write_text(slurm_conf(self.dir, ports[0], node_ports, dbd_port, jwt_key,
+                                             self.preemption))  # fmt: skip
             if self.accounting:
                 self._start_accounting(ports[1], ports[2], jwt_key)
             self._spawn("slurmctld", ["slurmctld", "-D", "-i", "-f", str(self.conf)])

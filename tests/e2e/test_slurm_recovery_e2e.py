@@ -1,0 +1,182 @@
+"""Recovery from real Slurm infrastructure failures, through ``Runner.run`` and
+``Runner.wait`` under one logical handle.
+
+The cluster is the test's own (``SlurmCluster(preemption=True)``: munged, slurmctld, two
+slurmd nodes, and a partition ``urgent`` whose jobs preempt the default partition's), so a
+node set DOWN or a preemption touches no other test's jobs; each failure is undone in a
+``finally`` all the same. The failures are Slurm's own: ``scontrol update state=DOWN`` on
+the node that runs attempt 0 (Slurm ends the job ``NODE_FAIL``), and a job of the urgent
+partition that needs that node whole (Slurm preempts attempt 0, which is not requeueable,
+as ``PREEMPTED``). tether reads the cause from ``squeue``, records it and submits attempt 1,
+which resumes from the checkpoint attempt 0 left.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.infra.slurm import URGENT_PARTITION, SlurmCluster, SlurmUnavailable, missing_tools
+from tether.runner import Runner
+from tether.specs import AppDef, AppState, RecoveryPolicy, Role, parse_app_handle
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+
+# attempt 0 saves a checkpoint (step 5) and runs until the infrastructure fails under it;
+# a later attempt resumes from the checkpoint and ends.
+SCRIPT = """\
+set -eu
+echo "attempt $TETHER_ATTEMPT on $SLURMD_NODENAME"
+if [ "$TETHER_ATTEMPT" = 0 ]; then
+  mkdir -p "$TETHER_CHECKPOINT"
+  echo 5 > "$TETHER_CHECKPOINT/step.tmp"
+  mv "$TETHER_CHECKPOINT/step.tmp" "$TETHER_CHECKPOINT/step"
+  exec sleep 300
+fi
+echo "resumed at step $(cat "$TETHER_CHECKPOINT/step") from $TETHER_CHECKPOINT"
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[SlurmCluster]:
+    missing = missing_tools()
+    if missing:
+        pytest.skip(f"Slurm is not installed (missing {', '.join(missing)}); run "
+                    "tests/e2e/infra/setup.d/30-slurm.sh")  # fmt: skip
+    try:
+        c = SlurmCluster(preemption=True).start()
+    except SlurmUnavailable as e:
+        pytest.fail(f"the preemption cluster did not start: {e}")
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def runner(cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+           ) -> Iterator[Runner]:  # fmt: skip
+    monkeypatch.setenv("TETHER_STATE_DIR", str(tmp_path / "state"))
+    (tmp_path / "tetherconfig.ini").write_text("")
+    monkeypatch.setenv("TETHERCONFIG", str(tmp_path / "tetherconfig.ini"))
+    with Runner("e2e", scheduler_params={"slurm": {"slurm_conf": str(cluster.conf)}}) as r:
+        yield r
+
+
+def _app(name: str, ckpt: Path) -> AppDef:
+    return AppDef(
+        name, roles=[Role("w", entrypoint="bash", args=["-c", SCRIPT])],
+        recovery=RecoveryPolicy(max_recoveries=2, backoff_s=0), checkpoint=str(ckpt),
+    )  # fmt: skip
+
+
+def _running_node(runner: Runner, handle: str, ckpt: Path) -> str:
+    """The node attempt 0 runs on, once it saved its checkpoint."""
+    deadline = time.monotonic() + 120
+    while True:
+        st = runner.status(handle)
+        if st is not None and st.state == AppState.RUNNING and (ckpt / "step").exists():
+            node = st.roles[0].replicas[0].hostname
+            if node:
+                return node
+        assert time.monotonic() < deadline, f"attempt 0 never ran: {st}"
+        time.sleep(0.3)
+
+
+def _jobs(cluster: SlurmCluster, name: str) -> dict[str, tuple[str, str, str]]:
+    """Every job of the cluster named ``name``: id -> (state, submit time, end time)."""
+    out = cluster.run("squeue", "--noheader", "--states=all", "--format=%i|%j|%T|%V|%e").stdout
+    rows = [line.split("|") for line in out.splitlines() if line.strip()]
+    return {r[0]: (r[2], r[3], r[4]) for r in rows if r[1] == name}
+
+
+def _recovered(
+    cluster: SlurmCluster, runner: Runner, tmp_path: Path, name: str,
+    fail: Callable[[str], Callable[[], None]], cause: str, native: str,
+) -> None:  # fmt: skip
+    """Runs the app, fails the infrastructure under attempt 0 (``fail(node)`` returns how
+    to undo it), follows the logical job and checks attempt 1 recovered it: the attempt
+    recorded with ``cause``, its Slurm job ended in state ``native``."""
+    ckpt = tmp_path / "ckpt"
+    handle = runner.run(_app(name, ckpt), "slurm", {"job_dir": str(tmp_path / "jobs")})
+    assert handle.startswith("chain://")
+    node = _running_node(runner, handle, ckpt)
+    assert node in cluster.nodes
+    undo: Callable[[], None] | None = None
+    try:
+        undo = fail(node)
+        final = runner.wait(handle, wait_interval=0.5, timeout=200)
+    finally:
+        if undo is not None:
+            undo()
+    assert final is not None and final.state == AppState.SUCCEEDED, final
+    assert final.num_restarts == 1 and final.msg.startswith("attempt 1 on slurm"), final
+
+    attempts = runner.attempts(handle)
+    assert [(a["attempt"], a["scheduler"], a["state"], a["cause"]) for a in attempts] == [
+        (0, "slurm", "FAILED", cause),
+        (1, "slurm", "SUCCEEDED", None),
+    ]
+    ids = [parse_app_handle(a["handle"]).app_id for a in attempts]
+    jobs = _jobs(cluster, name)
+    assert sorted(jobs) == sorted(ids), jobs  # one Slurm job per attempt: no duplicate
+    first, second = jobs[ids[0]], jobs[ids[1]]
+    assert first[0] == native and second[0] == "COMPLETED", jobs
+    assert first[2] <= second[1], jobs  # attempt 0 ended before attempt 1 was submitted
+
+    lines = list(runner.log_lines(handle, "w"))
+    assert lines[0] == "[tether] attempt 0 on slurm\n", lines
+    assert lines[1] == f"attempt 0 on {node}\n", lines
+    after = lines[lines.index("[tether] attempt 1 on slurm\n") + 1 :]
+    assert after[0].startswith("attempt 1 on ") and after[1:] == [
+        f"resumed at step 5 from {ckpt}\n"
+    ], lines
+
+
+def test_node_set_down_mid_run_is_recovered_as_the_next_attempt(
+    cluster: SlurmCluster, runner: Runner, tmp_path: Path
+) -> None:
+    """``scontrol update state=DOWN`` on attempt 0's node: Slurm ends it ``NODE_FAIL``
+    (``node_lost``); attempt 1 runs on the other node from the checkpoint."""
+
+    def down(node: str) -> Callable[[], None]:
+        cluster.run("scontrol", "update", f"nodename={node}", "state=DOWN",
+                    "reason=tether-recovery-e2e")  # fmt: skip
+        return lambda: _resume(cluster, node)
+
+    _recovered(cluster, runner, tmp_path, "rec-nodefail", down, "node_lost", "NODE_FAIL")
+
+
+def test_preempted_mid_run_is_recovered_as_the_next_attempt(
+    cluster: SlurmCluster, runner: Runner, tmp_path: Path
+) -> None:
+    """A job of the urgent partition needs attempt 0's node whole: Slurm preempts attempt 0
+    (``PreemptMode=REQUEUE``; tether's jobs are ``--no-requeue``, so Slurm cancels it as
+    ``PREEMPTED`` rather than running it again itself); attempt 1 resumes it."""
+
+    def preempt(node: str) -> Callable[[], None]:
+        out = cluster.run(
+            "sbatch", "--parsable", f"--partition={URGENT_PARTITION}", "--exclusive",
+            f"--nodelist={node}", "--job-name=urgent", "--output=/dev/null", "--wrap", "sleep 2",
+        ).stdout  # fmt: skip
+        job = out.strip().split(";")[0]
+
+        def cancel() -> None:
+            cluster.run("scancel", job, check=False)
+
+        return cancel
+
+    _recovered(cluster, runner, tmp_path, "rec-preempted", preempt, "preempted", "PREEMPTED")
+
+
+def _resume(cluster: SlurmCluster, node: str) -> None:
+    """Puts a node set DOWN back into service and waits until it is idle again."""
+    cluster.run("scontrol", "update", f"nodename={node}", "state=RESUME", check=False)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        state = cluster.run("sinfo", "-h", "-n", node, "-o", "%t", check=False).stdout.strip()
+        if state in ("idle", "mix", "alloc"):
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"node {node} did not come back after RESUME (sinfo: {state!r})")
