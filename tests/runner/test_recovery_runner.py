@@ -181,3 +181,22 @@ def test_intent_recorded_but_not_submitted_resumes_from_the_handle_alone(
     assert _jobs(runner, "intent-only/attempt-1") == 1
     assert _started(tmp_path) == ["started-0", "started-1"]
     assert json.loads(journal.path.read_text())["done"] is True
+
+
+def test_tailed_logs_show_attempts_run_while_one_was_read(runner: Runner, tmp_path: Path) -> None:
+    """The follower may run the next attempts while the previous attempt's lines are still
+    being read (a slow log stream: found on kubernetes with ``tether run --log``); tailing
+    the logical job still shows them, each after its marker."""
+    policy = RecoveryPolicy(on=["application"], max_recoveries=1, backoff_s=0)
+    handle = runner.run(_app(tmp_path, 1, policy), "local_cwd")
+
+    def lines(attempt: str, tail: bool) -> Iterator[str]:
+        if attempt == runner.attempts(handle)[0]["handle"]:
+            final = runner.wait(handle, wait_interval=0.2)  # the job ends meanwhile
+            assert final is not None and final.state == AppState.SUCCEEDED
+        yield from runner.log_lines(attempt, "train")
+
+    assert list(runner._chains.log_lines(handle, lines, should_tail=True)) == [
+        "[tether] attempt 0 on local_cwd\n", "hello from attempt 0\n",
+        "[tether] attempt 1 on local_cwd\n", "hello from attempt 1\n",
+    ]  # fmt: skip

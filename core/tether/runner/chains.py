@@ -552,6 +552,11 @@ class Chains:
             if not should_tail or (chain.done and shown >= len(chain.attempts)):
                 return
             status = self.status(app_handle)
-            if status is not None and status.is_terminal() and shown >= len(chain.attempts):
-                return
+            if status is not None and status.is_terminal():
+                # read after the status: a follower may have run more attempts while the
+                # last one's lines were tailed (the ``chain`` above is older than that)
+                latest = self._load(app_handle)
+                if latest is None or shown >= len(latest[1].attempts):
+                    return
+                continue
             time.sleep(0.2)  # the next attempt is due: look again soon
