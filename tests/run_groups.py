@@ -69,6 +69,7 @@ KUBE = [
     "tests/e2e/matrix/test_matrix.py",
     "tests/e2e/test_watch_hub_kube.py",
     "tests/e2e/test_kubernetes_failure_causes_e2e.py",
+    "tests/e2e/test_kubernetes_recovery_e2e.py",
 ]
 SLURM_RAY = [
     "tests/e2e/test_slurm_e2e.py",
