@@ -284,6 +284,10 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("recovery.md", "$ tether run -s local_cwd comp.py:train --ckpt /tmp/ckpt"): RunsIn(
         "tests/cli/test_recovery_cli.py::"
         "test_run_recovers_and_status_describe_show_the_attempts"),
+    ("recovery.md", "$ tether run -s kubernetes -cfg namespace=team-a --log comp.py:train "
+                    "--ckpt s3://bucket/runs/evicted-7"): RunsIn(
+        "tests/e2e/test_kubernetes_recovery_e2e.py::"
+        "test_tether_run_recovers_an_evicted_pod_as_the_next_attempt"),
     ("recovery.md", "from tether.specs import AppDef, RecoveryPolicy, Role"): Exec(
         after="from tether.specs import validate\nvalidate(app)\n"
               "assert app.recovery.max_recoveries == 5\n"),

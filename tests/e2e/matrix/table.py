@@ -43,8 +43,9 @@ BACKENDS = {
         "The kubernetes end-to-end tests run real containers on this node too: the "
         "contract suite, `tests/e2e/test_kubernetes_e2e.py`, `test_kubernetes_real.py` "
         "(signals, OOM kills, a 2x2 `dist.ddp` on gloo), the KFP launcher and Airflow "
-        "tests. Only the tests marked `fake_kubelet` (`test_kubernetes_failure_causes_e2e.py`:"
-        " evictions with a chosen message; `test_watch_hub_kube.py`: pod phases timed around "
+        "tests. Only the tests marked `fake_kubelet` (`test_kubernetes_failure_causes_e2e.py`"
+        " and `test_kubernetes_recovery_e2e.py`: evictions with a chosen message at a chosen "
+        "moment; `test_watch_hub_kube.py`: pod phases timed around "
         "injected apiserver faults) run on the test kubelet (`tests/e2e/infra/kubelet.py`), "
         "which patches pod status and starts no container."
     ),
