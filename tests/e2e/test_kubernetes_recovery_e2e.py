@@ -5,7 +5,9 @@ A test kubelet (``tests/e2e/infra/kubelet.py``) runs the pods and evicts attempt
 way a kubelet under node pressure does (pod ``Evicted``, ``DisruptionTarget:
 TerminationByKubelet``); the Job controller fails its Job. ``tether run`` is the follower: it
 reads the cause (``evicted``, an infrastructure cause the app's policy recovers from),
-submits attempt 1 and ends when attempt 1 succeeds, all under one logical handle.
+submits attempt 1 and ends when attempt 1 succeeds, all under one logical handle. The
+module fills the ``kubernetes`` cell of the portability matrix's recovery row
+(``tests/e2e/matrix/table.py``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from kubernetes import client
 
 from tests.e2e.infra.kube import KubeCluster, create_namespace
 from tests.e2e.infra.kubelet import Behaviour, FakeKubelet
+from tests.e2e.matrix.table import RECOVERY, recovery_cell, write_doc
 
 # The test kubelet, not the real node: the eviction comes at a chosen moment, which a real
 # kubelet does only under real node pressure.
@@ -67,6 +70,18 @@ def _logs(pod: client.V1Pod) -> list[str]:
     return [f"attempt {env.get('TETHER_ATTEMPT')} from {env.get('TETHER_CHECKPOINT')}"]
 
 
+OUTCOMES: dict[str, bool] = {}
+"""Test name -> whether it passed (for the matrix cell)."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _matrix_cell() -> Iterator[None]:
+    yield
+    if OUTCOMES:
+        how = "a pod evicted (`DisruptionTarget`), through `tether run`; test kubelet"
+        write_doc({(RECOVERY, "kubernetes"): recovery_cell("kubernetes", OUTCOMES, how)})
+
+
 @pytest.fixture(scope="module")
 def kubelet(kube_api: Any) -> Iterator[FakeKubelet]:
     with FakeKubelet(
@@ -97,8 +112,14 @@ def _evict_attempt_zero(kube_api: Any, kubelet: FakeKubelet, ns: str, evicted: l
 
 
 def test_tether_run_recovers_an_evicted_pod_as_the_next_attempt(
-    kube_cluster: KubeCluster, kube_api: Any, kubelet: FakeKubelet, ns: str, tmp_path: Path
+    kube_cluster: KubeCluster,
+    kube_api: Any,
+    kubelet: FakeKubelet,
+    ns: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
+    OUTCOMES[request.node.name] = False
     (tmp_path / "comp.py").write_text(COMPONENT)
     (tmp_path / "tetherconfig.ini").write_text("")
     env = dict(os.environ, KUBECONFIG=str(kube_cluster.kubeconfig_path),
@@ -144,3 +165,4 @@ def test_tether_run_recovers_an_evicted_pod_as_the_next_attempt(
     envs = sorted((_env(p)["TETHER_ATTEMPT"], _env(p)["TETHER_CHECKPOINT"]) for p in pods)
     assert envs == [("0", CHECKPOINT), ("1", CHECKPOINT)]
     assert len(client.BatchV1Api(kube_api).list_namespaced_job(ns).items) == 2
+    OUTCOMES[request.node.name] = True

@@ -8,7 +8,8 @@ node set DOWN or a preemption touches no other test's jobs; each failure is undo
 the node that runs attempt 0 (Slurm ends the job ``NODE_FAIL``), and a job of the urgent
 partition that needs that node whole (Slurm preempts attempt 0, which is not requeueable,
 as ``PREEMPTED``). tether reads the cause from ``squeue``, records it and submits attempt 1,
-which resumes from the checkpoint attempt 0 left.
+which resumes from the checkpoint attempt 0 left. The module fills the ``slurm`` cell of
+the portability matrix's recovery row (``tests/e2e/matrix/table.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.infra.slurm import URGENT_PARTITION, SlurmCluster, SlurmUnavailable, missing_tools
+from tests.e2e.matrix.table import RECOVERY, recovery_cell, write_doc
 from tether.runner import Runner
 from tether.specs import AppDef, AppState, RecoveryPolicy, Role, parse_app_handle
 
@@ -38,6 +40,25 @@ if [ "$TETHER_ATTEMPT" = 0 ]; then
 fi
 echo "resumed at step $(cat "$TETHER_CHECKPOINT/step") from $TETHER_CHECKPOINT"
 """
+
+
+OUTCOMES: dict[str, bool] = {}
+"""Test name -> whether it passed (for the matrix cell)."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _matrix_cell() -> Iterator[None]:
+    yield
+    if OUTCOMES:
+        how = "a node set DOWN (`NODE_FAIL`) and a preemption (`PREEMPTED`), through the Runner"
+        write_doc({(RECOVERY, "slurm"): recovery_cell("slurm", OUTCOMES, how)})
+
+
+@pytest.fixture
+def passed(cluster: SlurmCluster, request: pytest.FixtureRequest) -> Callable[[], None]:
+    """Records the test as failed until it calls the returned function at its end."""
+    OUTCOMES[request.node.name] = False
+    return lambda: OUTCOMES.__setitem__(request.node.name, True)
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +115,7 @@ def _jobs(cluster: SlurmCluster, name: str) -> dict[str, tuple[str, str, str]]:
 def _recovered(
     cluster: SlurmCluster, runner: Runner, tmp_path: Path, name: str,
     fail: Callable[[str], Callable[[], None]], cause: str, native: str,
+    passed: Callable[[], None],
 ) -> None:  # fmt: skip
     """Runs the app, fails the infrastructure under attempt 0 (``fail(node)`` returns how
     to undo it), follows the logical job and checks attempt 1 recovered it: the attempt
@@ -132,10 +154,11 @@ def _recovered(
     assert after[0].startswith("attempt 1 on ") and after[1:] == [
         f"resumed at step 5 from {ckpt}\n"
     ], lines
+    passed()
 
 
 def test_node_set_down_mid_run_is_recovered_as_the_next_attempt(
-    cluster: SlurmCluster, runner: Runner, tmp_path: Path
+    cluster: SlurmCluster, runner: Runner, tmp_path: Path, passed: Callable[[], None]
 ) -> None:
     """``scontrol update state=DOWN`` on attempt 0's node: Slurm ends it ``NODE_FAIL``
     (``node_lost``); attempt 1 runs on the other node from the checkpoint."""
@@ -145,11 +168,11 @@ def test_node_set_down_mid_run_is_recovered_as_the_next_attempt(
                     "reason=tether-recovery-e2e")  # fmt: skip
         return lambda: _resume(cluster, node)
 
-    _recovered(cluster, runner, tmp_path, "rec-nodefail", down, "node_lost", "NODE_FAIL")
+    _recovered(cluster, runner, tmp_path, "rec-nodefail", down, "node_lost", "NODE_FAIL", passed)
 
 
 def test_preempted_mid_run_is_recovered_as_the_next_attempt(
-    cluster: SlurmCluster, runner: Runner, tmp_path: Path
+    cluster: SlurmCluster, runner: Runner, tmp_path: Path, passed: Callable[[], None]
 ) -> None:
     """A job of the urgent partition needs attempt 0's node whole: Slurm preempts attempt 0
     (``PreemptMode=REQUEUE``; tether's jobs are ``--no-requeue``, so Slurm cancels it as
@@ -167,7 +190,9 @@ def test_preempted_mid_run_is_recovered_as_the_next_attempt(
 
         return cancel
 
-    _recovered(cluster, runner, tmp_path, "rec-preempted", preempt, "preempted", "PREEMPTED")
+    _recovered(
+        cluster, runner, tmp_path, "rec-preempted", preempt, "preempted", "PREEMPTED", passed
+    )
 
 
 def _resume(cluster: SlurmCluster, node: str) -> None:

@@ -114,6 +114,36 @@ NOT_RUNNABLE = {
 module runs them)."""
 
 
+RECOVERY = "recovery"
+"""The row key of the recovery row (``(RECOVERY, backend)`` cells)."""
+
+RECOVERY_TITLE = (
+    "Recovery from an infrastructure failure (a `RecoveryPolicy`: the next attempt under one "
+    "logical handle)"
+)
+
+RECOVERY_TESTS = {
+    "kubernetes": "`tests/e2e/test_kubernetes_recovery_e2e.py`",
+    "slurm": "`tests/e2e/test_slurm_recovery_e2e.py`",
+}
+"""Backend -> the test module that fills its recovery cell (see :func:`recovery_cell`)."""
+
+RECOVERY_UNTESTED = {
+    "local_cwd": "not applicable: one machine, no infrastructure to lose (the same loop "
+                 "recovers application failures, `tests/runner/test_recovery_runner.py`)",
+    "local_docker": "not applicable: one machine, no infrastructure to lose",
+    "slurm_ssh": "not tested: the `slurm` column's status table and recovery loop, over ssh "
+                 "(recovery tested on the `slurm` column)",
+    "slurm_rest": "not tested: the `slurm` column's status table and recovery loop, over "
+                  "slurmrestd (recovery tested on the `slurm` column)",
+    "aws_batch": "not tested: moto cannot terminate a host or reclaim a spot instance (the "
+                 "causes are mapped in a table test)",
+    "ray": "not tested: no node failure injected on the Ray head yet (`node_lost` is mapped "
+           "in a unit table)",
+}
+"""Recovery cells no test fills, with why."""
+
+
 @dataclass
 class Cell:
     """The outcome of one cell: ``pass``, ``fail`` or ``not runnable here``, and why."""
@@ -133,6 +163,31 @@ def _default_cell(backend: str) -> Cell:
     return Cell("not run")
 
 
+def _recovery_default(backend: str) -> Cell:
+    if backend in RECOVERY_UNTESTED:
+        outcome, _, reason = RECOVERY_UNTESTED[backend].partition(": ")
+        return Cell(outcome, reason)
+    return _default_cell(backend)
+
+
+def recovery_cell(backend: str, outcomes: dict[str, bool], how: str) -> Cell:
+    """A backend's recovery cell from its tests' outcomes (test name -> passed).
+
+    Args:
+        backend: The column.
+        outcomes: The tests of :data:`RECOVERY_TESTS` that ran, and whether each passed.
+        how: What the tests recover from, and through what (the cell's text when all pass).
+
+    Returns:
+        ``pass`` with ``how`` when every test that ran passed, else ``fail`` naming those
+        that did not.
+    """
+    failed = sorted(name for name, ok in outcomes.items() if not ok)
+    if failed:
+        return Cell("fail", f"{', '.join(failed)} in {RECOVERY_TESTS[backend]}")
+    return Cell("pass", how)
+
+
 def render_table(results: dict[tuple[str, str], Cell]) -> str:
     """``docs/portability.md``: one cell per adapter x backend.
 
@@ -147,6 +202,9 @@ def render_table(results: dict[tuple[str, str], Cell]) -> str:
     for a, title in ADAPTERS.items():
         cells = [results.get((a, b), _default_cell(b)).text() for b in BACKENDS]
         rows.append(f"| {title} | " + " | ".join(cells) + " |")
+    cells = [results.get((RECOVERY, b), _recovery_default(b)).text() for b in BACKENDS]
+    rows.append(f"| {RECOVERY_TITLE} | " + " | ".join(cells) + " |")
+    tests = ", ".join(f"`{b}` {t}" for b, t in RECOVERY_TESTS.items())
     how = "\n".join(f"- `{b}`: {text}" for b, text in BACKENDS.items())
     return (
         "# Portability matrix\n\n"
@@ -157,7 +215,9 @@ def render_table(results: dict[tuple[str, str], Cell]) -> str:
         "the adapter passes it to `consume` (`Runner.outputs` for the CLI and the Runner, "
         "Airflow an XCom, Prefect the task's `JobResult.outputs`, KFP a step output "
         "parameter), and the "
-        f"cell passes when `consume` publishes `{EXPECTED}`.\n\n" + "\n".join(rows) + "\n\n"
+        f"cell passes when `consume` publishes `{EXPECTED}`. The last row is filled by the "
+        f"recovery tests ({tests}): an infrastructure failure injected under a job's first "
+        "attempt, which tether recovers as the next attempt.\n\n" + "\n".join(rows) + "\n\n"
         "Backends as they run here:\n\n" + how + "\n\n"
         "A backend added to tether adds its column here (see `docs/schedulers.md`).\n"
     )
