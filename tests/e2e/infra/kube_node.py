@@ -13,6 +13,14 @@ Never``). Each node uses its own bridge, pod subnet, runc root, cgroup root, por
 directory under :data:`tests.e2e.infra.kube_reap.NODES_ROOT`, so concurrent test runs do not
 meet; a killed run's node is reaped at the next start (:func:`kube_reap.reap_stale`).
 
+The 1.20 kubelet hard-codes ``/var/log/pods`` (and ``/var/log/containers``) and its garbage
+collector deletes there every log directory of a pod it does not know, so two nodes on one
+host would delete each other's pod logs. containerd therefore runs in a mount namespace of
+its own (``unshare --mount --propagation slave``) in which both directories are bind mounts
+of directories under the node's own; the kubelet joins that namespace (``nsenter``). The
+namespace's mounts (root filesystems, volumes, network namespaces) are thus invisible to the
+host and vanish with its last process, which the tear-down kills.
+
 Example (by hand: ``python -m tests.e2e.infra.kube_node``)::
 
     with KubeCluster(controllers=NODE_CONTROLLERS, ...) as cluster, RealNode(cluster) as node:
@@ -60,7 +68,15 @@ NODE_CONTROLLER_MANAGER_ARGS = ("--node-monitor-period=1s",)
 CNI_BIN_DIR = Path("/usr/lib/cni")
 REPO_ROOT = Path(__file__).resolve().parents[3]
 CLUSTER_DOMAIN = "cluster.local"
-NODE_TOOLS = ("containerd", "containerd-shim-runc-v2", "ctr", "runc", "ip", "umount")
+NODE_TOOLS = (
+    "containerd", "containerd-shim-runc-v2", "ctr", "runc", "ip", "umount", "unshare", "nsenter",
+)  # fmt: skip
+POD_LOG_DIRS = ("/var/log/pods", "/var/log/containers")
+"""Where the kubelet puts pods' logs; private to each node (see the module docstring)."""
+_PRIVATE_LOGS_SH = (
+    'set -e; mkdir -p "$1" "$2" "$3" "$4"; mount --bind "$1" "$3"; mount --bind "$2" "$4"; '
+    'shift 4; exec "$@"'
+)
 
 
 @dataclass(frozen=True)
@@ -233,6 +249,30 @@ class RealNode:
             raise KubeUnavailable(f"ctr images import {archive} failed: {proc.stderr[-2000:]}")
 
     @property
+    def namespace_pid(self) -> int:
+        """containerd's pid: its ``/proc/<pid>/ns/mnt`` is the node's mount namespace, its
+        ``/proc/<pid>/root/var/log/pods`` the node's pod logs as the kubelet sees them."""
+        return next(proc.pid for name, proc, _ in self._procs if name == "containerd")
+
+    def pod_log_dir(self, which: str = "/var/log/pods") -> Path:
+        """The host directory behind the node's private ``/var/log/pods`` (or
+        ``/var/log/containers``)."""
+        if which not in POD_LOG_DIRS:
+            raise ValueError(f"which={which!r}: expected one of {POD_LOG_DIRS}")
+        return self.dir / "var-log" / Path(which).name
+
+    def _containerd_argv(self) -> list[str]:
+        """containerd in a new mount namespace whose ``/var/log/pods`` and
+        ``/var/log/containers`` are the node's own (``unshare`` and ``sh`` exec, so the
+        pid stays containerd's and its command line names the node's directory)."""
+        dirs = [str(self.pod_log_dir(d)) for d in POD_LOG_DIRS]
+        return [
+            "unshare", "--mount", "--propagation", "slave",
+            "sh", "-c", _PRIVATE_LOGS_SH, "sh", *dirs, *POD_LOG_DIRS,
+            "containerd", "--config", str(self.dir / "containerd.toml"),
+        ]  # fmt: skip
+
+    @property
     def sock(self) -> Path:
         """containerd's socket."""
         return self.dir / "containerd" / "containerd.sock"
@@ -282,7 +322,7 @@ class RealNode:
         (self.dir / kube_reap.BRIDGE_FILE).write_text(self.bridge + "\n")
         (self.dir / kube_reap.CGROUP_FILE).write_text(self.cgroup_root + "\n")
         self._write_containerd_config()
-        self._spawn("containerd", ["containerd", "--config", str(self.dir / "containerd.toml")])
+        self._spawn("containerd", self._containerd_argv())
         self._wait("containerd", lambda: self.ctr("version", timeout=5).returncode == 0,
                    deadline, "containerd")  # fmt: skip
         archive = write_busybox_archive(self.dir / "busybox.tar")
@@ -296,7 +336,8 @@ class RealNode:
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p))
             self._spawn("kube-dns", self._dns_argv(), env=env)
         self.kubelet_port = free_port()
-        self._spawn("kubelet", self._kubelet_argv())
+        ns = f"--mount=/proc/{self.namespace_pid}/ns/mnt"
+        self._spawn("kubelet", ["nsenter", ns, "--", *self._kubelet_argv()])
         self._wait("node Ready", self._node_ready, deadline, "kubelet")
 
     def _make_cgroup_root(self) -> None:

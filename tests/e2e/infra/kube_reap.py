@@ -1,9 +1,11 @@
 """Leaves nothing behind: tear-down and reaping of a real test node's host resources.
 
 A real node (:mod:`tests.e2e.infra.kube_node`) leaves host state that outlives its
-processes: containerd shims and the containers under them, network namespaces bind-mounted
-under ``/run/netns``, mounts under the node's directory (the kubelet bind-mounts its root
-dir; overlay root filesystems; ``/dev/shm`` tmpfs of pod sandboxes), a CNI bridge, cgroups.
+processes: containerd shims and the containers under them, network namespaces under
+``/run/netns``, a CNI bridge, cgroups. Its mounts (the kubelet's bind mount of its root dir,
+overlay root filesystems, ``/dev/shm`` tmpfs of pod sandboxes, the private ``/var/log/pods``)
+live in the node's own mount namespace, which ends with its last process (the shims are the
+last); the host-side unmounting below is for what a node may still have mounted there.
 
 Every node lives in one directory under :data:`NODES_ROOT` whose ``owner`` marker names the
 test process that started it. :func:`reap_stale` tears down every node whose owner is gone
@@ -92,12 +94,17 @@ def _remove_netns(paths: set[str]) -> None:
                 p.unlink()
 
 
-def mounts_under(node_dir: Path) -> list[str]:
-    """Mount points at or under ``node_dir`` (deepest first)."""
+def mounts_under(node_dir: Path, pid: int | None = None) -> list[str]:
+    """Mount points at or under ``node_dir`` (deepest first).
+
+    Args:
+        node_dir: The node's directory.
+        pid: Look in this process's mount namespace (default: this process's).
+    """
     prefix = str(node_dir)
     found = []
     with contextlib.suppress(OSError):
-        for line in Path("/proc/self/mounts").read_text().splitlines():
+        for line in Path(f"/proc/{pid or 'self'}/mounts").read_text().splitlines():
             target = line.split()[1].replace("\\040", " ")
             if target == prefix or target.startswith(prefix + "/"):
                 found.append(target)

@@ -168,6 +168,19 @@ def _node_traces(node: RealNode) -> dict[str, Any]:
     }
 
 
+def _in_mount_namespace(ns: str) -> list[int]:
+    """Processes in the mount namespace ``ns`` (``mnt:[inode]``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.readlink(entry / "ns" / "mnt") == ns:
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
 def test_killed_run_is_reaped_at_next_start(real_kube: RealKube) -> None:
     """A node whose test process died (kubelet and containerd killed, a pod still running
     under its shim) is removed completely by the next start: no process, mount, bridge,
@@ -192,7 +205,9 @@ def test_killed_run_is_reaped_at_next_start(real_kube: RealKube) -> None:
             lambda: v1.read_namespaced_pod("sleeper", "node-reap").status.phase == "Running",
         )
         netns_before = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
-        assert _node_traces(node)["mounts"], "a running pod mounts under the node dir"
+        mounts = kube_reap.mounts_under(node.dir, pid=node.namespace_pid)
+        assert mounts, "a running pod mounts under the node dir (in the node's namespace)"
+        mount_ns = os.readlink(f"/proc/{node.namespace_pid}/ns/mnt")
         # The test process "dies": its children are SIGKILLed; shims and the pod live on.
         for _name, proc, _log in node._procs:
             os.kill(proc.pid, signal.SIGKILL)
@@ -200,11 +215,13 @@ def test_killed_run_is_reaped_at_next_start(real_kube: RealKube) -> None:
             forget(proc)  # their groups' watchdogs stay with this (living) test process
         (node.dir / kube_reap.OWNER_FILE).write_text("999999999 0\n")
         assert _node_traces(node)["processes"], "shims outlive containerd"
+        assert _in_mount_namespace(mount_ns), "the shims keep the node's namespace (its mounts)"
         reaped = kube_reap.reap_stale()
     finally:
         node._procs.clear()
         node.stop()
     assert node.name in reaped
+    assert _in_mount_namespace(mount_ns) == []  # its mounts went with it
     assert _node_traces(node) == {
         "processes": [], "mounts": [], "bridge": False, "cgroups": [], "dir": False,
     }  # fmt: skip
@@ -212,3 +229,47 @@ def test_killed_run_is_reaped_at_next_start(real_kube: RealKube) -> None:
     assert not (netns_after - netns_before)
     assert len(netns_before - netns_after) >= 1  # the pod's network namespace is gone
     client.CoreV1Api(real_kube.api).delete_node(node.name)
+
+
+def _numbered(token: str, count: int) -> str:
+    return "".join(f"{token}-{i}\n" for i in range(1, count + 1))
+
+
+def test_nodes_on_one_host_keep_their_pod_logs(real_kube: RealKube) -> None:
+    """Two nodes up at once on one host (the session's and a second one, as with a test that
+    starts its own node or a second developer session): each kubelet's garbage collector
+    deletes the pod log directories of pods it does not know, so the second node's must not
+    see the first node's. The first node's pod logs before the second node starts; once the
+    second kubelet has run a garbage collection (seen by its removing a dangling
+    ``/var/log/containers`` link planted after its own pod ran), both pods' logs read back
+    complete through their kubelets."""
+    from tests.e2e.infra.kube_node import start_cluster_with_node
+
+    count, ns = 300, "node-logs"
+    older_token, newer_token = uuid.uuid4().hex, uuid.uuid4().hex
+    create_namespace(real_kube.api, ns)
+    script = f"for i in $(seq 1 {count}); do echo {{t}}-$i; done"
+    older = run_job(real_kube.api, ns, "older", script.format(t=older_token))
+    v1 = client.CoreV1Api(real_kube.api)
+    assert v1.read_namespaced_pod_log(older.metadata.name, ns) == _numbered(older_token, count)
+
+    cluster, node = start_cluster_with_node(cluster_dns=False)
+    try:
+        with cluster.api_client() as api:
+            create_namespace(api, ns)
+            newer = run_job(api, ns, "newer", script.format(t=newer_token))
+            # The GC removes dangling legacy log links on every run: this one goes at the
+            # first collection after the newer pod ran (the kubelet knows all its sources).
+            seen_by_kubelet = Path(f"/proc/{node.namespace_pid}/root/var/log/containers")
+            sentinel = seen_by_kubelet / "gc-sentinel_gc_gc-0123456789abcdef.log"
+            sentinel.symlink_to("/nonexistent/gc-sentinel")
+            wait_until("the second kubelet's garbage collection", lambda: not sentinel.is_symlink(),
+                       timeout=240)  # fmt: skip
+            newer_log = client.CoreV1Api(api).read_namespaced_pod_log(newer.metadata.name, ns)
+    finally:
+        try:
+            node.stop()
+        finally:
+            cluster.stop()
+    assert newer_log == _numbered(newer_token, count)
+    assert v1.read_namespaced_pod_log(older.metadata.name, ns) == _numbered(older_token, count)
