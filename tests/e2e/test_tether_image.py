@@ -28,7 +28,8 @@ def test_image_runs_tether(tether_image: TetherImage) -> None:
     sched = LocalDockerScheduler("img", docker_host=tether_image.docker_host)
     script = ("import tether, tether.specs, tether.schedulers.local_docker.render as r; "
               "from tether.components import DEFAULT_IMAGE; print('tether-ok', DEFAULT_IMAGE)")
-    app = AppDef("img", roles=[Role("main", image=IMAGE, entrypoint="python3",
+    # `python`, not `python3`: the builtin components (dist.ddp) run `python`
+    app = AppDef("img", roles=[Role("main", image=IMAGE, entrypoint="python",
                                     args=["-c", script], env={"TETHER_IMAGE": IMAGE})])
     mine: list[str] = []
     try:
