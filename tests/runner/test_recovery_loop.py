@@ -100,12 +100,14 @@ def test_killed_between_submit_and_record_resumes_without_a_duplicate(
     app = _app(tmp_path, 2, policy)
     journal_dir = tmp_path / "state" / "recovery"
     # the attempts as the chain submits them: plain jobs under their own job keys
+    # one after the other, as the chain runs them (each appends its attempt to the file)
     first = runner.schedule(runner.dryrun(app, "local_cwd", job_key="chain-d/attempt-0"))
+    st = runner.wait(first, wait_interval=0.2)
+    assert st is not None and st.state == AppState.FAILED
     second = runner.schedule(runner.dryrun(dataclasses.replace(app, attempt=1), "local_cwd",
                                            job_key="chain-d/attempt-1"))  # fmt: skip
-    for handle in (first, second):
-        st = runner.wait(handle, wait_interval=0.2)
-        assert st is not None and st.state == AppState.FAILED
+    st = runner.wait(second, wait_interval=0.2)
+    assert st is not None and st.state == AppState.FAILED
     journal = Journal("chain-d", journal_dir)
     journal.save(Chain("chain-d", "local_cwd", [
         Attempt(0, "chain-d/attempt-0", first, "FAILED", "application"),
