@@ -46,7 +46,7 @@ from tether.schedulers.kubernetes.fetch import (
     selector,
     wait_for_pod_change,
 )
-from tether.schedulers.kubernetes.logs import replica_log
+from tether.schedulers.kubernetes.logs import AppCache, replica_log
 from tether.schedulers.kubernetes.naming import (
     APP_NAME_RULE,
     LABEL_MANAGED_BY,
@@ -362,8 +362,15 @@ class KubernetesScheduler(Scheduler[KubernetesRequest, KubernetesOpts], ImageWor
         streams: Stream,
     ) -> Iterable[str]:
         ns, name = self._parse_app_id(app_id)
+
+        def follow_app() -> AppCache:
+            # imported here: the watch module imports this one
+            from tether.schedulers.kubernetes.logfollow import cached_app
+
+            return cached_app(self, f"{ns}:{name}", name)
+
         return replica_log(self._fetch, self._kube, app_id, ns, name, role_name, k, regex,
-                           since, until, should_tail)  # fmt: skip
+                           since, until, should_tail, follow_app)  # fmt: skip
 
     def wait_for_change(self, app_id: str, timeout: float) -> None:
         """Returns at the next change of one of the app's pods, or after ``timeout`` seconds.

@@ -42,7 +42,7 @@ from tether.schedulers.kubernetes.naming import ANN_GANG, LABEL_APP_ID
 from tether.schedulers.kubernetes.options import GANG_APPWRAPPER
 from tether.schedulers.kubernetes.scheduler import KubernetesScheduler
 from tether.schedulers.kubernetes.status import analyze
-from tether.schedulers.kubernetes.views import describe_response
+from tether.schedulers.kubernetes.views import AppView, describe_response
 from tether.schedulers.watch.backoff import Backoff
 from tether.schedulers.watch.events import FollowTarget, WatchKey
 
@@ -122,6 +122,11 @@ class Reflector:
         """
         with self._lock:
             return list(self.by_app.get(app, {}).values())
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        """One cached object by name (shared: do not change it); None when not cached."""
+        with self._lock:
+            return self.objects.get(name)
 
     def _put(self, name: str, obj: dict[str, Any] | None) -> str | None:
         """Replaces (or with None removes) one object; returns the app it belongs to."""
@@ -316,6 +321,9 @@ class KubeReader:
         self._analyzed_at = 0.0
         self._views: dict[str, DescribeAppResponse] = {}
         self._wake: Callable[[], None] = lambda: None
+        self._changes = threading.Condition()
+        self._generation = 0  # counts changes of any app (and relists)
+        self._app_generation: dict[str, int] = {}
         self.analyses = 0
 
     def start(self, wake: Callable[[], None]) -> None:
@@ -338,7 +346,77 @@ class KubeReader:
                 self._all_dirty = True
             else:
                 self._dirty.add(app)
+        with self._changes:
+            if app is None:
+                self._generation += 1
+            else:
+                self._app_generation[app] = self._app_generation.get(app, 0) + 1
+            self._changes.notify_all()
         self._wake()
+
+    def generation(self, name: str) -> tuple[int, int]:
+        """A mark of the cache's state for one app, for :meth:`wait_change`.
+
+        Args:
+            name: The app's Kubernetes name.
+
+        Returns:
+            The mark.
+        """
+        with self._changes:
+            return self._generation, self._app_generation.get(name, 0)
+
+    def wait_change(self, name: str, mark: object, timeout: float) -> bool:
+        """Waits until an app's cached objects changed since ``mark`` (no request).
+
+        Args:
+            name: The app's Kubernetes name.
+            mark: What :meth:`generation` returned.
+            timeout: The longest wait, in seconds.
+
+        Returns:
+            Whether they changed (or the reader stopped).
+        """
+        with self._changes:
+            return self._changes.wait_for(
+                lambda: self._stopped.is_set()
+                or (self._generation, self._app_generation.get(name, 0)) != mark,
+                timeout,
+            )
+
+    def pod(self, name: str) -> dict[str, Any] | None:
+        """A tether pod of the namespace as cached (no request).
+
+        Args:
+            name: The pod's name.
+
+        Returns:
+            The pod (shared: do not change it); None when the cache does not hold it.
+        """
+        return self.reflectors["pods"].get(name)
+
+    def app_view(self, name: str, timeout: float = 60.0) -> AppView | None:
+        """One app analyzed from the cache, pods included (no request).
+
+        Args:
+            name: The app's Kubernetes name.
+            timeout: The longest wait for the first lists, in seconds.
+
+        Returns:
+            The view; None when the cache holds none of its objects.
+
+        Raises:
+            KubernetesApiError: When the first lists did not arrive in time, or the reader
+                stopped.
+        """
+        deadline = time.monotonic() + timeout
+        for ref in self.reflectors.values():
+            if not ref.synced.wait(max(0.0, deadline - time.monotonic())):
+                raise KubernetesApiError(0, f"the watch of {ref.path} has not listed yet")
+        if self._stopped.is_set():
+            raise KubernetesApiError(0, "the watch of the namespace stopped")
+        kinds = {kind: ref.of_app(name) for kind, ref in self.reflectors.items()}
+        return _app_view(self.namespace, name, kinds, datetime.now(timezone.utc))
 
     def read(self, app_ids: Collection[str]) -> Mapping[str, DescribeAppResponse] | None:
         """The followed apps the cache shows, analyzed; None before every first list is in.
@@ -392,6 +470,8 @@ class KubeReader:
         """Ends the watches (their threads end at their next event or timeout) and closes
         the API client when the reader made it."""
         self._stopped.set()
+        with self._changes:
+            self._changes.notify_all()
         for ref in self.reflectors.values():
             ref.stop()
         self._close()
@@ -400,6 +480,14 @@ class KubeReader:
 def _analyze(
     ns: str, name: str, kinds: Mapping[str, list[dict[str, Any]]], now: datetime
 ) -> DescribeAppResponse | None:
+    """Describes an app from its cached objects as ``describe`` does from fresh ones."""
+    view = _app_view(ns, name, kinds, now)
+    return describe_response(view) if view is not None else None
+
+
+def _app_view(
+    ns: str, name: str, kinds: Mapping[str, list[dict[str, Any]]], now: datetime
+) -> AppView | None:
     """Analyzes an app's cached objects as :func:`fetch_app` does its fresh ones."""
     jobs = kinds.get("jobs", [])
     gang = jobs[0]["metadata"].get("annotations", {}).get(ANN_GANG) if jobs else None
@@ -411,8 +499,7 @@ def _analyze(
             aw = next(iter(kinds.get("aws", [])), None)
     if not jobs and vcjob is None and aw is None:
         return None
-    view = analyze(ns, name, jobs, kinds.get("pods", []), vcjob, aw, now)
-    return describe_response(view)
+    return analyze(ns, name, jobs, kinds.get("pods", []), vcjob, aw, now)
 
 
 def follow_target(scheduler: Scheduler[Any], app_id: str) -> FollowTarget:

@@ -48,6 +48,7 @@ class Driver:
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self._reader: Reader | None = None
+        self._ready = threading.Event()
         self._misses: dict[str, int] = {}
         self._found: set[str] = set()  # confirmed to exist by a direct read
         self.rounds = 0
@@ -76,6 +77,18 @@ class Driver:
         """
         self._thread.join(timeout)
 
+    def reader(self, timeout: float) -> Reader | None:
+        """The view's reader once started (its streams open), for reads of its cache.
+
+        Args:
+            timeout: The longest wait for it to start, in seconds.
+
+        Returns:
+            The reader; None when it did not start in time or the driver stopped.
+        """
+        self._ready.wait(timeout)
+        return self._reader if self._ready.is_set() and not self.stopped else None
+
     @property
     def stopped(self) -> bool:
         """Whether :meth:`stop` was called."""
@@ -86,6 +99,7 @@ class Driver:
         try:
             self._reader = self.target.make_reader()
             self._reader.start(self.wake)
+            self._ready.set()
             while not self._stopped.is_set():
                 pause = self.target.interval
                 try:

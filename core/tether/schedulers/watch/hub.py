@@ -35,7 +35,7 @@ from typing import Any
 
 from tether.schedulers.api import DescribeAppResponse, Scheduler
 from tether.schedulers.watch.driver import Driver
-from tether.schedulers.watch.events import GONE_MSG, FollowTarget, JobEvent, WatchKey
+from tether.schedulers.watch.events import GONE_MSG, FollowTarget, JobEvent, Reader, WatchKey
 from tether.specs import AppState
 
 log: logging.Logger = logging.getLogger(__name__)
@@ -222,6 +222,28 @@ class WatchHub:
             if entry is None or entry.event is None or entry.event.final:
                 return None
             return entry.event
+
+    def reader(
+        self, scheduler: Scheduler[Any], app_id: str, timeout: float = 30.0
+    ) -> Reader | None:
+        """The reader of the view that follows a job, for what its cache holds beyond
+        states (a Kubernetes log stream reads its replica's pods there, with no request).
+
+        Follow the job first (a :class:`~tether.schedulers.watch.subscription.Subscription`)
+        and keep following it while using the reader: the view stops with its last follower.
+
+        Args:
+            scheduler: The job's scheduler.
+            app_id: The job.
+            timeout: The longest wait for the view's reader to start, in seconds.
+
+        Returns:
+            The reader; None when no view follows the job or its reader did not start.
+        """
+        key = self._resolve(scheduler, app_id).key
+        with self._lock:
+            view = self._views.get(key)
+        return view.driver.reader(timeout) if view is not None else None
 
     def stats(self) -> dict[str, int]:
         """Counts of views, followed jobs, subscribers and live view threads (for tests).
