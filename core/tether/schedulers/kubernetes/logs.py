@@ -32,8 +32,10 @@ LOG_READ_TIMEOUT_S = 300.0
 WAIT_S = 30.0
 """The longest wait on the watch hub's view before a waiting log looks again (no request)."""
 
-SETTLE_S = 30.0
-"""The longest wait for the view to show a pod ended after its log stream ended cleanly."""
+SETTLE_S = 5.0
+"""The longest wait for the view to show a pod's container ended after its log stream ended
+cleanly (the stream is reopened after it, from its last line, when the view still shows it
+running)."""
 
 
 def _as_aware(ts: datetime | None) -> datetime | None:
@@ -233,6 +235,7 @@ class PodEnd:
         self._app = app
         self._name = str(pod["metadata"]["name"])
         self._uid = _uid(pod)
+        self._container = str(pod["spec"]["containers"][0]["name"])
         self._backoff = Backoff(cap=SETTLE_S)
 
     def __call__(self, clean: bool, read_any: bool) -> bool:
@@ -259,7 +262,14 @@ class PodEnd:
         current = self._app.pod(self._name)
         if current is None or _uid(current) != self._uid:
             return True
-        return (current.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        status = current.get("status") or {}
+        if status.get("phase") in ("Succeeded", "Failed"):
+            return True
+        # its container exited (a sidecar may keep the pod running; restartPolicy is Never)
+        return any(
+            cs.get("name") == self._container and "terminated" in (cs.get("state") or {})
+            for cs in status.get("containerStatuses") or []
+        )
 
 
 class _Cursor:
