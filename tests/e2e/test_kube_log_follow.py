@@ -141,7 +141,7 @@ def test_pending_log_streams_cost_nothing_and_get_every_line(
     kube_cluster: KubeCluster, kube_api: Any, env: None
 ) -> None:
     ns, suite = _suite(kube_api)
-    cfg = {"namespace": ns, "labels": {"e2e-suite": suite}}
+    cfg: dict[str, Any] = {"namespace": ns, "labels": {"e2e-suite": suite}}
     with Runner(scheduler_params={"kubernetes": {"client": kube_api}}) as runner:
         handles = [runner.run(_app(f"lf{i}"), "kubernetes", cfg) for i in range(3)]
         streams = Streams(runner, handles)
@@ -170,14 +170,15 @@ def test_pending_log_streams_cost_nothing_and_get_every_line(
         # one long-lived follow request per replica (a retry when a start races the cache)
         assert during["logs"] < after["logs"] <= during["logs"] + 2 * len(streams.threads)
         for h in handles:
-            assert runner.wait(h, timeout=60).state == AppState.SUCCEEDED
+            status = runner.wait(h, timeout=60)
+            assert status is not None and status.state == AppState.SUCCEEDED
 
 
 def test_a_cut_log_stream_resumes_without_loss_or_repeat(
     kube_cluster: KubeCluster, kube_api: Any, env: None
 ) -> None:
     ns, suite = _suite(kube_api)
-    cfg = {"namespace": ns, "labels": {"e2e-suite": suite}}
+    cfg: dict[str, Any] = {"namespace": ns, "labels": {"e2e-suite": suite}}
     port = int(kube_cluster.server.rsplit(":", 1)[1])
     api = kube_cluster.api_client()
     release = threading.Event()

@@ -231,3 +231,17 @@ def test_an_apps_end_is_heard_at_once_not_at_the_next_scan(
             assert [e.state for e in finals] == [AppState.FAILED]
     finally:
         hub.close()
+
+
+def test_the_reader_of_a_followed_job_while_it_is_followed() -> None:
+    hub = WatchHub()
+    with get_runner() as runner:
+        _, sched, app_id = _launch(runner, _sleeper(0.1))
+        assert hub.reader(sched, app_id, timeout=0) is None  # no view follows it
+        with Subscription(hub) as sub:
+            sub.follow(sched, app_id)
+            reader = hub.reader(sched, app_id, timeout=30)
+            assert reader is not None
+            assert app_id in (reader.read([app_id]) or {})  # the view's own cache
+        assert hub.reader(sched, app_id, timeout=0) is None  # the view ended with it
+    hub.close()

@@ -10,16 +10,34 @@ instead of reading the apiserver.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
+from tether.schedulers.api import Scheduler
 from tether.schedulers.kubernetes.client import KubernetesApiError
-from tether.schedulers.kubernetes.scheduler import KubernetesScheduler
 from tether.schedulers.kubernetes.views import AppView
-from tether.schedulers.kubernetes.watch import KubeReader
 from tether.schedulers.watch import Subscription, get_hub
 
 READER_START_S = 60.0
 """The longest wait for the hub's view of the namespace to open its watches, in seconds."""
+
+
+@runtime_checkable
+class NamespaceCache(Protocol):
+    """What a log stream reads of the namespace's reader
+    (:class:`~tether.schedulers.kubernetes.watch.KubeReader`, which imports the scheduler:
+    named here by what it does)."""
+
+    def generation(self, name: str) -> tuple[int, int]:
+        """A mark of the cache's state for one app."""
+
+    def wait_change(self, name: str, mark: object, timeout: float) -> bool:
+        """Waits until an app's cached objects changed since ``mark``."""
+
+    def app_view(self, name: str, timeout: float = 60.0) -> AppView | None:
+        """One app analyzed from the cache."""
+
+    def pod(self, name: str) -> dict[str, Any] | None:
+        """A pod as cached."""
 
 
 class CachedApp:
@@ -31,7 +49,7 @@ class CachedApp:
         name: The app's Kubernetes name.
     """
 
-    def __init__(self, sub: Subscription, reader: KubeReader, name: str) -> None:
+    def __init__(self, sub: Subscription, reader: NamespaceCache, name: str) -> None:
         self._sub = sub
         self._reader = reader
         self._name = name
@@ -57,11 +75,11 @@ class CachedApp:
         self._sub.close()
 
 
-def cached_app(scheduler: KubernetesScheduler, app_id: str, name: str) -> CachedApp:
+def cached_app(scheduler: Scheduler[Any], app_id: str, name: str) -> CachedApp:
     """Follows an app in the process's watch hub, for a log stream to wait on.
 
     Args:
-        scheduler: The app's scheduler.
+        scheduler: The app's scheduler (a ``KubernetesScheduler``).
         app_id: ``{namespace}:{name}``.
         name: The app's Kubernetes name.
 
@@ -75,7 +93,7 @@ def cached_app(scheduler: KubernetesScheduler, app_id: str, name: str) -> Cached
     try:
         sub.follow(scheduler, app_id)
         reader = get_hub().reader(scheduler, app_id, READER_START_S)
-        if not isinstance(reader, KubeReader):
+        if not isinstance(reader, NamespaceCache):
             raise KubernetesApiError(0, f"the watch of {app_id}'s namespace did not start")
         return CachedApp(sub, reader, name)
     except BaseException:

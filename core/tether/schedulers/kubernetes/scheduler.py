@@ -46,6 +46,7 @@ from tether.schedulers.kubernetes.fetch import (
     selector,
     wait_for_pod_change,
 )
+from tether.schedulers.kubernetes.logfollow import cached_app
 from tether.schedulers.kubernetes.logs import AppCache, replica_log
 from tether.schedulers.kubernetes.naming import (
     APP_NAME_RULE,
@@ -364,9 +365,6 @@ class KubernetesScheduler(Scheduler[KubernetesRequest, KubernetesOpts], ImageWor
         ns, name = self._parse_app_id(app_id)
 
         def follow_app() -> AppCache:
-            # imported here: the watch module imports this one
-            from tether.schedulers.kubernetes.logfollow import cached_app
-
             return cached_app(self, f"{ns}:{name}", name)
 
         return replica_log(self._fetch, self._kube, app_id, ns, name, role_name, k, regex,
