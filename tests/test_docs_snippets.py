@@ -278,6 +278,9 @@ CHECKS: dict[tuple[str, str], Check] = {
                     '"team-a"})'): RunsIn(
         "tests/e2e/test_kubernetes_failure_causes_e2e.py::"
         "test_quota_refusal_fails_over_to_local_cwd"),
+    ("recovery.md", "async for ev in runner.awatch([handle]):   # chain://SESSION/APPNAME-DIGEST"):
+        RunsIn("tests/runner/test_recovery_watch.py::"
+               "test_awatch_follows_a_chain_into_its_next_attempt"),
     ("recovery.md", "import dataclasses"): Exec(
         after="from tether.specs import validate\nvalidate(app)\n"
               "assert app.checkpoint == '/shared/ckpt/train-7'\n"),

@@ -469,6 +469,11 @@ class Runner:
     ) -> Iterator[AppEvent]:
         """Each change of many apps until all are final (see :func:`tether.runner.follow.watch`).
 
+        A logical handle (``chain://...``) is followed through its attempts, the watch
+        submitting each attempt its recovery policy calls for (see
+        :mod:`tether.runner.chain_watch`); so are those of ``awatch``, ``wait_any`` and
+        ``open_watch``.
+
         Args:
             app_handles: The apps.
             timeout: The longest time in all, in seconds.
@@ -478,7 +483,8 @@ class Runner:
         """
         from tether.runner import follow  # the watch hub loads when an app is followed
 
-        return follow.watch(self._pool, app_handles, timeout)
+        handles = builtins.list(app_handles)
+        return follow.watch(self._pool, handles, timeout, chains=self._chains_of(handles))
 
     def open_watch(
         self, app_handles: Iterable[AppHandle], wait_interval: float = 10
@@ -502,7 +508,9 @@ class Runner:
         """
         from tether.runner import follow  # the watch hub loads when an app is followed
 
-        return follow.AppWatch(self._pool, app_handles, wait_interval)
+        handles = builtins.list(app_handles)
+        return follow.AppWatch(self._pool, handles, wait_interval,
+                               chains=self._chains_of(handles))
 
     def awatch(
         self,
@@ -522,7 +530,9 @@ class Runner:
         """
         from tether.runner import follow  # the watch hub loads when an app is followed
 
-        return follow.awatch(self._pool, app_handles, timeout, wait_interval)
+        handles = builtins.list(app_handles)
+        return follow.awatch(self._pool, handles, timeout, wait_interval,
+                             chains=self._chains_of(handles))
 
     def wait_any(
         self, app_handles: Iterable[AppHandle], timeout: float | None = None
@@ -538,7 +548,8 @@ class Runner:
         """
         from tether.runner import follow  # the watch hub loads when an app is followed
 
-        return follow.wait_any(self._pool, app_handles, timeout)
+        handles = builtins.list(app_handles)
+        return follow.wait_any(self._pool, handles, timeout, chains=self._chains_of(handles))
 
     def reconcile(self, app_handle: AppHandle) -> None:
         """Applies what the scheduler's engine cannot do itself (see ``Scheduler.reconcile``).
@@ -552,6 +563,11 @@ class Runner:
         handle = self._attempt(app_handle)
         if handle is not None:
             self._apps.reconcile(handle)
+
+    def _chains_of(self, app_handles: Iterable[AppHandle]) -> Chains | None:
+        """The logical jobs, when a handle is one (a watch follows it through its attempts;
+        see :mod:`tether.runner.chain_watch`)."""
+        return self._chains if any(is_chain_handle(h) for h in app_handles) else None
 
     def _has_chain(self, job_key: str) -> bool:
         """Whether a logical job has a journal under ``job_key`` (without loading chains)."""

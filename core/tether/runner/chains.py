@@ -465,6 +465,52 @@ class Chains:
                     return self.status(app_handle)
                 self._next(journal)
 
+    def step(self, app_handle: AppHandle) -> tuple[AppHandle | None, float | None]:
+        """What a watch of the chain follows now (see :mod:`tether.runner.chain_watch`),
+        submitting the attempt that is due (a watch drives recovery as :meth:`wait` does).
+
+        Args:
+            app_handle: The logical handle.
+
+        Returns:
+            ``(attempt handle, None)`` to follow; ``(None, seconds)`` while the next attempt
+            is due in that many seconds; ``(None, None)`` when the chain is over (or unknown).
+        """
+        while True:
+            loaded = self._load(app_handle)
+            if loaded is None or loaded[1].done:
+                return None, None
+            journal, chain = loaded
+            if chain.current.state is not None:  # settled: the next attempt is due
+                left = chain.not_before - self._clock()
+                if left > 0:
+                    return None, left
+                self._next(journal)
+                continue
+            with journal.lock():
+                chain = journal.load() or chain
+                try:
+                    handle = self._submit(journal, chain)
+                except CapacityError:  # recorded: the chain is over, its status says why
+                    continue
+            if handle is not None:
+                return handle, None
+
+    def attempt_ended(
+        self, app_handle: AppHandle, attempt_handle: AppHandle, status: AppStatus
+    ) -> None:
+        """Records how a followed attempt ended (a no-op when it is no longer the current
+        one, or another follower recorded it): the chain is over, or its next attempt due.
+
+        Args:
+            app_handle: The logical handle.
+            attempt_handle: The attempt that ended.
+            status: Its final status, read from its scheduler.
+        """
+        loaded = self._load(app_handle)
+        if loaded is not None and loaded[1].current.handle == attempt_handle:
+            self._settle(loaded[0], loaded[1].current.job_key, status)
+
     def _attempt_final(
         self, handle: AppHandle, wait_interval: float, deadline: float | None
     ) -> AppStatus | None:

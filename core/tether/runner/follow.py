@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from tether.runner.events import AppEvent
+from tether.runner.logical import is_chain_handle
 from tether.schedulers.capabilities import FollowMode
 from tether.schedulers.watch import (
     AsyncSubscription,
@@ -31,6 +32,8 @@ from tether.schedulers.watch import (
 from tether.specs import AppHandle, AppStatus
 
 if TYPE_CHECKING:
+    from tether.runner.chain_watch import ChainFollower
+    from tether.runner.chains import Chains
     from tether.runner.pool import SchedulerPool
     from tether.schedulers.api import Scheduler
 
@@ -83,15 +86,32 @@ class _Reconciler:
             self.run(handle)
 
 
-def _follow(pool: SchedulerPool, sub: Subscription, handles: Iterable[AppHandle]) -> list[str]:
-    seen: list[str] = []
-    for handle in handles:
-        if handle in seen:
+def _follow(
+    pool: SchedulerPool, sub: Subscription, handles: Iterable[AppHandle], chains: Chains | None
+) -> ChainFollower | None:
+    """Follows the apps; logical ones (``chain://``) through a :class:`ChainFollower`."""
+    tracker = None
+    for handle in dict.fromkeys(handles):
+        if chains is not None and is_chain_handle(handle):
+            tracker = tracker or _tracker(pool, chains, sub)
+            tracker.add(handle)
             continue
         sched, app_id = pool.for_handle(handle)
         sub.follow(sched, app_id, ref=handle)
-        seen.append(handle)
-    return seen
+    return tracker
+
+
+def _tracker(pool: SchedulerPool, chains: Chains, sub: Subscription | AsyncSubscription
+             ) -> ChainFollower:  # fmt: skip
+    from tether.runner.chain_watch import ChainFollower  # loaded when a chain is followed
+
+    return ChainFollower(pool, chains, sub)
+
+
+def _sliced(timeout: float, tracker: ChainFollower | None) -> float:
+    """The longest single wait: ``timeout``, or less when a chain's next attempt is due."""
+    due = tracker.due_in() if tracker is not None else None
+    return timeout if due is None else min(timeout, due)
 
 
 class AppWatch:
@@ -107,6 +127,8 @@ class AppWatch:
         handles: The apps.
         wait_interval: Seconds between retries of a reconcile that failed.
         hub: The hub (default: the process's).
+        chains: The runner's logical jobs, when a handle is one (see
+            :mod:`tether.runner.chain_watch`).
     """
 
     def __init__(
@@ -115,13 +137,14 @@ class AppWatch:
         handles: Iterable[AppHandle],
         wait_interval: float = 10.0,
         hub: WatchHub | None = None,
+        chains: Chains | None = None,
     ) -> None:
         self._pool = pool
         self._wait_interval = wait_interval
         self._reconciler = _Reconciler(pool)
         self._sub = Subscription(hub)
         try:
-            _follow(pool, self._sub, handles)
+            self._tracker = _follow(pool, self._sub, handles, chains)
         except BaseException:
             self._sub.close()
             raise
@@ -135,7 +158,7 @@ class AppWatch:
     @property
     def open(self) -> bool:
         """Whether an app is still followed (not every one has been heard final)."""
-        return bool(self._sub.open)
+        return bool(self._sub.open) or (self._tracker is not None and self._tracker.busy)
 
     def next(self, timeout: float | None = None) -> AppEvent | None:
         """The next change of an app, waiting at most ``timeout`` seconds.
@@ -150,20 +173,27 @@ class AppWatch:
             The change, or None when none came (or every app is final already).
         """
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self._sub.open:
+        tracker = self._tracker
+        while self.open:
+            ready = tracker.pop() if tracker is not None else None
+            if ready is not None:
+                return ready
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 return None
-            ev = self._sub.get(
-                self._wait_interval if left is None else min(self._wait_interval, left)
-            )
+            ev = self._sub.get(_sliced(
+                self._wait_interval if left is None else min(self._wait_interval, left), tracker
+            ))
             if ev is None:
                 self._reconciler.retry()
+                if tracker is not None:
+                    tracker.tick()
                 continue
             due = ev.response is not None and ev.response.actions_due
             if due or (ev.final and not ev.gone):
                 self._reconciler.run(str(ev.ref))
-            return _confirmed(self._pool, ev) if ev.final and not ev.gone else _app_event(ev)
+            out = _confirmed(self._pool, ev) if ev.final and not ev.gone else _app_event(ev)
+            return tracker.translate(ev.ref, out) if tracker is not None else out
         return None
 
     def close(self) -> None:
@@ -177,6 +207,7 @@ def watch(
     timeout: float | None = None,
     wait_interval: float = 10.0,
     hub: WatchHub | None = None,
+    chains: Chains | None = None,
 ) -> Iterator[AppEvent]:
     """Each change of the apps, until every one is final or ``timeout`` passed.
 
@@ -188,12 +219,13 @@ def watch(
         timeout: The longest time in all, in seconds (None: no limit).
         wait_interval: Seconds between retries of a reconcile that failed.
         hub: The hub (default: the process's).
+        chains: The runner's logical jobs, when a handle is one.
 
     Yields:
         The changes.
     """
     deadline = None if timeout is None else time.monotonic() + timeout
-    with AppWatch(pool, handles, wait_interval, hub) as w:
+    with AppWatch(pool, handles, wait_interval, hub, chains) as w:
         while w.open:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
@@ -209,11 +241,13 @@ async def awatch(
     timeout: float | None = None,
     wait_interval: float = 10.0,
     hub: WatchHub | None = None,
+    chains: Chains | None = None,
 ) -> AsyncIterator[AppEvent]:
     """:func:`watch` on an asyncio event loop: one :class:`AsyncSubscription`, no thread.
 
-    Scheduler calls (resolving the handles, ``reconcile``) run in worker threads, so the
-    loop never blocks on a backend; any number of these on one loop share the hub's views.
+    Scheduler calls (resolving the handles, ``reconcile``, a logical job's next attempt)
+    run in worker threads, so the loop never blocks on a backend; any number of these on
+    one loop share the hub's views.
 
     Args:
         pool: The runner (its schedulers).
@@ -221,6 +255,7 @@ async def awatch(
         timeout: The longest time in all, in seconds (None: no limit).
         wait_interval: Seconds between retries of a reconcile that failed.
         hub: The hub (default: the process's).
+        chains: The runner's logical jobs, when a handle is one.
 
     Yields:
         The changes: each app's current state first, its final one exactly once.
@@ -228,28 +263,44 @@ async def awatch(
     import asyncio  # here: the synchronous followers must not load it (see subscription.py)
 
     reconciler = _Reconciler(pool)
-    wanted = list(handles)
-    targets = await asyncio.to_thread(_resolve_all, pool, wanted)
+    wanted = list(dict.fromkeys(handles))
+    logical = [h for h in wanted if chains is not None and is_chain_handle(h)]
+    targets = await asyncio.to_thread(_resolve_all, pool, [h for h in wanted if h not in logical])
     loop = asyncio.get_running_loop()
     deadline = None if timeout is None else loop.time() + timeout
     async with AsyncSubscription(hub) as sub:
         for handle, (sched, app_id) in targets.items():
             sub.follow(sched, app_id, ref=handle)
-        while sub.open:
+        tracker = _tracker(pool, chains, sub) if chains is not None and logical else None
+        if tracker is not None:
+            for handle in logical:
+                await asyncio.to_thread(tracker.add, handle)
+        while sub.open or (tracker is not None and tracker.busy):
+            ready = tracker.pop() if tracker is not None else None
+            if ready is not None:
+                yield ready
+                continue
             left = None if deadline is None else deadline - loop.time()
             if left is not None and left <= 0:
                 return
-            ev = await sub.get(wait_interval if left is None else min(wait_interval, left))
+            ev = await sub.get(_sliced(
+                wait_interval if left is None else min(wait_interval, left), tracker
+            ))
             if ev is None:
                 await asyncio.to_thread(reconciler.retry)
+                if tracker is not None:
+                    await asyncio.to_thread(tracker.tick)
                 continue
             due = ev.response is not None and ev.response.actions_due
             if due or (ev.final and not ev.gone):
                 await asyncio.to_thread(reconciler.run, str(ev.ref))
             if ev.final and not ev.gone:
-                yield await asyncio.to_thread(_confirmed, pool, ev)
+                out = await asyncio.to_thread(_confirmed, pool, ev)
             else:
-                yield _app_event(ev)
+                out = _app_event(ev)
+            if tracker is not None:
+                out = await asyncio.to_thread(tracker.translate, ev.ref, out)
+            yield out
 
 
 def _resolve_all(
@@ -265,6 +316,7 @@ def wait_any(
     timeout: float | None = None,
     wait_interval: float = 10.0,
     hub: WatchHub | None = None,
+    chains: Chains | None = None,
 ) -> AppEvent | None:
     """The first of the apps to be final (ended, or gone).
 
@@ -274,11 +326,12 @@ def wait_any(
         timeout: The longest wait, in seconds (None: no limit).
         wait_interval: Seconds between retries of a reconcile that failed.
         hub: The hub (default: the process's).
+        chains: The runner's logical jobs, when a handle is one.
 
     Returns:
         Its final event, or None when none ended within ``timeout``.
     """
-    for ev in watch(pool, handles, timeout, wait_interval, hub):
+    for ev in watch(pool, handles, timeout, wait_interval, hub, chains):
         if ev.final:
             return ev
     return None

@@ -120,15 +120,21 @@ def test_retry_after_a_failed_job_submits_a_new_one(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("dag_id", ["tether_t_recover", "tether_t_recover_defer"])
 def test_failed_attempt_is_recovered_without_an_airflow_retry(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str], dag_id: str
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture,
+    dag_id: str,
 ) -> None:
     """A component with a recovery policy (``tests/adapters/recovering_app.py``): its first
-    attempt fails, the task (the follower) submits attempt 1 under the same logical job, and
-    the task succeeds on its first and only try. A deferrable task follows it itself."""
+    attempt fails, the follower submits attempt 1 under the same logical job, and the task
+    succeeds on its first and only try. A deferrable task defers like any other: its
+    trigger follows the logical job through the watch hub and recovers it."""
+    caplog.set_level("INFO")
     ckpt = tmp_path / "ckpt"
     dr = run_dag(dag_id, conf={"ckpt": str(ckpt)}, when=_when())
     out = capfd.readouterr()
-    text = out.out + out.err
+    text = out.out + out.err + caplog.text
+    deferred = dag_id.endswith("_defer")
+    assert ("deferring until tether job chain://" in text) == deferred
+    assert ("running trigger in line" in text) == deferred  # the trigger really ran
     assert task_states(dr) == {"flaky": "success"}
     assert try_numbers(dr) == {"flaky": 1}
     assert (ckpt / "attempts").read_text() == "0\n1\n"

@@ -320,10 +320,7 @@ class ComponentOperator(BaseOperator):
         with session.runner:
             handle = lifecycle.start(session)
             status = self._publish_start(context, session)
-            if self.deferrable and session.recovers:  # the trigger follows no logical job
-                self.log.info("tether job %s has a recovery policy: this task follows it and "
-                              "recovers its attempts (it does not defer)", handle)
-            elif self.deferrable and (status is None or not status.is_terminal()):
+            if self.deferrable and (status is None or not status.is_terminal()):
                 self._defer(handle, context, lifecycle)
             result = self._follow(session, lifecycle)
         return self._finish(context, result)
