@@ -36,3 +36,18 @@ def flaky(ckpt: str) -> AppDef:
     role = Role("train", image="", entrypoint=sys.executable, args=["-c", _REPLICA])
     return AppDef("flaky", roles=[role], checkpoint=ckpt,
                   recovery=RecoveryPolicy(on=["application"], max_recoveries=2, backoff_s=0))
+
+
+def placed(message: str = "placed") -> AppDef:
+    """One replica that prints where it ran (the failover tests: no recovery policy).
+
+    Args:
+        message: What it prints before the attempt number.
+
+    Returns:
+        The AppDef.
+    """
+    code = (f"import os; print({message!r}, 'attempt', os.environ.get('TETHER_ATTEMPT', '0'),"
+            " flush=True)")
+    role = Role("worker", image="", entrypoint=sys.executable, args=["-c", code])
+    return AppDef("placed", roles=[role])

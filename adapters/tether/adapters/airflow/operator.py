@@ -78,6 +78,12 @@ from tether.adapters.airflow.links import (
 from tether.adapters.airflow.rendering import render_operator
 from tether.adapters.airflow.trigger import XCOM_LOG_CURSOR
 from tether.adapters.common import JobFailedError, JobResult, JobSession, LogCursor
+from tether.adapters.common.candidates import (
+    SchedulerListError,
+    check_candidates,
+    scheduler_list,
+    union_opts,
+)
 from tether.specs import AppDef, AppState, AppStatus
 from tether.tracker.progress import Progress
 
@@ -112,9 +118,14 @@ class ComponentOperator(BaseOperator):
         component_args: Keyword arguments (``{"script": "train.py", "j": "1x2"}``), a list of
             CLI arguments (``["--script", "train.py", "-j", "1x2"]``) or one CLI string.
             Templated.
-        scheduler: The scheduler (default ``local_cwd``). Templated, so a DAG param can pick
-            it (``"{{ params.scheduler }}"``).
-        cfg: Scheduler run options, a dict or a ``k=v,k2=v2`` string. Templated.
+        scheduler: The scheduler (default ``local_cwd``), or the schedulers to try in order
+            (``["kubernetes", "local_cwd"]`` or ``"kubernetes,local_cwd"``): the job then
+            runs as one logical job that moves to the next candidate when one refuses it for
+            capacity (see ``docs/recovery.md``). Templated, so a DAG param can pick it
+            (``"{{ params.scheduler }}"``).
+        cfg: Scheduler run options, a dict or a ``k=v,k2=v2`` string. Templated. With several
+            schedulers each gets the options it declares; one that none declares, or that a
+            candidate would not accept, fails the task before anything is submitted.
         image: Replaces every role's image. Templated.
         env: Added to every role's environment. Templated.
         wait_interval: Seconds between status polls (schedulers that need polling) and the
@@ -158,7 +169,7 @@ class ComponentOperator(BaseOperator):
         *,
         component: ComponentRef,
         component_args: ComponentArgs = None,
-        scheduler: str = DEFAULT_SCHEDULER,
+        scheduler: str | Sequence[str] = DEFAULT_SCHEDULER,
         cfg: Mapping[str, Any] | str | None = None,
         image: str | None = None,
         env: Mapping[str, str] | None = None,
@@ -232,10 +243,17 @@ class ComponentOperator(BaseOperator):
 
     def _settings(self) -> TrySettings:
         return TrySettings(
-            task_id=self.task_id, scheduler=str(self.scheduler), cfg=self.cfg,
+            task_id=self.task_id, scheduler=self._first_scheduler(), cfg=self.cfg,
             reattach=self.reattach, secret_env=self.secret_env,
             on_finish_action=self.on_finish_action, conn_id=self.conn_id,
         )
+
+    def _first_scheduler(self) -> str:
+        """The first candidate (where the try's ledger, secrets and lookups go)."""
+        try:
+            return scheduler_list(self.scheduler)[0]
+        except SchedulerListError:  # reported, naming the task, when the try starts
+            return str(self.scheduler)
 
     def _bind(self, context: Context, params: dict[str, Any] | None = None) -> TryLifecycle:
         """Makes the try's lifecycle (the operator's state for this try)."""
@@ -267,7 +285,7 @@ class ComponentOperator(BaseOperator):
             raise
         ti = context["ti"]
         session = JobSession(
-            app, str(self.scheduler), cfg,
+            app, scheduler_list(self.scheduler), cfg,
             key=task_job_key(ti.dag_id, ti.run_id, ti.task_id, ti.map_index, ti.try_number),
             parent_run_id=dag_run_parent_id(ti.dag_id, ti.run_id), runner=runner,
         )
@@ -278,9 +296,12 @@ class ComponentOperator(BaseOperator):
     ) -> tuple[AppDef, dict[str, Any]]:
         """The try's AppDef and run options (the Connection's defaults, the TTL, labels)."""
         ti = context["ti"]
-        opts = runner.scheduler_run_opts(str(self.scheduler))  # an unknown one fails here
+        schedulers = scheduler_list(self.scheduler)
+        check_candidates(runner, schedulers, {})  # an unknown one fails here
+        opts = union_opts(runner, schedulers)
         app = self.build_app(runner)
-        cfg = parse_cfg(runner, str(self.scheduler), self.cfg)
+        cfg = (dict(opts.cfg_from_str(self.cfg)) if isinstance(self.cfg, str) and self.cfg
+               else parse_cfg(runner, schedulers[0], self.cfg))
         merge_run_defaults(cfg, opts, conn_cfg)
         if self.job_ttl is not None:
             if TTL_OPTION not in opts:
@@ -288,6 +309,7 @@ class ComponentOperator(BaseOperator):
                                  "(on_finish_action deletes jobs anywhere)", self.scheduler)
             merge_run_defaults(cfg, opts, {TTL_OPTION: self.job_ttl})
         add_task_metadata(cfg, opts, ti)
+        check_candidates(runner, schedulers, cfg)  # each candidate takes what it declares
         for role in app.roles:  # the job carries the try that launched it
             role.env[ENV_TRY_NUMBER] = str(ti.try_number)
         return app, cfg

@@ -11,6 +11,8 @@
 * **Following** (:class:`Follower`, :class:`AsyncFollower`, :mod:`.follow`): where a
   session's status comes from; every default follows through the process's watch hub
   (:class:`RunnerFollower`, :class:`HubAsyncFollower`).
+* **Schedulers** (:mod:`.candidates`): a step's one scheduler or ordered failover list,
+  checked (:func:`check_candidates`) before anything is submitted.
 * **Outputs**: :class:`JobResult` carries the job's published outputs and final status;
   :class:`JobFailedError` is raised for a job that did not succeed.
 
@@ -24,6 +26,11 @@ Only the public API of ``tether.runner``, ``tether.specs`` and ``tether.componen
 """
 
 from tether.adapters.common.async_session import AsyncJobSession
+from tether.adapters.common.candidates import (
+    SchedulerListError,
+    check_candidates,
+    scheduler_list,
+)
 from tether.adapters.common.cursor import CursorStore, FileCursorStore, LogCursor
 from tether.adapters.common.follow import (
     AsyncFollower,
@@ -63,7 +70,9 @@ __all__ = [
     "LogPump",
     "PollingAsyncFollower",
     "RunnerFollower",
+    "SchedulerListError",
     "app_secrets",
+    "check_candidates",
     "component_params",
     "component_ref",
     "describe_app",
@@ -72,4 +81,5 @@ __all__ = [
     "materialize",
     "render_dryrun",
     "resolve_component",
+    "scheduler_list",
 ]

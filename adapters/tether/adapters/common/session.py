@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -48,7 +48,8 @@ class JobSession:
 
     Args:
         app: The materialized AppDef.
-        scheduler: The scheduler to run on.
+        scheduler: The scheduler to run on, or the schedulers to try in order (a failover
+            list: the job runs as one logical job, see ``docs/recovery.md``).
         cfg: Run options.
         key: Stable job identity (see :func:`~tether.adapters.common.job_key`); None
             disables re-attaching.
@@ -60,7 +61,7 @@ class JobSession:
     def __init__(
         self,
         app: AppDef,
-        scheduler: str,
+        scheduler: str | Sequence[str],
         cfg: Mapping[str, CfgVal] | None = None,
         key: str | None = None,
         parent_run_id: str | None = None,
@@ -68,7 +69,8 @@ class JobSession:
         follower: Follower | None = None,
     ) -> None:
         self.app = app
-        self.scheduler = scheduler
+        self.schedulers = [scheduler] if isinstance(scheduler, str) else list(scheduler)
+        self.scheduler = self.schedulers[0]
         self.cfg = dict(cfg or {})
         self.key = key
         self.parent_run_id = parent_run_id
@@ -159,8 +161,9 @@ class JobSession:
 
     @property
     def recovers(self) -> bool:
-        """Whether the job is a logical job over attempts (its app has a recovery policy)."""
-        return self.app.recovery is not None
+        """Whether the job is a logical job over attempts: its app has a recovery policy, or
+        it names several schedulers to try."""
+        return self.app.recovery is not None or len(self.schedulers) > 1
 
     def launch(self) -> str:
         """Submits a new job with this session's key, whatever jobs the key already has (a
@@ -170,7 +173,8 @@ class JobSession:
             The app handle.
         """
         if self.recovers:
-            outcome = self.runner.run_or_attach(self.app, self.scheduler, self.cfg,
+            where = self.schedulers if len(self.schedulers) > 1 else self.scheduler
+            outcome = self.runner.run_or_attach(self.app, where, self.cfg,
                                                 parent_run_id=self.parent_run_id,
                                                 job_key=self.key)  # fmt: skip
             self.app_handle, self.reattached = outcome.app_handle, outcome.reattached

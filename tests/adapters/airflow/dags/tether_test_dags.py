@@ -119,6 +119,30 @@ recover = recover_dag("tether_t_recover", deferrable=False)
 recover_defer = recover_dag("tether_t_recover_defer", deferrable=True)
 
 
+def failover_dag(dag_id: str, deferrable: bool) -> DAG:
+    """A DAG whose task names an ordered list of schedulers (a DAG param, as the CLI's
+    ``-s a,b``); ``namespace`` is an option only kubernetes declares."""
+    with DAG(dag_id, schedule=None, start_date=START, catchup=False,
+             params={"schedulers": Param("kubernetes,local_cwd", type="string"),
+                     "namespace": Param("default", type="string"),
+                     "option": Param("namespace", type="string")}) as dag:
+        ComponentOperator(
+            task_id="placed",
+            component="tests.adapters.recovering_app:placed",
+            scheduler="{{ params.schedulers }}",
+            cfg="{{ params.option }}={{ params.namespace }}",
+            retries=1,
+            retry_delay=dt.timedelta(seconds=0),
+            deferrable=deferrable,
+            wait_interval=0.2,
+        )
+    return dag
+
+
+failover = failover_dag("tether_t_failover", deferrable=False)
+failover_defer = failover_dag("tether_t_failover_defer", deferrable=True)
+
+
 def long_dag(dag_id: str, retries: int) -> DAG:
     """A DAG whose task records its pid, waits for a gate file, then publishes an output.
 
