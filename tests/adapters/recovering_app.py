@@ -39,7 +39,8 @@ def flaky(ckpt: str) -> AppDef:
 
 
 def placed(message: str = "placed") -> AppDef:
-    """One replica that prints where it ran (the failover tests: no recovery policy).
+    """One replica that prints its attempt (the failover tests: no recovery policy; its image
+    is for kubernetes, local_cwd ignores it).
 
     Args:
         message: What it prints before the attempt number.
@@ -49,5 +50,5 @@ def placed(message: str = "placed") -> AppDef:
     """
     code = (f"import os; print({message!r}, 'attempt', os.environ.get('TETHER_ATTEMPT', '0'),"
             " flush=True)")
-    role = Role("worker", image="", entrypoint=sys.executable, args=["-c", code])
+    role = Role("worker", image="busybox:1.36", entrypoint=sys.executable, args=["-c", code])
     return AppDef("placed", roles=[role])
