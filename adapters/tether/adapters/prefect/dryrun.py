@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tether.adapters.common import app_secrets, render_dryrun
+from tether.adapters.common import app_secrets, render_dryrun, scheduler_list
 from tether.runner import get_runner
 from tether.specs import AppDryRunInfo, mask_value
 
@@ -76,8 +76,13 @@ def dryrun(task: Task[..., Any], *args: Any, **kwargs: Any) -> TaskDryRun:
         ) from None
     with get_runner() as runner:
         scheduler = spec.resolve_scheduler(runner)
+        candidates = scheduler_list(scheduler)  # a failover list: its first one's request
+        first, cfg = candidates[0], dict(spec.cfg)
+        if len(candidates) > 1:  # the options the first candidate declares
+            own = runner.scheduler_run_opts(first)
+            cfg = {k: v for k, v in cfg.items() if own.get(k) is not None}
         app = spec.materialize(runner, bound.arguments)
-        app_summary, info = render_dryrun(app, scheduler, spec.cfg, runner)
+        app_summary, info = render_dryrun(app, first, cfg, runner)
     from prefect.cache_policies import NO_CACHE
 
     cache = getattr(task.cache_policy, "inner", None) or task.cache_policy

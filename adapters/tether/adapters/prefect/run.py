@@ -19,7 +19,14 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from tether.adapters.common import JobFailedError, JobResult, JobSession, LogCursor
+from tether.adapters.common import (
+    JobFailedError,
+    JobResult,
+    JobSession,
+    LogCursor,
+    check_candidates,
+    scheduler_list,
+)
 from tether.adapters.prefect.identity import (
     call_numbers,
     parameters_digest,
@@ -262,7 +269,9 @@ class _TaskCall:
 
     def _session(self, runner: Runner, arguments: Mapping[str, Any]) -> JobSession:
         spec, task_run = self.spec, self.task_run
-        scheduler = spec.resolve_scheduler(runner)
+        step = f"task {self.task_name!r}"
+        schedulers = scheduler_list(spec.resolve_scheduler(runner), step)
+        check_candidates(runner, schedulers, spec.cfg, step)  # before anything is submitted
         app = spec.materialize(runner, arguments)
         component_args = spec.component_args(arguments)
         same, nth = call_numbers(
@@ -272,7 +281,7 @@ class _TaskCall:
                            task_run.id, spec.digest())
         self.art_name = self.task_name if nth == 0 else f"{self.task_name}-{nth}"
         tag_with_flow_run(app, task_run.flow_run_id)
-        return JobSession(app, scheduler, spec.cfg, key=key,
+        return JobSession(app, schedulers, spec.cfg, key=key,
                           parent_run_id=str(task_run.flow_run_id or task_run.id), runner=runner)
 
     def _submit(self, session: JobSession) -> None:

@@ -26,7 +26,7 @@ import inspect
 import keyword
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
 
@@ -34,6 +34,7 @@ from tether.adapters.common import (
     JobResult,
     component_params,
     resolve_component,
+    scheduler_list,
 )
 from tether.adapters.prefect.identity import (
     ORCHESTRATOR,
@@ -117,10 +118,18 @@ def _identifier(name: str) -> str:
     return f"tether_{ident}"
 
 
+def _scheduler_text(scheduler: str | Sequence[str] | None) -> str | None:
+    """A task's scheduler, or its failover list as ``a,b`` (as ``tether run -s``); a list
+    that names no scheduler fails when the flow is defined."""
+    if scheduler is None or (isinstance(scheduler, str) and not scheduler):
+        return None
+    return ",".join(scheduler_list(scheduler, "component_task"))
+
+
 @overload
 def component_task(
     component: str | Callable[..., AppDef],
-    scheduler: str | None = None,
+    scheduler: str | Sequence[str] | None = None,
     cfg: Mapping[str, CfgVal] | None = None,
     *,
     image: str | None = None,
@@ -134,7 +143,7 @@ def component_task(
 @overload
 def component_task(
     component: str | Callable[..., AppDef],
-    scheduler: str | None = None,
+    scheduler: str | Sequence[str] | None = None,
     cfg: Mapping[str, CfgVal] | None = None,
     *,
     image: str | None = None,
@@ -147,7 +156,7 @@ def component_task(
 
 def component_task(
     component: str | Callable[..., AppDef],
-    scheduler: str | None = None,
+    scheduler: str | Sequence[str] | None = None,
     cfg: Mapping[str, CfgVal] | None = None,
     *,
     image: str | None = None,
@@ -170,8 +179,12 @@ def component_task(
     Args:
         component: ``utils.python``, ``path/file.py:fn``, ``pkg.module:fn`` or the function.
         scheduler: Where jobs run (default: ``[cli:run] scheduler`` of ``.tetherconfig``, else
-            ``local_cwd``).
-        cfg: The scheduler's run options.
+            ``local_cwd``), or the schedulers to try in order (``["kubernetes", "local_cwd"]``
+            or ``"kubernetes,local_cwd"``): the job then runs as one logical job that moves
+            to the next candidate when one refuses it for capacity (``docs/recovery.md``).
+        cfg: The scheduler's run options (with several schedulers, each gets those it
+            declares; one none declares, or a candidate would not take, fails the task run
+            before anything is submitted).
         image: Replaces every role's image.
         env: Added to every role's environment.
         poll_interval: Longest single wait while following a job, in seconds; bounds how
@@ -209,7 +222,7 @@ def component_task(
         component_name=component_name,
         fn=fn,
         signature=component_signature(fn),
-        scheduler=scheduler,
+        scheduler=_scheduler_text(scheduler),
         cfg=dict(cfg or {}),
         image=image,
         env=dict(env or {}),
@@ -247,7 +260,7 @@ def _task_class() -> type[Task[..., Any]]:
         def with_options(
             self,
             *,
-            scheduler: str | None = _KEEP,
+            scheduler: str | Sequence[str] | None = _KEEP,
             cfg: Mapping[str, CfgVal] | None = _KEEP,
             image: str | None = _KEEP,
             env: Mapping[str, str] | None = _KEEP,
@@ -258,9 +271,10 @@ def _task_class() -> type[Task[..., Any]]:
             ``env``, ``poll_interval``) and Prefect's (``retries``, ``name``...)."""
             spec: TaskSpec = getattr(self.fn, SPEC_ATTR)
             changes: dict[str, Any] = {}
-            for name, value in (("scheduler", scheduler), ("image", image)):
-                if value is not _KEEP:
-                    changes[name] = value
+            if scheduler is not _KEEP:
+                changes["scheduler"] = _scheduler_text(scheduler)
+            if image is not _KEEP:
+                changes["image"] = image
             for name, mapping in (("cfg", cfg), ("env", env)):
                 if mapping is not _KEEP:
                     changes[name] = dict(mapping or {})
