@@ -43,6 +43,7 @@ from tether.adapters.common import (
     JobSession,
     job_key,
     materialize,
+    scheduler_list,
 )
 from tether.adapters.kfp.artifacts import artifact_values, collect_outputs
 from tether.adapters.kfp.ship import ShippedSource, load_shipped
@@ -188,6 +189,12 @@ def pipeline_outputs_root(pipeline_root: str) -> str:
     return f"{root}/{OUTPUTS_DIR}"
 
 
+def _first(scheduler: str) -> str:
+    """The first candidate of a step's scheduler (``a,b``: a failover list), whose
+    capabilities decide the settings a step inherits."""
+    return scheduler_list(scheduler)[0]
+
+
 def inherit_settings(
     app: AppDef, spec: LaunchSpec, capabilities: Capabilities | None = None
 ) -> dict[str, Any]:
@@ -220,7 +227,7 @@ def inherit_settings(
     cfg: dict[str, Any] = dict(spec.cfg)
     if capabilities is None:
         with get_runner() as runner:
-            capabilities = runner.scheduler_capabilities(spec.scheduler)
+            capabilities = runner.scheduler_capabilities(_first(spec.scheduler))
     if capabilities.kubernetes_pods:
         if inherit.get("node_selector"):
             cfg["node_selector"] = {**inherit["node_selector"], **(cfg.get("node_selector") or {})}
@@ -284,7 +291,7 @@ def launch(
         component = load_shipped(ShippedSource.from_dict(spec.source))
     app = materialize(component, _clean_args(args), image=spec.image, env=spec.env)
     if runner is not None:
-        cfg = inherit_settings(app, spec, runner.scheduler_capabilities(spec.scheduler))
+        cfg = inherit_settings(app, spec, runner.scheduler_capabilities(_first(spec.scheduler)))
     else:
         cfg = inherit_settings(app, spec)
     outputs_root = None
@@ -294,7 +301,7 @@ def launch(
     with (
         _env(ENV_OUTPUTS_ROOT, outputs_root),
         _StopSignals() as signals,
-        JobSession(app, spec.scheduler, cfg, key=ids.job_key(),
+        JobSession(app, scheduler_list(spec.scheduler), cfg, key=ids.job_key(),
                    parent_run_id=ids.parent_run_id(), runner=runner) as session,
     ):
         result = _follow(session, spec, signals, sink)

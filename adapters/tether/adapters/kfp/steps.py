@@ -26,9 +26,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tether.adapters.common import (
+    check_candidates,
     component_params,
     materialize,
     resolve_component,
+    scheduler_list,
 )
 from tether.adapters.kfp.artifacts import declared_artifacts, with_artifacts
 from tether.adapters.kfp.component import as_component, component_yaml
@@ -168,7 +170,7 @@ class TetherStep:
     def __init__(
         self,
         component: str | Callable[..., AppDef],
-        scheduler: str = DEFAULT_SCHEDULER,
+        scheduler: str | Sequence[str] = DEFAULT_SCHEDULER,
         cfg: Mapping[str, CfgVal] | None = None,
         mode: str = MODE_AUTO,
         image: str | None = None,
@@ -191,7 +193,8 @@ class TetherStep:
         self.inputs: list[StepInput] = with_artifacts(
             step_inputs(component_params(component)), declared_artifacts(fn, artifacts))
         self._by_name = {i.name: i for i in self.inputs}
-        self.scheduler = scheduler
+        self.schedulers = scheduler_list(scheduler, f"step {self.component_name!r}")
+        self.scheduler = ",".join(self.schedulers)  # a failover list as `tether run -s` takes
         self.cfg: dict[str, CfgVal] = dict(cfg or {})
         self.mode = mode
         self.image = image
@@ -218,6 +221,10 @@ class TetherStep:
         from tether.runner import get_runner
 
         with get_runner() as runner:
+            if len(self.schedulers) > 1:  # a launcher step; every candidate checked here
+                check_candidates(runner, self.schedulers, self.cfg,
+                                 f"step {self.component_name!r}")  # fmt: skip
+                return
             known = runner.scheduler_backends()
             if self.scheduler not in known:
                 close = difflib.get_close_matches(self.scheduler, known, n=3, cutoff=0.5)
@@ -522,7 +529,7 @@ class TetherStep:
 
 def step(
     component: str | Callable[..., AppDef],
-    scheduler: str = DEFAULT_SCHEDULER,
+    scheduler: str | Sequence[str] = DEFAULT_SCHEDULER,
     cfg: Mapping[str, CfgVal] | None = None,
     mode: str = MODE_AUTO,
     image: str | None = None,
@@ -552,8 +559,11 @@ def step(
         scheduler: Where the job runs. A scheduler whose replicas are Kubernetes pods
             (its ``Capabilities.kubernetes_pods``: ``kubernetes``, or a plugin's that declares
             it) allows native steps; any other scheduler (``local_cwd``...) gets a launcher
-            step.
-        cfg: Run options of the scheduler (they make the step a launcher step).
+            step. A list (``["kubernetes", "local_cwd"]`` or ``"kubernetes,local_cwd"``)
+            names the schedulers to try in order: a launcher step whose job runs as one
+            logical job that moves to the next candidate when one refuses it for capacity.
+        cfg: Run options of the scheduler (they make the step a launcher step); with a list,
+            each candidate gets those it declares.
         mode: ``auto``, ``native`` or ``launcher``.
         image: Replaces the image of every role.
         env: Added to the env of every role.
