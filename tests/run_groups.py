@@ -72,6 +72,8 @@ KUBE = [
     "tests/e2e/test_kubernetes_recovery_e2e.py",
     "tests/e2e/test_kube_log_follow.py",
     "tests/adapters/airflow/test_airflow_failover_kube.py",
+    "tests/adapters/prefect/test_failover_kube.py",
+    "tests/adapters/kfp/test_failover_kube.py",
 ]
 SLURM_RAY = [
     "tests/e2e/test_slurm_e2e.py",
