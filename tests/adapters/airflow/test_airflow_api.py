@@ -254,6 +254,20 @@ def test_dryrun_shows_variables_connections_and_xcoms_as_placeholders() -> None:
     assert '"conn_id": "training_cluster"' in text
 
 
+def test_dryrun_of_a_failover_list_shows_every_candidates_request() -> None:
+    """Each candidate's request, with the options it declares (``namespace``: kubernetes's
+    only; ``log_dir``: local_cwd's only)."""
+    with DAG("tether_t_dry_failover", schedule=None, start_date=START):
+        op = ComponentOperator(task_id="t", component="utils.sh", component_args=["echo hi"],
+                               scheduler=["kubernetes", "local_cwd"],
+                               cfg="namespace=ml,log_dir=/tmp/tether-dryrun-fo")
+    text = render_operator(op)
+    kube, local = text.split("# kubernetes request (scheduler layer)")[1].split(
+        "# local_cwd request (scheduler layer)")
+    assert "namespace: ml" in kube and "/tmp/tether-dryrun-fo" not in kube
+    assert "/tmp/tether-dryrun-fo" in local and "cannot render" not in text
+
+
 def test_dryrun_shows_what_it_cannot_render_instead_of_failing() -> None:
     with DAG("tether_t_dry_bad", schedule=None, start_date=START):
         op = ComponentOperator(task_id="t", component="utils.sh",

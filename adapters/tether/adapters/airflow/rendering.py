@@ -22,6 +22,7 @@ from tether.adapters.airflow.building import (
     parse_cfg,
 )
 from tether.adapters.common import app_secrets, describe_app, render_dryrun
+from tether.adapters.common.candidates import SchedulerListError, scheduler_list, union_opts
 from tether.specs import mask_env
 from tether.specs.secrets import MASK, mask_text, mask_value, secret_values, value_secrets
 
@@ -267,7 +268,6 @@ def _render_app_layers(
     from tether.runner import get_runner
 
     parts: list[str] = []
-    scheduler = str(fields.get("scheduler"))
     with get_runner() as runner:
         args = fields.get("component_args")
         if isinstance(args, str) and args.startswith("<xcom ") and args.endswith(">"):
@@ -290,21 +290,37 @@ def _render_app_layers(
                 for var in op.secret_env:
                     role.env.pop(var, None)
                     role.secrets[var] = SecretRef(ref_name, var)
-        parts += ["# AppDef", json.dumps(describe_app(app), indent=2, default=str),
-                  f"# {scheduler} request (scheduler layer)"]
+        parts += ["# AppDef", json.dumps(describe_app(app), indent=2, default=str)]
         try:
-            cfg = parse_cfg(runner, scheduler, fields.get("cfg"))
-            if op.job_ttl is not None:
-                from tether.adapters.airflow.connections import merge_run_defaults
-
-                merge_run_defaults(cfg, runner.scheduler_run_opts(scheduler),
-                                   {TTL_OPTION: op.job_ttl})
-            _, info = render_dryrun(app, scheduler, cfg, runner=runner)
-        except Exception as e:
-            parts.append(f"(cannot render the request: {type(e).__name__}: {e})")
-        else:
-            parts.append(str(info))
+            candidates = scheduler_list(fields.get("scheduler"))
+        except SchedulerListError as e:
+            return [*parts, f"(cannot render the request: {e})"]
+        for scheduler in candidates:  # a failover list: every candidate's native request
+            parts.append(f"# {scheduler} request (scheduler layer)")
+            parts.append(_request(runner, op, app, candidates, scheduler, fields.get("cfg")))
     return parts
+
+
+def _request(
+    runner: Any, op: DryrunTask, app: Any, candidates: list[str], scheduler: str, given: Any
+) -> str:
+    """One candidate's native request (with the options it declares), or why it cannot be
+    rendered."""
+    try:
+        opts = runner.scheduler_run_opts(scheduler)
+        if len(candidates) > 1 and isinstance(given, str) and given:
+            given = union_opts(runner, candidates).cfg_from_str(given)
+        cfg = parse_cfg(runner, scheduler, given)
+        if len(candidates) > 1:
+            cfg = {k: v for k, v in cfg.items() if opts.get(k) is not None}
+        if op.job_ttl is not None:
+            from tether.adapters.airflow.connections import merge_run_defaults
+
+            merge_run_defaults(cfg, opts, {TTL_OPTION: op.job_ttl})
+        _, info = render_dryrun(app, scheduler, cfg, runner=runner)
+    except Exception as e:
+        return f"(cannot render the request: {type(e).__name__}: {e})"
+    return str(info)
 
 
 def _component(op: DryrunTask, rendered: Any) -> Any:
