@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -196,6 +198,9 @@ def test_ddp_two_nodes_by_two_processes_trains_as_on_local_cwd(
     local = ddp("--model-dir", str(on_local), script=str(TRAIN_DDP), j="2x2", cpu=0, memMB=0,
                 rdzv_port=free_port())  # fmt: skip
     monkeypatch.setenv("TETHER_STATE_DIR", str(tmp_path / "state"))
+    # dist.ddp runs `python -m torch.distributed.run`: on local_cwd, this venv's python (the
+    # one with torch), whether or not the venv is activated
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     with Runner() as runner:
         app_id = submit(sched, job)
         handle = runner.run(local, "local_cwd", {})

@@ -110,7 +110,7 @@ def test_pipeline_switched_to_an_unknown_scheduler_fails_clearly(
     assert task_states(dr) == {"prepare": "failed", "train": "upstream_failed",
                                "evaluate": "upstream_failed"}
     assert try_numbers(dr)["prepare"] == 1  # not retried
-    assert "AirflowFailException: task 'prepare': unknown scheduler 'nope'" in text
+    assert "AirflowFailException: task 'prepare': scheduler: unknown scheduler 'nope'" in text
     assert "local_cwd" in text  # the error lists the known schedulers
 
 

@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -305,3 +306,30 @@ def reap_at_session_start() -> list[str]:
     reaped += [f"podman service {path}" for path in podman.reap_stale()]
     reaped += [f"slurm cluster {path}" for path in slurm.reap_stale()]
     return reaped
+
+
+def reaped_here_or_elsewhere(
+    line: str, reaped: list[str], gone: Callable[[], bool], timeout: float = 60.0
+) -> bool:
+    """Whether a reap stopped a leftover: this one (``line`` is in what it returned), or a
+    concurrent one. CI runs its test groups side by side, and every session start (and the
+    reaper's own tests) reaps every killed run's leftovers on the machine, so another process
+    may have taken it first; then it must be gone within ``timeout`` seconds.
+
+    Args:
+        line: What this reap reports for the leftover.
+        reaped: What this reap returned.
+        gone: Whether the leftover is gone.
+        timeout: Seconds to wait for another reaper to finish.
+
+    Returns:
+        True when it was reaped (here or elsewhere).
+    """
+    if line in reaped:
+        return True
+    deadline = time.monotonic() + timeout
+    while not gone():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+    return True

@@ -92,7 +92,10 @@ def replica_log(
         raise ValueError(f"role {role_name!r} of app {app_id!r} has replicas {ids}, not {k}")
     since, until = _as_aware(since), _as_aware(until)
     if should_tail and follow_app is not None:
-        lines = followed_lines(follow_app, kube, ns, role_name, k, since, until)
+        lines = followed_lines(
+            follow_app, kube, ns, role_name, k, since, until,
+            read_once=lambda: replica_lines(fetch, kube, ns, name, role_name, k, since, until),
+        )  # fmt: skip
     else:
         lines = replica_lines(fetch, kube, ns, name, role_name, k, since, until)
     return filter_regex(regex, lines)
@@ -181,6 +184,7 @@ def followed_lines(
     k: int,
     since: datetime | None,
     until: datetime | None,
+    read_once: Callable[[], Iterator[str]] | None = None,
 ) -> Iterator[str]:
     """The log lines of one replica until it ends: of its pod, then of its retries' pods.
 
@@ -196,6 +200,9 @@ def followed_lines(
         k: The replica index.
         since: Lines before this time are skipped (aware).
         until: Reading stops at this time (aware).
+        read_once: Reads the replica's pod once from the apiserver: used when the cache says
+            the replica ended before it showed any of its pods started (a pod that ran for
+            a moment; the Job's end heard before its pod's), so that no log is lost.
 
     Yields:
         Lines, each ending with a newline.
@@ -215,6 +222,9 @@ def followed_lines(
                 done.add(_uid(pod))
                 continue  # a retried replica gets a new pod: follow it too
             left = _left(until)
+            if is_terminal(rep.state) and not done and read_once is not None:
+                yield from read_once()
+                return
             if is_terminal(rep.state) or (left is not None and left <= 0):
                 return
             app.wait(mark, WAIT_S if left is None else min(WAIT_S, left))
