@@ -28,6 +28,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+import zlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -333,8 +334,16 @@ class RestClient:
 
     @property
     def cluster_key(self) -> str:
-        """Names the cluster (the watch hub reads each cluster once)."""
-        return f"rest:{self.where}"
+        """Names the cluster and the credentials that read it: the watch hub reads each
+        cluster once per identity. Its view reads with the client of the follower that
+        opened it, so a follower with other credentials (another user, a renewed or
+        another connection's token) gets a view of its own instead of one whose token may
+        have expired or been taken back."""
+        try:
+            who = f"{self.login_user()}:{zlib.crc32(self.token().encode()):08x}"
+        except Exception:  # no token yet: the view's first read says what is missing
+            who = "-"
+        return f"rest:{self.where}:{who}"
 
     def squeue_jobs(self, ids: Sequence[str]) -> list[dict[str, Any]]:
         """The records of several jobs from one ``GET .../jobs`` (the watch hub's read)."""
