@@ -151,9 +151,9 @@ def test_pending_log_streams_cost_nothing_and_get_every_line(
         during = _requests(kube_cluster)
         # nothing per stream and nothing that grows with time (a hub watch may reconnect)
         assert during["logs"] == before["logs"]
-        # the old streams read each pod twice a second (about 70 reads here); what is left
-        # is not theirs (the hub's or the controllers' JSON reads): under one per stream
-        assert during["reads"] - before["reads"] <= len(streams.threads), (before, during)
+        # the old streams read each pod at least once a second (36 to 70 reads here); what
+        # is left is not theirs (the hub's or the controllers' JSON reads, 6 to 8 in CI)
+        assert during["reads"] - before["reads"] < 3 * len(streams.threads), (before, during)
 
         def logs(pod: V1Pod) -> list[str]:
             return [f"{_replica(pod)} line {i}" for i in range(40)]
