@@ -135,3 +135,17 @@ def test_an_outputs_root_the_cluster_cannot_see_is_named_at_dryrun(
     info = mounted.submit_dryrun(app, {"job_dir": "/home/alice/jobs"})
     assert "TETHER_OUTPUTS_URL=/root/state/outputs/slurm/" in info.request.script
     assert not caplog.text and app.roles[0].env["TETHER_OUTPUTS_URL"].startswith("/root/")
+
+
+def test_the_watch_hub_keys_a_rest_view_by_user_and_token() -> None:
+    """A hub view reads with the client that opened it: followers with another token (a
+    renewed one, another connection's) must not share it, or they read with a token that
+    may have expired; the same credentials share one view."""
+    def client(jwt: str, user: str = "alice") -> RestClient:
+        return RestClient(TransportSettings(transport="rest", rest_url="http://x", user=user),
+                          jwt=jwt)  # fmt: skip
+
+    assert client("t1").cluster_key == client("t1").cluster_key
+    assert client("t1").cluster_key != client("t2").cluster_key
+    assert client("t1").cluster_key != client("t1", user="bob").cluster_key
+    assert "t1" not in client("t1").cluster_key  # a checksum, not the token
