@@ -355,6 +355,45 @@ def test_apiserver_restart_loses_no_transition(
         runner.cancel(forever)
 
 
+def test_an_end_heard_before_its_pods_is_told_as_the_pods_tell_it(
+    kube_cluster: KubeCluster, kube_api: Any, kubelet: FakeKubelet, ns: str, env: None
+) -> None:
+    """The Job and pod watches are separate streams: after a reconnect the Job's end can come
+    first. The end is then read directly, so the failure names the container's exit code
+    (what ``describe`` says), not the Job's ``BackoffLimitExceeded``."""
+    pods = f"/api/v1/namespaces/{ns}/pods"
+    refused: list[Seen] = []
+
+    def pods_watch_down(seen: Seen) -> Fault | None:
+        if seen.path == pods and seen.query.get("watch"):
+            refused.append(seen)
+            return Fault(500, _STATUS_500.encode(), {"Content-Type": "application/json"})
+        return None
+
+    with FaultProxy(kube_cluster.server) as proxy:
+        api = _client(kube_cluster)
+        api.configuration.host = proxy.url
+        with Runner(scheduler_params={"kubernetes": {"client": api}}) as runner:
+            fails = runner.run(_app("fails"), "kubernetes",
+                               _cfg(ns, Behaviour.fail(exit_code=4, run_seconds=15)))  # fmt: skip
+            hub = WatchHub()
+            sub = Subscription(hub)
+            sub.follow(*runner._scheduler_for(fails), ref=fails)
+            col = Collector(sub)
+            _until("running", partial(col.running, fails))
+            proxy.inject = pods_watch_down
+            proxy.drop()  # the pod watch stays down; the Job watch reconnects
+            _until("the failure heard", lambda: col.finals(fails), 180)
+            col.stop()
+            assert refused, "the pod watch was never refused"
+            assert proxy.inject is pods_watch_down
+            (end,) = col.finals(fails)
+            assert end.state == AppState.FAILED
+            assert "exit code 4" in end.msg, end.msg
+            sub.close()
+            hub.close()
+
+
 # ---- a throttled, failing apiserver (429 with Retry-After, 500) -------------------------------
 _STATUS_500 = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure",
                           "message": "injected", "reason": "InternalError", "code": 500})

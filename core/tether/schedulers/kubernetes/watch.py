@@ -8,7 +8,10 @@ the last version seen (bookmarks keep it fresh), ``410 Gone`` relists, and error
 5xx answers reconnect with backoff and jitter, never sooner than the apiserver's
 ``Retry-After`` asks. Reads of the view analyze the cached objects
 with the same :func:`~tether.schedulers.kubernetes.status.analyze` as ``describe``: no
-request per app. An app the cache does not show is confirmed with :func:`fetch_app`.
+request per app. An app the cache does not show is confirmed with :func:`fetch_app`, and
+so is an app the cache shows ended: the Job and pod watches are separate streams, and after a
+reconnect the Job's end can arrive before its pods' (the failure message would then be the
+Job's ``BackoffLimitExceeded`` instead of the container's exit code). One read per app end.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from tether.schedulers.kubernetes.status import analyze
 from tether.schedulers.kubernetes.views import AppView, describe_response
 from tether.schedulers.watch.backoff import Backoff
 from tether.schedulers.watch.events import FollowTarget, WatchKey
+from tether.specs.status import is_terminal
 
 log: logging.Logger = logging.getLogger(__name__)
 
@@ -320,6 +324,7 @@ class KubeReader:
         self._all_dirty = True
         self._analyzed_at = 0.0
         self._views: dict[str, DescribeAppResponse] = {}
+        self._ended: dict[str, DescribeAppResponse] = {}  # ends confirmed by a direct read
         self._wake: Callable[[], None] = lambda: None
         self._changes = threading.Condition()
         self._generation = 0  # counts changes of any app (and relists)
@@ -440,6 +445,7 @@ class KubeReader:
         if full:
             self._analyzed_at = now
         self._views = {n: v for n, v in self._views.items() if n in wanted}
+        self._ended = {n: v for n, v in self._ended.items() if n in wanted}
         stamp = datetime.now(timezone.utc)
         for name in wanted:
             if full or name in dirty or name not in self._views:
@@ -448,9 +454,40 @@ class KubeReader:
                 resp = _analyze(self.namespace, name, kinds, stamp)
                 if resp is None:
                     self._views.pop(name, None)
+                    self._ended.pop(name, None)
+                    continue
+                if is_terminal(resp.state):
+                    resp = self._confirm_end(wanted[name], resp)
+                if resp is None:
+                    self._views.pop(name, None)
                 else:
                     self._views[name] = resp
         return {wanted[n]: v for n, v in self._views.items()}
+
+    def _confirm_end(
+        self, app_id: str, cached: DescribeAppResponse
+    ) -> DescribeAppResponse | None:
+        """An end the cache shows, as a direct read confirms it (once per app).
+
+        Returns:
+            The confirmed view; the view before when the read failed (tried again at the
+            next read); the cached one when the objects are gone meanwhile.
+        """
+        name = app_id.partition(":")[2]
+        if name in self._ended:
+            return self._ended[name]
+        try:
+            fresh = self.confirm(app_id)
+        except (KubernetesApiError, OSError) as e:
+            log.warning("confirming the end of %s failed: %s", app_id, e)
+            with self._lock:
+                self._dirty.add(name)  # read again at the next round (no wake: no busy loop)
+            return self._views.get(name)
+        if fresh is None:
+            return cached
+        if is_terminal(fresh.state):
+            self._ended[name] = fresh
+        return fresh
 
     def confirm(self, app_id: str) -> DescribeAppResponse | None:
         """Reads one app directly from the apiserver.
