@@ -90,6 +90,9 @@ SLURM_RAY = [
     "tests/e2e/test_ray_watch.py",
     "tests/e2e/test_slurm_failure_causes_e2e.py",
     "tests/e2e/test_slurm_recovery_e2e.py",
+    "tests/adapters/airflow/test_airflow_recovery_slurm.py",
+    "tests/adapters/prefect/test_recovery_slurm.py",
+    "tests/adapters/kfp/test_recovery_slurm.py",
 ]
 SLURM_RAY_CONTRACT = ["slurm", "slurm_ssh", "slurm_rest", "ray"]
 """The backends whose contract cases the slurm+ray group runs (a backend adds its id here)."""

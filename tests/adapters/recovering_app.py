@@ -1,9 +1,11 @@
-"""A component whose first attempt fails, with a recovery policy (the orchestrator tests).
+"""Components with a recovery policy (the orchestrator tests).
 
 ``local_cwd`` has no infrastructure to lose, so its policy recovers from the
 ``application`` cause: the first attempt exits 3 as a lost node's replica would, and the
 loop that recovers it is the one an infrastructure cause goes through. Each attempt appends
-its number to ``<checkpoint>/attempts``, so a test sees which attempts ran.
+its number to ``<checkpoint>/attempts``, so a test sees which attempts ran. ``lost`` is for
+a real infrastructure failure (``tests/adapters/slurm_faults.py``): its first attempt
+runs until its node is lost.
 """
 
 from __future__ import annotations
@@ -52,3 +54,33 @@ def placed(message: str = "placed") -> AppDef:
             " flush=True)")
     role = Role("worker", image="busybox:1.36", entrypoint=sys.executable, args=["-c", code])
     return AppDef("placed", roles=[role])
+
+
+_LOST = """\
+set -eu
+echo "attempt $TETHER_ATTEMPT"
+if [ "$TETHER_ATTEMPT" = 0 ]; then
+  mkdir -p "$TETHER_CHECKPOINT"
+  echo 5 > "$TETHER_CHECKPOINT/step.tmp"
+  mv "$TETHER_CHECKPOINT/step.tmp" "$TETHER_CHECKPOINT/step"
+  exec sleep 600
+fi
+echo "resumed at step $(cat "$TETHER_CHECKPOINT/step")"
+"""
+
+
+def lost(ckpt: str, name: str = "lost") -> AppDef:
+    """Saves a checkpoint on attempt 0 and runs until the infrastructure fails under it; a
+    later attempt resumes from the checkpoint and ends (the infrastructure tests: the
+    default policy recovers infrastructure causes only, never an application exit).
+
+    Args:
+        ckpt: The checkpoint location.
+        name: The app's name (the backend's job name, so a test finds its own jobs).
+
+    Returns:
+        The AppDef.
+    """
+    role = Role("train", image="", entrypoint="bash", args=["-c", _LOST])
+    return AppDef(name, roles=[role], checkpoint=ckpt,
+                  recovery=RecoveryPolicy(max_recoveries=2, backoff_s=0))

@@ -115,7 +115,16 @@ module runs them)."""
 
 
 RECOVERY = "recovery"
-"""The row key of the recovery row (``(RECOVERY, backend)`` cells)."""
+"""The row key of the recovery row of the CLI and the Runner (``(RECOVERY, backend)`` cells);
+each orchestrator adapter's recovery row is ``recovery-<adapter>``."""
+
+RECOVERY_ROWS = {
+    RECOVERY: "the CLI and the Runner",
+    "recovery-airflow": "Airflow (`ComponentOperator`, `dag.test()`)",
+    "recovery-prefect": "Prefect (`component_task`, real API server)",
+    "recovery-kfp": "KFP (launcher step, `kfp.local.SubprocessRunner`)",
+}
+"""Recovery row key -> through what the failure is recovered (its row title says)."""
 
 RECOVERY_TITLE = (
     "Recovery from an infrastructure failure (a `RecoveryPolicy`: the next attempt under one "
@@ -123,10 +132,19 @@ RECOVERY_TITLE = (
 )
 
 RECOVERY_TESTS = {
-    "kubernetes": "`tests/e2e/test_kubernetes_recovery_e2e.py`",
-    "slurm": "`tests/e2e/test_slurm_recovery_e2e.py`",
+    (RECOVERY, "kubernetes"): "`tests/e2e/test_kubernetes_recovery_e2e.py`",
+    (RECOVERY, "slurm"): "`tests/e2e/test_slurm_recovery_e2e.py`",
+    ("recovery-airflow", "slurm"): "`tests/adapters/airflow/test_airflow_recovery_slurm.py`",
+    ("recovery-prefect", "slurm"): "`tests/adapters/prefect/test_recovery_slurm.py`",
+    ("recovery-kfp", "slurm"): "`tests/adapters/kfp/test_recovery_slurm.py`",
 }
-"""Backend -> the test module that fills its recovery cell (see :func:`recovery_cell`)."""
+"""Recovery cell -> the test module that fills it (see :func:`recovery_cell`)."""
+
+RECOVERY_NO_ADAPTER_TEST = (
+    "not tested: no infrastructure failure injected through this adapter on this backend yet "
+    "(the adapter follows the same logical job as on the other backends)"
+)
+"""An adapter's recovery cell of a backend recovery is tested on, but not through it."""
 
 RECOVERY_UNTESTED = {
     "local_cwd": "not applicable: one machine, no infrastructure to lose (the same loop "
@@ -163,20 +181,25 @@ def _default_cell(backend: str) -> Cell:
     return Cell("not run")
 
 
-def _recovery_default(backend: str) -> Cell:
+def _recovery_default(row: str, backend: str) -> Cell:
     if backend in RECOVERY_UNTESTED:
         outcome, _, reason = RECOVERY_UNTESTED[backend].partition(": ")
+        return Cell(outcome, reason)
+    if row != RECOVERY and (RECOVERY, backend) in RECOVERY_TESTS:
+        outcome, _, reason = RECOVERY_NO_ADAPTER_TEST.partition(": ")
         return Cell(outcome, reason)
     return _default_cell(backend)
 
 
-def recovery_cell(backend: str, outcomes: dict[str, bool], how: str) -> Cell:
-    """A backend's recovery cell from its tests' outcomes (test name -> passed).
+def recovery_cell(backend: str, outcomes: dict[str, bool], how: str, row: str = RECOVERY
+                  ) -> Cell:  # fmt: skip
+    """A recovery cell from its tests' outcomes (test name -> passed).
 
     Args:
         backend: The column.
         outcomes: The tests of :data:`RECOVERY_TESTS` that ran, and whether each passed.
         how: What the tests recover from, and through what (the cell's text when all pass).
+        row: The recovery row (a key of :data:`RECOVERY_ROWS`).
 
     Returns:
         ``pass`` with ``how`` when every test that ran passed, else ``fail`` naming those
@@ -184,8 +207,22 @@ def recovery_cell(backend: str, outcomes: dict[str, bool], how: str) -> Cell:
     """
     failed = sorted(name for name, ok in outcomes.items() if not ok)
     if failed:
-        return Cell("fail", f"{', '.join(failed)} in {RECOVERY_TESTS[backend]}")
+        return Cell("fail", f"{', '.join(failed)} in {RECOVERY_TESTS[(row, backend)]}")
     return Cell("pass", how)
+
+
+def recovery_outcomes(adapter: str, backend: str, outcomes: dict[str, bool], how: str) -> None:
+    """Records an orchestrator adapter's recovery cell (nothing when no test of it ran).
+
+    Args:
+        adapter: ``airflow``, ``prefect`` or ``kfp``.
+        backend: The column.
+        outcomes: Test name -> whether it passed.
+        how: What the tests recover from (the cell's text when all pass).
+    """
+    if outcomes:
+        row = f"recovery-{adapter}"
+        write_doc({(row, backend): recovery_cell(backend, outcomes, how, row)})
 
 
 def render_table(results: dict[tuple[str, str], Cell]) -> str:
@@ -202,9 +239,10 @@ def render_table(results: dict[tuple[str, str], Cell]) -> str:
     for a, title in ADAPTERS.items():
         cells = [results.get((a, b), _default_cell(b)).text() for b in BACKENDS]
         rows.append(f"| {title} | " + " | ".join(cells) + " |")
-    cells = [results.get((RECOVERY, b), _recovery_default(b)).text() for b in BACKENDS]
-    rows.append(f"| {RECOVERY_TITLE} | " + " | ".join(cells) + " |")
-    tests = ", ".join(f"`{b}` {t}" for b, t in RECOVERY_TESTS.items())
+    for row, through in RECOVERY_ROWS.items():
+        cells = [results.get((row, b), _recovery_default(row, b)).text() for b in BACKENDS]
+        rows.append(f"| {RECOVERY_TITLE}, through {through} | " + " | ".join(cells) + " |")
+    tests = ", ".join(RECOVERY_TESTS.values())
     how = "\n".join(f"- `{b}`: {text}" for b, text in BACKENDS.items())
     return (
         "# Portability matrix\n\n"
@@ -215,9 +253,11 @@ def render_table(results: dict[tuple[str, str], Cell]) -> str:
         "the adapter passes it to `consume` (`Runner.outputs` for the CLI and the Runner, "
         "Airflow an XCom, Prefect the task's `JobResult.outputs`, KFP a step output "
         "parameter), and the "
-        f"cell passes when `consume` publishes `{EXPECTED}`. The last row is filled by the "
+        f"cell passes when `consume` publishes `{EXPECTED}`. The last rows are filled by the "
         f"recovery tests ({tests}): an infrastructure failure injected under a job's first "
-        "attempt, which tether recovers as the next attempt.\n\n" + "\n".join(rows) + "\n\n"
+        "attempt, which tether recovers as the next attempt, through the CLI or the Runner "
+        "and through each orchestrator adapter (the step succeeds once, with one job per "
+        "attempt).\n\n" + "\n".join(rows) + "\n\n"
         "Backends as they run here:\n\n" + how + "\n\n"
         "A backend added to tether adds its column here (see `docs/schedulers.md`).\n"
     )

@@ -119,6 +119,30 @@ recover = recover_dag("tether_t_recover", deferrable=False)
 recover_defer = recover_dag("tether_t_recover_defer", deferrable=True)
 
 
+def lost_dag(dag_id: str, deferrable: bool) -> DAG:
+    """A DAG whose task's job runs on Slurm until the test sets its node DOWN: the recovery
+    policy's next attempt ends it, within the one try (the cluster from ``$SLURM_CONF``)."""
+    with DAG(dag_id, schedule=None, start_date=START, catchup=False,
+             params={"ckpt": Param("/nonexistent", type="string"),
+                     "name": Param("lost", type="string"),
+                     "job_dir": Param("/nonexistent", type="string")}) as dag:
+        ComponentOperator(
+            task_id="lost",
+            component="tests.adapters.recovering_app:lost",
+            component_args=["--ckpt", "{{ params.ckpt }}", "--name", "{{ params.name }}"],
+            scheduler="slurm",
+            cfg={"job_dir": "{{ params.job_dir }}"},
+            retries=0,
+            deferrable=deferrable,
+            wait_interval=0.5,
+        )
+    return dag
+
+
+lost_slurm = lost_dag("tether_t_lost_slurm", deferrable=False)
+lost_slurm_defer = lost_dag("tether_t_lost_slurm_defer", deferrable=True)
+
+
 def failover_dag(dag_id: str, deferrable: bool) -> DAG:
     """A DAG whose task names an ordered list of schedulers (a DAG param, as the CLI's
     ``-s a,b``); ``namespace`` is an option only kubernetes declares."""
