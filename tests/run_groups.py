@@ -93,6 +93,9 @@ SLURM_RAY = [
     "tests/adapters/airflow/test_airflow_recovery_slurm.py",
     "tests/adapters/prefect/test_recovery_slurm.py",
     "tests/adapters/kfp/test_recovery_slurm.py",
+    "tests/adapters/airflow/test_airflow_failover_slurm.py",
+    "tests/adapters/prefect/test_failover_slurm.py",
+    "tests/adapters/kfp/test_failover_slurm.py",
 ]
 SLURM_RAY_CONTRACT = ["slurm", "slurm_ssh", "slurm_rest", "ray"]
 """The backends whose contract cases the slurm+ray group runs (a backend adds its id here)."""

@@ -1,5 +1,5 @@
-"""Real Slurm faults for the adapter tests: a node set DOWN under a running job, and the
-checks of its recovery.
+"""Real Slurm faults for the adapter tests: a node set DOWN under a running job (and the
+checks of its recovery), and a QOS with no room (a submit limit, for failover).
 
 The adapter tests run ``tests/adapters/recovering_app.py:lost`` on the session's Slurm
 cluster (``slurm_cluster``: two slurmd nodes) through the orchestrator, which blocks while
@@ -9,10 +9,15 @@ its checkpoint, then sets its node DOWN (``scontrol update state=DOWN``: Slurm e
 test ends. :func:`check_recovered` checks the outcome a user cares about: one logical job,
 two attempts (a ``node_lost`` one and a ``SUCCEEDED`` one), exactly one Slurm job per
 attempt, the second submitted after the first ended, and resumed from the checkpoint.
+
+:func:`qos_without_room` makes a QOS that allows the user no job (``MaxSubmitJobsPerUser=0``)
+on the session's cluster with accounting (``slurm_acct_cluster``): sbatch refuses a job that
+asks for it with ``job submit limit``, which tether reports as a capacity refusal.
 """
 
 from __future__ import annotations
 
+import getpass
 import threading
 import time
 from pathlib import Path
@@ -108,3 +113,29 @@ def check_recovered(cluster: Any, down: NodeDownUnder, handle: str) -> list[str]
                     "resumed at step 5\n"], lines  # fmt: skip
     return lines
 
+
+def qos_without_room(cluster: Any, name: str = "noroom") -> str:
+    """A QOS that allows this user no job, granted to the user, once slurmctld enforces it.
+
+    slurmdbd pushes a new QOS to slurmctld a moment after ``sacctmgr`` returns; until then
+    sbatch answers ``Invalid qos specification``, so this waits until a job asking for the
+    QOS is refused for its submit limit.
+
+    Args:
+        cluster: A Slurm cluster with accounting.
+        name: The QOS's name.
+
+    Returns:
+        The QOS's name.
+    """
+    cluster.run("sacctmgr", "-i", "add", "qos", name, "MaxSubmitJobsPerUser=0", check=False)
+    cluster.run("sacctmgr", "-i", "modify", "user", getpass.getuser(), "set", f"qos+={name}")
+    deadline = time.monotonic() + 120
+    while True:
+        probe = cluster.run("sbatch", f"--qos={name}", "--output=/dev/null", "--wrap", "true",
+                            check=False)  # fmt: skip
+        assert probe.returncode != 0, f"sbatch took a job over QOS {name}'s limit: {probe}"
+        if "job submit limit" in probe.stderr:
+            return name
+        assert time.monotonic() < deadline, f"QOS {name} never held: {probe.stderr}"
+        time.sleep(0.5)

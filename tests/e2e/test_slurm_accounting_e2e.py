@@ -21,12 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.infra.slurm import (
-    SlurmCluster,
-    SlurmUnavailable,
-    jwt_available,
-    missing_accounting_tools,
-)
+from tests.e2e.infra.slurm import SlurmCluster
 from tether.runner import Runner
 from tether.schedulers.api import JOB_KEY, DescribeAppResponse
 from tether.schedulers.errors import CapacityError
@@ -57,16 +52,9 @@ class ForgetfulRest(RestClient):
 
 
 @pytest.fixture(scope="module")
-def acct_cluster() -> Iterator[SlurmCluster]:
-    missing = missing_accounting_tools()
-    if missing:
-        pytest.skip(f"missing {', '.join(missing)}; run tests/e2e/infra/setup.d/31-slurmdbd.sh")
-    try:
-        cluster = SlurmCluster(accounting=True, jwt=jwt_available()).start()
-    except SlurmUnavailable as e:
-        pytest.fail(f"the accounting cluster did not start: {e}")
-    yield cluster
-    cluster.stop()
+def acct_cluster(slurm_acct_cluster: SlurmCluster) -> SlurmCluster:
+    """The session's cluster with accounting (``tests/e2e/infra/fixtures.py``)."""
+    return slurm_acct_cluster
 
 
 def schedulers(cluster: SlurmCluster) -> tuple[SlurmScheduler, SlurmScheduler]:

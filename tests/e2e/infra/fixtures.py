@@ -64,6 +64,32 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
         stop_following()
 
 
+@pytest.fixture(scope="session")
+def slurm_acct_cluster() -> Iterator[SlurmCluster]:
+    """A second Slurm cluster with accounting (MariaDB + slurmdbd: ``sacct``, QOS and
+    association limits), shared by the session; skips without slurmdbd/MariaDB
+    (``tests/e2e/infra/setup.d/31-slurmdbd.sh``)."""
+    from tests.e2e.infra.slurm import (
+        SlurmCluster,
+        SlurmUnavailable,
+        jwt_available,
+        missing_accounting_tools,
+    )
+
+    missing = missing_accounting_tools()
+    if missing:
+        pytest.skip(f"missing {', '.join(missing)}; run tests/e2e/infra/setup.d/31-slurmdbd.sh")
+    try:
+        cluster = SlurmCluster(accounting=True, jwt=jwt_available()).start()
+    except SlurmUnavailable as e:
+        pytest.fail(f"the accounting cluster did not start: {e}")
+    try:
+        yield cluster
+        stop_following()
+    finally:
+        cluster.stop()
+
+
 def _need_remote_tools() -> None:
     from tests.e2e.infra.slurm_remote import INSTALL_HINT, missing_remote_tools
 
