@@ -75,3 +75,21 @@ def test_bad_lists_are_refused_when_the_step_is_made(
 ) -> None:
     with pytest.raises(SchedulerListError, match=error):
         step(PLACED, scheduler=scheduler, cfg=cfg)
+
+
+def test_a_native_step_with_a_list_is_refused_when_the_step_is_made() -> None:
+    """A native step is one KFP container step: it cannot move to another scheduler, so
+    the list is refused up front, naming the step, the mode and the list."""
+    from tether.adapters.kfp.native import NativeStepError
+
+    with pytest.raises(NativeStepError, match=(
+        r"step '[^']+placed': mode='native' with scheduler=\['kubernetes', 'local_cwd'\]: a "
+        r"native step .* cannot move to another scheduler; give one scheduler, or use "
+        r"mode='launcher'")):  # fmt: skip
+        step(PLACED, scheduler="kubernetes,local_cwd", mode="native")
+
+
+def test_an_automatic_step_with_a_list_says_why_it_is_a_launcher_step() -> None:
+    plan = step(PLACED, scheduler=["kubernetes", "local_cwd"]).plan()
+    assert plan.mode == "launcher"
+    assert "scheduler names 2 schedulers to try in order (kubernetes,local_cwd)" in plan.reason

@@ -195,6 +195,14 @@ class TetherStep:
         self._by_name = {i.name: i for i in self.inputs}
         self.schedulers = scheduler_list(scheduler, f"step {self.component_name!r}")
         self.scheduler = ",".join(self.schedulers)  # a failover list as `tether run -s` takes
+        if mode == MODE_NATIVE and len(self.schedulers) > 1:
+            raise NativeStepError(
+                f"step {self.component_name!r}: mode='native' with scheduler="
+                f"{self.schedulers!r}: a native step is one KFP container step on the "
+                "pipeline's own cluster and cannot move to another scheduler; give one "
+                "scheduler, or use mode='launcher' (or 'auto'): a launcher step tries the "
+                "schedulers in order"
+            )
         self.cfg: dict[str, CfgVal] = dict(cfg or {})
         self.mode = mode
         self.image = image
@@ -326,7 +334,11 @@ class TetherStep:
     def _submission_reasons(self) -> list[str]:
         """Why this step's settings need a scheduler submission (a launcher step)."""
         reasons: list[str] = []
-        if not self._pods:
+        if len(self.schedulers) > 1:
+            reasons.append(f"scheduler names {len(self.schedulers)} schedulers to try in "
+                           f"order ({self.scheduler}): tether submits the job, moving it to "
+                           "the next one when a scheduler has no room")
+        elif not self._pods:
             reasons.append(f"scheduler {self.scheduler!r} does not run its replicas as "
                            "Kubernetes pods: tether submits the job there")
         if self.cfg:
@@ -561,7 +573,8 @@ def step(
             it) allows native steps; any other scheduler (``local_cwd``...) gets a launcher
             step. A list (``["kubernetes", "local_cwd"]`` or ``"kubernetes,local_cwd"``)
             names the schedulers to try in order: a launcher step whose job runs as one
-            logical job that moves to the next candidate when one refuses it for capacity.
+            logical job that moves to the next candidate when one refuses it for capacity
+            (with ``mode="native"``: a :class:`NativeStepError` at once).
         cfg: Run options of the scheduler (they make the step a launcher step); with a list,
             each candidate gets those it declares.
         mode: ``auto``, ``native`` or ``launcher``.
