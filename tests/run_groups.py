@@ -74,6 +74,9 @@ KUBE = [
     "tests/adapters/airflow/test_airflow_failover_kube.py",
     "tests/adapters/prefect/test_failover_kube.py",
     "tests/adapters/kfp/test_failover_kube.py",
+    "tests/adapters/airflow/test_airflow_recovery_kube.py",
+    "tests/adapters/prefect/test_recovery_kube.py",
+    "tests/adapters/kfp/test_recovery_kube.py",
 ]
 SLURM_RAY = [
     "tests/e2e/test_slurm_e2e.py",

@@ -5,7 +5,8 @@
 loop that recovers it is the one an infrastructure cause goes through. Each attempt appends
 its number to ``<checkpoint>/attempts``, so a test sees which attempts ran. ``lost`` is for
 a real infrastructure failure (``tests/adapters/slurm_faults.py``): its first attempt
-runs until its node is lost.
+runs until its node is lost; ``evictable`` is the same on Kubernetes
+(``tests/adapters/kube_faults.py``): its first attempt's pod runs until evicted.
 """
 
 from __future__ import annotations
@@ -82,5 +83,22 @@ def lost(ckpt: str, name: str = "lost") -> AppDef:
         The AppDef.
     """
     role = Role("train", image="", entrypoint="bash", args=["-c", _LOST])
+    return AppDef(name, roles=[role], checkpoint=ckpt,
+                  recovery=RecoveryPolicy(max_recoveries=2, backoff_s=0))
+
+
+def evictable(ckpt: str, name: str = "evictable") -> AppDef:
+    """One pod that runs until evicted (the Kubernetes recovery tests: the test kubelet of
+    ``tests/adapters/kube_faults.py`` decides what each attempt's pod does, and prints its
+    lines); recovered from infrastructure causes only.
+
+    Args:
+        ckpt: The checkpoint location.
+        name: The app's name.
+
+    Returns:
+        The AppDef.
+    """
+    role = Role("train", image="busybox:1.36", entrypoint="sleep", args=["600"])
     return AppDef(name, roles=[role], checkpoint=ckpt,
                   recovery=RecoveryPolicy(max_recoveries=2, backoff_s=0))

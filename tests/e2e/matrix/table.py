@@ -137,14 +137,11 @@ RECOVERY_TESTS = {
     ("recovery-airflow", "slurm"): "`tests/adapters/airflow/test_airflow_recovery_slurm.py`",
     ("recovery-prefect", "slurm"): "`tests/adapters/prefect/test_recovery_slurm.py`",
     ("recovery-kfp", "slurm"): "`tests/adapters/kfp/test_recovery_slurm.py`",
+    ("recovery-airflow", "kubernetes"): "`tests/adapters/airflow/test_airflow_recovery_kube.py`",
+    ("recovery-prefect", "kubernetes"): "`tests/adapters/prefect/test_recovery_kube.py`",
+    ("recovery-kfp", "kubernetes"): "`tests/adapters/kfp/test_recovery_kube.py`",
 }
 """Recovery cell -> the test module that fills it (see :func:`recovery_cell`)."""
-
-RECOVERY_NO_ADAPTER_TEST = (
-    "not tested: no infrastructure failure injected through this adapter on this backend yet "
-    "(the adapter follows the same logical job as on the other backends)"
-)
-"""An adapter's recovery cell of a backend recovery is tested on, but not through it."""
 
 RECOVERY_UNTESTED = {
     "local_cwd": "not applicable: one machine, no infrastructure to lose (the same loop "
@@ -181,12 +178,9 @@ def _default_cell(backend: str) -> Cell:
     return Cell("not run")
 
 
-def _recovery_default(row: str, backend: str) -> Cell:
+def _recovery_default(backend: str) -> Cell:
     if backend in RECOVERY_UNTESTED:
         outcome, _, reason = RECOVERY_UNTESTED[backend].partition(": ")
-        return Cell(outcome, reason)
-    if row != RECOVERY and (RECOVERY, backend) in RECOVERY_TESTS:
-        outcome, _, reason = RECOVERY_NO_ADAPTER_TEST.partition(": ")
         return Cell(outcome, reason)
     return _default_cell(backend)
 
@@ -240,7 +234,7 @@ def render_table(results: dict[tuple[str, str], Cell]) -> str:
         cells = [results.get((a, b), _default_cell(b)).text() for b in BACKENDS]
         rows.append(f"| {title} | " + " | ".join(cells) + " |")
     for row, through in RECOVERY_ROWS.items():
-        cells = [results.get((row, b), _recovery_default(row, b)).text() for b in BACKENDS]
+        cells = [results.get((row, b), _recovery_default(b)).text() for b in BACKENDS]
         rows.append(f"| {RECOVERY_TITLE}, through {through} | " + " | ".join(cells) + " |")
     tests = ", ".join(RECOVERY_TESTS.values())
     how = "\n".join(f"- `{b}`: {text}" for b, text in BACKENDS.items())

@@ -143,6 +143,32 @@ lost_slurm = lost_dag("tether_t_lost_slurm", deferrable=False)
 lost_slurm_defer = lost_dag("tether_t_lost_slurm_defer", deferrable=True)
 
 
+def evicted_dag(dag_id: str, deferrable: bool) -> DAG:
+    """A DAG whose task's job runs on Kubernetes until the test evicts its pod: the recovery
+    policy's next attempt ends it, within the one try (the cluster from ``$KUBECONFIG``; the
+    pods run by the test's kubelet, picked by the ``labels`` param)."""
+    with DAG(dag_id, schedule=None, start_date=START, catchup=False,
+             params={"ckpt": Param("/nonexistent", type="string"),
+                     "name": Param("evictable", type="string"),
+                     "namespace": Param("default", type="string"),
+                     "labels": Param("", type="string")}) as dag:
+        ComponentOperator(
+            task_id="evictable",
+            component="tests.adapters.recovering_app:evictable",
+            component_args=["--ckpt", "{{ params.ckpt }}", "--name", "{{ params.name }}"],
+            scheduler="kubernetes",
+            cfg={"namespace": "{{ params.namespace }}", "labels": "{{ params.labels }}"},
+            retries=0,
+            deferrable=deferrable,
+            wait_interval=0.5,
+        )
+    return dag
+
+
+evicted_kube = evicted_dag("tether_t_evicted_kube", deferrable=False)
+evicted_kube_defer = evicted_dag("tether_t_evicted_kube_defer", deferrable=True)
+
+
 def failover_dag(dag_id: str, deferrable: bool) -> DAG:
     """A DAG whose task names an ordered list of schedulers (a DAG param, as the CLI's
     ``-s a,b``); ``namespace`` is an option only kubernetes declares."""
