@@ -61,3 +61,32 @@ def test_quota_refusal_moves_the_task_to_the_next_scheduler(
     assert "ResourceQuota 'team-quota' has no room" in refusal
     assert "placed attempt 0" in text
     assert client.BatchV1Api(kube_api).list_namespaced_job(full_ns).items == []
+
+
+@pytest.mark.parametrize("schedulers", ["kubernetes,local_cwd", "local_cwd,kubernetes"])
+def test_secret_env_on_a_candidate_that_cannot_hold_it_fails_before_submitting(
+    kube_api: Any, full_ns: str, capfd: pytest.CaptureFixture[str], schedulers: str
+) -> None:
+    """``secret_env`` goes to every candidate (the job may run on any of them), each as its
+    own secret: local_cwd holds none, so the task fails on its first try naming the
+    candidate, before any job is submitted, and no Secret is left on kubernetes (stored
+    there first, then deleted). The value is never printed."""
+    token = f"tok-{uuid.uuid4().hex}"
+    when = dt.datetime(2024, 12, 1, tzinfo=dt.timezone.utc) + dt.timedelta(
+        microseconds=uuid.uuid4().int % 10**9)
+    dr = run_dag("tether_t_failover_secret", when=when,
+                 conf={"schedulers": schedulers, "namespace": full_ns, "token": token})
+    text = "".join(capfd.readouterr())
+    assert task_states(dr) == {"with_secret": "failed"}, text[-4000:]
+    assert try_numbers(dr) == {"with_secret": 1}  # no retry can help
+    assert (f"task 'with_secret': secret_env: the local_cwd scheduler cannot hold secrets for "
+            f"a job; give the job a SecretRef to a secret the backend already has (candidate "
+            f"'local_cwd' of {schedulers.replace(',', ', ')}: the job may run on any "
+            "candidate, so each must hold the secret") in text, text[-4000:]
+    assert token not in text
+    assert "app_handle" not in xcoms("tether_t_failover_secret", dr.run_id, "with_secret")
+    secrets = client.CoreV1Api(kube_api).list_namespaced_secret(full_ns).items
+    assert [x.metadata.name for x in secrets if x.type == "Opaque"] == []
+    assert client.BatchV1Api(kube_api).list_namespaced_job(full_ns).items == []
+    with get_runner() as runner:
+        assert [a for a in runner.list("local_cwd") if a.app_id.startswith("placed")] == []

@@ -163,7 +163,7 @@ class TryLifecycle:
             if ledger is not None and ledger.extra.get("secret"):
                 self.cleanup_secret(session.runner, ledger)  # the earlier job's, now unused
             if self.settings.secret_env:
-                new.extra["secret"] = self._hand_over_secrets(session)
+                new.extra["secret"], new.extra["secret_on"] = self._hand_over_secrets(session)
             self.write_ledger(new)  # before submitting: a crash in between leaves the key
 
         decision = session.submit(earlier_job(ledger, status),
@@ -223,16 +223,31 @@ class TryLifecycle:
             app_handle: The job.
 
         Returns:
-            ``scheduler``, ``name`` and ``cfg``, or None when the job has no secret.
+            ``name`` and ``on`` (each scheduler holding it -> its run options), or None when
+            the job has no secret.
         """
         ledger = self.read_ledger()
         if ledger is None or ledger.app_handle != app_handle or not ledger.extra.get("secret"):
             return None
-        return {"scheduler": ledger.scheduler or self.settings.scheduler,
-                "name": str(ledger.extra["secret"]), "cfg": self.settings.cfg}
+        return {"name": str(ledger.extra["secret"]), "on": self._holders(ledger)}
 
-    def _hand_over_secrets(self, session: JobSession) -> str:
-        """Stores ``secret_env`` in a secret of the scheduler; the job gets references."""
+    def _holders(self, ledger: Ledger) -> dict[str, Any]:
+        """Scheduler -> run options, of every scheduler holding the ledger's secret (a
+        ledger written before failover lists names only the job's scheduler)."""
+        on = ledger.extra.get("secret_on")
+        if isinstance(on, Mapping):
+            return dict(on)
+        return {ledger.scheduler or self.settings.scheduler: self.settings.cfg}
+
+    def _hand_over_secrets(self, session: JobSession) -> tuple[str, dict[str, Any]]:
+        """Stores ``secret_env`` in a secret of every candidate scheduler (a failover list's
+        job may run on any of them); the job gets references, which each candidate renders
+        natively. A candidate that cannot hold the secret fails the task before anything is
+        submitted, and the secrets already stored are deleted.
+
+        Returns:
+            The secret's name, and scheduler -> the run options it was stored with.
+        """
         from airflow.sdk.exceptions import AirflowFailException
 
         from tether.specs import SecretRef
@@ -247,31 +262,60 @@ class TryLifecycle:
         values = {str(k): str(v) for k, v in values.items()}
         _mask(values.values())
         name = secret_name(session.key)
-        try:
-            session.runner.put_secret(session.scheduler, name, values, session.cfg)
-        except NotImplementedError as e:
-            raise AirflowFailException(f"task {task_id!r}: secret_env: {e}") from e
+        held: dict[str, Any] = {}
+        for scheduler in session.schedulers:
+            cfg = _own_cfg(session, scheduler)
+            try:
+                session.runner.put_secret(scheduler, name, values, cfg)
+            except NotImplementedError as e:
+                self._delete_secret(session.runner, name, held)
+                where = "" if len(session.schedulers) == 1 else (
+                    f" (candidate {scheduler!r} of {', '.join(session.schedulers)}: the job "
+                    "may run on any candidate, so each must hold the secret; drop "
+                    f"{scheduler!r} from the list, or give the job a SecretRef each "
+                    "candidate has)")
+                raise AirflowFailException(f"task {task_id!r}: secret_env: {e}{where}") from e
+            held[scheduler] = cfg
         for role in session.app.roles:
             for var in values:
                 role.env.pop(var, None)
                 role.secrets[var] = SecretRef(name, var)
-        self.log.info("secret_env %s handed to the job as secret %s", sorted(values), name)
-        return name
+        self.log.info("secret_env %s handed to the job as secret %s on %s", sorted(values),
+                      name, ", ".join(held))  # fmt: skip
+        return name, held
 
     def cleanup_secret(self, runner: Runner, ledger: Ledger) -> None:
-        """Deletes the ``secret_env`` secret of the ledger's job (best effort).
+        """Deletes the ``secret_env`` secret of the ledger's job from every scheduler
+        holding it (best effort).
 
         Args:
             runner: A runner.
             ledger: The ledger naming the secret.
         """
         name = str(ledger.extra.get("secret"))
-        scheduler = ledger.scheduler or self.settings.scheduler
-        try:
-            runner.delete_secret(scheduler, name, parse_cfg(runner, scheduler, self.settings.cfg))
+        if self._delete_secret(runner, name, self._holders(ledger)):
             self.log.info("deleted secret %s of tether job %s", name, ledger.app_handle)
-        except Exception as e:
-            self.log.warning("cannot delete secret %s: %s", name, e)
+
+    def _delete_secret(self, runner: Runner, name: str, held: Mapping[str, Any]) -> bool:
+        """Deletes a secret from each scheduler of ``held`` (-> its run options); warns
+        about each one that fails. Returns whether all were deleted."""
+        ok = True
+        for scheduler, cfg in held.items():
+            try:
+                runner.delete_secret(scheduler, name, parse_cfg(runner, scheduler, cfg))
+            except Exception as e:
+                self.log.warning("cannot delete secret %s on %s: %s", name, scheduler, e)
+                ok = False
+        return ok
+
+
+def _own_cfg(session: JobSession, scheduler: str) -> dict[str, Any]:
+    """The session's run options that ``scheduler`` declares (all of them for one
+    scheduler: it checks them itself)."""
+    if len(session.schedulers) == 1:
+        return dict(session.cfg)
+    opts = session.runner.scheduler_run_opts(scheduler)
+    return {k: v for k, v in session.cfg.items() if opts.get(k) is not None}
 
 
 def _mask(values: Any) -> None:

@@ -144,7 +144,8 @@ class ComponentOperator(BaseOperator):
             never stored as a rendered field, masked in logs). The task stores them in a
             secret the scheduler holds (a Kubernetes Secret it creates and deletes when the job
             is done) and the job reads them by reference (``secretKeyRef``), so they appear in
-            no Job spec, dry-run or task log.
+            no Job spec, dry-run or task log. With a failover list every candidate gets the
+            secret (a candidate that holds none fails the task before anything is submitted).
         on_finish_action: What happens to the job once the task recorded its outcome:
             ``keep`` (default), ``delete_succeeded`` (delete it if it succeeded) or ``delete``.
         job_ttl: Seconds (or a timedelta) after the job finished before the backend itself

@@ -121,9 +121,12 @@ def _cancel(
         if secret:
             from tether.adapters.airflow.building import parse_cfg
 
-            scheduler = str(secret["scheduler"])
-            runner.delete_secret(scheduler, str(secret["name"]),
-                                 parse_cfg(runner, scheduler, secret.get("cfg")))
+            # every scheduler holding it (``on``); a trigger serialized before failover
+            # lists names one ``scheduler``
+            on = secret.get("on") or {str(secret["scheduler"]): secret.get("cfg")}
+            for scheduler, cfg in on.items():
+                runner.delete_secret(scheduler, str(secret["name"]),
+                                     parse_cfg(runner, scheduler, cfg))
 
 
 def event_payload(app_handle: str, status: AppStatus | None) -> dict[str, Any]:

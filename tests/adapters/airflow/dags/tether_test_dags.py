@@ -192,6 +192,23 @@ def failover_dag(dag_id: str, deferrable: bool) -> DAG:
 failover = failover_dag("tether_t_failover", deferrable=False)
 failover_defer = failover_dag("tether_t_failover_defer", deferrable=True)
 
+with DAG("tether_t_failover_secret", schedule=None, start_date=START, catchup=False,
+         params={"schedulers": Param("kubernetes,local_cwd", type="string"),
+                 "namespace": Param("default", type="string"),
+                 "token": Param("", type="string")}) as failover_secret_dag:
+    # secret_env with a failover list: every candidate must hold the secret
+    ComponentOperator(
+        task_id="with_secret",
+        component="tests.adapters.recovering_app:placed",
+        scheduler="{{ params.schedulers }}",
+        cfg="namespace={{ params.namespace }}",
+        secret_env={"API_TOKEN": "{{ params.token }}"},
+        retries=1,
+        retry_delay=dt.timedelta(seconds=0),
+        deferrable=False,
+        wait_interval=0.2,
+    )
+
 
 def long_dag(dag_id: str, retries: int) -> DAG:
     """A DAG whose task records its pid, waits for a gate file, then publishes an output.
