@@ -99,6 +99,7 @@ SLURM_RAY = [
     "tests/adapters/airflow/test_airflow_failover_slurm.py",
     "tests/adapters/prefect/test_failover_slurm.py",
     "tests/adapters/kfp/test_failover_slurm.py",
+    "tests/e2e/test_slurm_recovery_cli_e2e.py",
 ]
 SLURM_RAY_CONTRACT = ["slurm", "slurm_ssh", "slurm_rest", "ray"]
 """The backends whose contract cases the slurm+ray group runs (a backend adds its id here)."""

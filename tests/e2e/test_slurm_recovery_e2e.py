@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.infra.slurm import URGENT_PARTITION, SlurmCluster, SlurmUnavailable, missing_tools
+from tests.e2e import slurm_recovery as rec
+from tests.e2e.infra.slurm import SlurmCluster
 from tests.e2e.matrix.table import RECOVERY, recovery_cell, write_doc
 from tether.runner import Runner
 from tether.specs import AppDef, AppState, RecoveryPolicy, Role, parse_app_handle
@@ -63,16 +64,7 @@ def passed(cluster: SlurmCluster, request: pytest.FixtureRequest) -> Callable[[]
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[SlurmCluster]:
-    missing = missing_tools()
-    if missing:
-        pytest.skip(f"Slurm is not installed (missing {', '.join(missing)}); run "
-                    "tests/e2e/infra/setup.d/30-slurm.sh")  # fmt: skip
-    try:
-        c = SlurmCluster(preemption=True).start()
-    except SlurmUnavailable as e:
-        pytest.fail(f"the preemption cluster did not start: {e}")
-    yield c
-    c.stop()
+    yield from rec.own_cluster()
 
 
 @pytest.fixture
@@ -105,13 +97,6 @@ def _running_node(runner: Runner, handle: str, ckpt: Path) -> str:
         time.sleep(0.3)
 
 
-def _jobs(cluster: SlurmCluster, name: str) -> dict[str, tuple[str, str, str]]:
-    """Every job of the cluster named ``name``: id -> (state, submit time, end time)."""
-    out = cluster.run("squeue", "--noheader", "--states=all", "--format=%i|%j|%T|%V|%e").stdout
-    rows = [line.split("|") for line in out.splitlines() if line.strip()]
-    return {r[0]: (r[2], r[3], r[4]) for r in rows if r[1] == name}
-
-
 def _recovered(
     cluster: SlurmCluster, runner: Runner, tmp_path: Path, name: str,
     fail: Callable[[str], Callable[[], None]], cause: str, native: str,
@@ -141,11 +126,7 @@ def _recovered(
         (1, "slurm", "SUCCEEDED", None),
     ]
     ids = [parse_app_handle(a["handle"]).app_id for a in attempts]
-    jobs = _jobs(cluster, name)
-    assert sorted(jobs) == sorted(ids), jobs  # one Slurm job per attempt: no duplicate
-    first, second = jobs[ids[0]], jobs[ids[1]]
-    assert first[0] == native and second[0] == "COMPLETED", jobs
-    assert first[2] <= second[1], jobs  # attempt 0 ended before attempt 1 was submitted
+    rec.one_job_per_attempt(cluster, name, ids, [native, "COMPLETED"])
 
     lines = list(runner.log_lines(handle, "w"))
     assert lines[0] == "[tether] attempt 0 on slurm\n", lines
@@ -164,9 +145,7 @@ def test_node_set_down_mid_run_is_recovered_as_the_next_attempt(
     (``node_lost``); attempt 1 runs on the other node from the checkpoint."""
 
     def down(node: str) -> Callable[[], None]:
-        cluster.run("scontrol", "update", f"nodename={node}", "state=DOWN",
-                    "reason=tether-recovery-e2e")  # fmt: skip
-        return lambda: _resume(cluster, node)
+        return rec.set_down(cluster, node)
 
     _recovered(cluster, runner, tmp_path, "rec-nodefail", down, "node_lost", "NODE_FAIL", passed)
 
@@ -179,29 +158,8 @@ def test_preempted_mid_run_is_recovered_as_the_next_attempt(
     ``PREEMPTED`` rather than running it again itself); attempt 1 resumes it."""
 
     def preempt(node: str) -> Callable[[], None]:
-        out = cluster.run(
-            "sbatch", "--parsable", f"--partition={URGENT_PARTITION}", "--exclusive",
-            f"--nodelist={node}", "--job-name=urgent", "--output=/dev/null", "--wrap", "sleep 2",
-        ).stdout  # fmt: skip
-        job = out.strip().split(";")[0]
-
-        def cancel() -> None:
-            cluster.run("scancel", job, check=False)
-
-        return cancel
+        return rec.preempt(cluster, node)
 
     _recovered(
         cluster, runner, tmp_path, "rec-preempted", preempt, "preempted", "PREEMPTED", passed
     )
-
-
-def _resume(cluster: SlurmCluster, node: str) -> None:
-    """Puts a node set DOWN back into service and waits until it is idle again."""
-    cluster.run("scontrol", "update", f"nodename={node}", "state=RESUME", check=False)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        state = cluster.run("sinfo", "-h", "-n", node, "-o", "%t", check=False).stdout.strip()
-        if state in ("idle", "mix", "alloc"):
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"node {node} did not come back after RESUME (sinfo: {state!r})")
