@@ -9,6 +9,8 @@ the test all the same (:func:`resume`, the ``cancel`` that :func:`preempt` retur
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 
@@ -18,6 +20,45 @@ from tests.e2e.infra.slurm import URGENT_PARTITION, SlurmCluster, SlurmUnavailab
 
 WAIT_S = 180.0
 """Generous bound of every wait on the cluster (the machine may be loaded)."""
+
+ENDED = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "PREEMPTED",
+        "BOOT_FAIL",
+        "OUT_OF_MEMORY",
+        "DEADLINE",
+    }
+)
+"""Slurm's states of a job that ended."""
+
+_PATH = os.environ.get("PATH", os.defpath)
+"""The PATH the Slurm commands are found on, as it was on import: a test may empty its own
+to prove the scheduler reaches Slurm through a transport only."""
+
+
+def slurm(
+    cluster: SlurmCluster, *argv: str, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Runs a Slurm command against ``cluster`` (found on the PATH of :data:`_PATH`).
+
+    Args:
+        cluster: The cluster.
+        *argv: The command line.
+        check: Raise on a non-zero exit.
+
+    Returns:
+        The finished process (text output).
+    """
+    env = {**cluster.env(), "PATH": _PATH}
+    res = subprocess.run(list(argv), env=env, capture_output=True, text=True, timeout=60)
+    if check and res.returncode != 0:
+        raise AssertionError(f"`{' '.join(argv)}` failed ({res.returncode}): {res.stderr}")
+    return res
 
 
 def own_cluster(jwt: bool = False) -> Iterator[SlurmCluster]:
@@ -54,7 +95,8 @@ def jobs(cluster: SlurmCluster, name: str) -> dict[str, tuple[str, str, str, str
     Returns:
         Job id -> (state, submit time, end time, node list).
     """
-    out = cluster.run(
+    out = slurm(
+        cluster,
         "squeue", "--noheader", "--states=all", "--format=%i|%j|%T|%V|%e|%N"
     ).stdout  # fmt: skip
     rows = [line.split("|") for line in out.splitlines() if line.strip()]
@@ -82,6 +124,8 @@ def wait_running(cluster: SlurmCluster, name: str, ready: Callable[[], bool],
                    if j[0] == "RUNNING" and i not in (skip or ())]  # fmt: skip
         if running and ready():
             return running[0]
+        ended = {i: j for i, j in seen.items() if i not in (skip or ()) and j[0] in ENDED}
+        assert not ended, f"job {name} ended before it was failed: {ended}"
         time.sleep(0.3)
     raise AssertionError(f"no job {name} ran (and got ready) in {WAIT_S:.0f}s: {seen}")
 
@@ -96,7 +140,7 @@ def set_down(cluster: SlurmCluster, node: str) -> Callable[[], None]:
     Returns:
         How to undo it (:func:`resume`).
     """
-    cluster.run("scontrol", "update", f"nodename={node}", "state=DOWN",
+    slurm(cluster, "scontrol", "update", f"nodename={node}", "state=DOWN",
                 "reason=tether-recovery-e2e")  # fmt: skip
     return lambda: resume(cluster, node)
 
@@ -113,7 +157,8 @@ def preempt(cluster: SlurmCluster, node: str, seconds: int = 2) -> Callable[[], 
     Returns:
         How to undo it (cancels the urgent job).
     """
-    out = cluster.run(
+    out = slurm(
+        cluster,
         "sbatch", "--parsable", f"--partition={URGENT_PARTITION}", "--exclusive",
         f"--nodelist={node}", "--job-name=urgent", "--output=/dev/null", "--wrap",
         f"sleep {seconds}",
@@ -121,7 +166,7 @@ def preempt(cluster: SlurmCluster, node: str, seconds: int = 2) -> Callable[[], 
     job = out.strip().split(";")[0]
 
     def cancel() -> None:
-        cluster.run("scancel", job, check=False)
+        slurm(cluster, "scancel", job, check=False)
 
     return cancel
 
@@ -133,11 +178,11 @@ def resume(cluster: SlurmCluster, node: str) -> None:
         cluster: The cluster.
         node: The node.
     """
-    cluster.run("scontrol", "update", f"nodename={node}", "state=RESUME", check=False)
+    slurm(cluster, "scontrol", "update", f"nodename={node}", "state=RESUME", check=False)
     deadline = time.monotonic() + WAIT_S
     state = ""
     while time.monotonic() < deadline:
-        state = cluster.run("sinfo", "-h", "-n", node, "-o", "%t", check=False).stdout.strip()
+        state = slurm(cluster, "sinfo", "-h", "-n", node, "-o", "%t", check=False).stdout.strip()
         if state in ("idle", "mix", "alloc"):
             return
         time.sleep(0.3)

@@ -119,6 +119,10 @@ def test_rest_job_description_maps_flags_and_refuses_unknown_ones() -> None:
     assert job["partition"] == "p" and job["requeue"] is True and job["exclusive"] == "true"
     assert job["memory_per_node"] == 256 and job["current_working_directory"] == "/jobs"
     assert job["standard_output"] == "/jobs/%x-%j.out" and "[tether:" in job["comment"]
+    # the default --no-requeue: slurmrestd 22.05 makes any "requeue" key requeueable (false
+    # too), so the job carries "no_requeue" alone (tests/e2e/test_slurm_recovery_remote_e2e.py)
+    plain = job_description(sched.submit_dryrun(app(), {"job_dir": "/jobs"}).request)["job"]
+    assert plain["no_requeue"] is True and "requeue" not in plain
     assert components("#!/bin/bash\n#SBATCH -a\n#SBATCH hetjob\n#SBATCH -b\necho\n#SBATCH -c") == [
         ["-a"], ["-b"]
     ]  # fmt: skip

@@ -134,6 +134,8 @@ RECOVERY_TITLE = (
 RECOVERY_TESTS = {
     (RECOVERY, "kubernetes"): "`tests/e2e/test_kubernetes_recovery_e2e.py`",
     (RECOVERY, "slurm"): "`tests/e2e/test_slurm_recovery_e2e.py`",
+    (RECOVERY, "slurm_ssh"): "`tests/e2e/test_slurm_recovery_remote_e2e.py`",
+    (RECOVERY, "slurm_rest"): "`tests/e2e/test_slurm_recovery_remote_e2e.py`",
     ("recovery-airflow", "slurm"): "`tests/adapters/airflow/test_airflow_recovery_slurm.py`",
     ("recovery-prefect", "slurm"): "`tests/adapters/prefect/test_recovery_slurm.py`",
     ("recovery-kfp", "slurm"): "`tests/adapters/kfp/test_recovery_slurm.py`",
@@ -147,10 +149,13 @@ RECOVERY_UNTESTED = {
     "local_cwd": "not applicable: one machine, no infrastructure to lose (the same loop "
                  "recovers application failures, `tests/runner/test_recovery_runner.py`)",
     "local_docker": "not applicable: one machine, no infrastructure to lose",
+    # the CLI and Runner row's ssh and rest cells are filled by their test; these are the
+    # adapters' rows
     "slurm_ssh": "not tested: the `slurm` column's status table and recovery loop, over ssh "
-                 "(recovery tested on the `slurm` column)",
+                 "(recovery tested on the `slurm` column, and on the CLI and Runner row)",
     "slurm_rest": "not tested: the `slurm` column's status table and recovery loop, over "
-                  "slurmrestd (recovery tested on the `slurm` column)",
+                  "slurmrestd (recovery tested on the `slurm` column, and on the CLI and "
+                  "Runner row)",
     "aws_batch": "not tested: moto cannot terminate a host or reclaim a spot instance (the "
                  "causes are mapped in a table test)",
     "ray": "not tested: no node failure injected on the Ray head yet (`node_lost` is mapped "

@@ -93,7 +93,9 @@ _FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
 }
 _SWITCHES: dict[str, tuple[str, Any]] = {
     "--requeue": ("requeue", True),
-    "--no-requeue": ("requeue", False),
+    # slurmrestd 21.08-22.05 (v0.0.36-v0.0.38) make any "requeue" key a requeueable job,
+    # false included; "no_requeue": true is the one that gives sbatch's --no-requeue
+    "--no-requeue": ("no_requeue", True),
     "--exclusive": ("exclusive", "true"),
     "--oversubscribe": ("oversubscribe", True),
     "--hold": ("hold", True),
@@ -101,7 +103,7 @@ _SWITCHES: dict[str, tuple[str, Any]] = {
 REST_FLAGS = tuple(sorted([*_FIELDS, *_SWITCHES]))
 """The sbatch flags the ``rest`` transport carries."""
 _JOB_WIDE = ("name", "standard_output", "current_working_directory", "mail_user", "mail_type",
-             "requeue", "comment")  # fmt: skip
+             "requeue", "no_requeue", "comment")  # fmt: skip
 _IGNORED = ("--parsable",)
 
 
