@@ -241,7 +241,7 @@ def render_table(results: dict[tuple[str, str], Cell]) -> str:
     for row, through in RECOVERY_ROWS.items():
         cells = [results.get((row, b), _recovery_default(b)).text() for b in BACKENDS]
         rows.append(f"| {RECOVERY_TITLE}, through {through} | " + " | ".join(cells) + " |")
-    tests = ", ".join(RECOVERY_TESTS.values())
+    tests = ", ".join(dict.fromkeys(RECOVERY_TESTS.values()))  # each module once
     how = "\n".join(f"- `{b}`: {text}" for b, text in BACKENDS.items())
     return (
         "# Portability matrix\n\n"
