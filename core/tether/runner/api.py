@@ -30,12 +30,10 @@ from typing import TYPE_CHECKING, Any, Literal, Self, overload
 
 from tether.config import TetherConfig
 from tether.runner.components import Components
-from tether.runner.event_log import app_fields, handle_fields, recorded
-from tether.runner.events import AppEvent
 from tether.runner.launched import LaunchedApps
 from tether.runner.logical import is_chain_handle
 from tether.runner.pool import DEFAULT_SESSION, SchedulerPool
-from tether.runner.reattach import Action, EarlierJob, ExistingJob, RunOutcome, decide
+from tether.runner.recording import app_fields, handle_fields, recorded
 from tether.runner.wiring import warn_default_image, wire_env
 from tether.schedulers import get_scheduler_factories
 from tether.schedulers.api import JOB_KEY, ListAppResponse, Scheduler, Stream
@@ -56,7 +54,9 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from tether.runner.chains import Chains
+    from tether.runner.events import AppEvent
     from tether.runner.follow import AppWatch
+    from tether.runner.reattach import ExistingJob, RunOutcome
     from tether.schedulers import SchedulerFactory
     from tether.tracker.progress import Progress
 
@@ -308,6 +308,8 @@ class Runner:
         Returns:
             Its handle and status, or None.
         """
+        from tether.runner.reattach import ExistingJob  # not on a dry run's path
+
         chain = self._chains.find(job_key) if self._has_chain(job_key) else None
         if chain is not None:
             return chain
@@ -409,6 +411,8 @@ class Runner:
         Returns:
             The handle, and whether it is a job launched earlier.
         """
+        from tether.runner.reattach import Action, EarlierJob, RunOutcome, decide
+
         if not isinstance(scheduler, str) or app.recovery is not None:
             names = [scheduler] if isinstance(scheduler, str) else list(scheduler)
             return self._chains.start(app, names, cfg, workspace, parent_run_id, job_key)

@@ -14,26 +14,47 @@ The destination is ``$TETHER_EVENTS_DESTINATION`` (default ``null``: events are 
 (``@tether.plugins.register.event_handler(name=...)`` or the ``tether.event_handlers``
 entry-point group) wins over the built-in ``console`` and ``null`` handlers. Secrets in an
 event are masked (the policy of :mod:`tether.specs.secrets`) before a handler sees it.
+
+Which Runner calls record, and the check that skips an event no handler would see, are in
+:mod:`tether.runner.recording` (this module loads with the first event recorded).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import functools
 import json
 import logging
 import os
 import time
 import traceback
-from collections.abc import Callable
 from types import TracebackType
-from typing import Any, TypeVar
 
 from tether.errors import NotFoundError
+from tether.runner.recording import (
+    DESTINATION_ENV,
+    ENTRY_POINT_GROUP,
+    app_fields,
+    handle_fields,
+    plugin_handlers,
+    recorded,
+)
+from tether.runner.recording import destination as _destination
 
-DESTINATION_ENV = "TETHER_EVENTS_DESTINATION"
-ENTRY_POINT_GROUP = "tether.event_handlers"
+__all__ = [
+    "DESTINATION_ENV",
+    "ENTRY_POINT_GROUP",
+    "SourceType",
+    "TetherEvent",
+    "UnknownEventDestinationError",
+    "app_fields",
+    "get_logging_handler",
+    "handle_fields",
+    "log_event",
+    "record",
+    "recorded",
+    "reset",
+]
 # one id per process, as TorchX's session id: 16 random bytes (os.urandom, not the uuid
 # module, whose import loads platform: a few milliseconds of every command's start)
 _SESSION = os.urandom(16).hex()
@@ -41,7 +62,6 @@ _loggers: dict[str, logging.Logger] = {}
 _FREE_TEXT = ("app_image", "raw_exception", "workspace", "exception_message",
               "exception_source_location")
 log = logging.getLogger(__name__)
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 class SourceType(str, enum.Enum):
@@ -161,7 +181,7 @@ def get_logging_handler(destination: str = "null") -> logging.Handler:
     Raises:
         UnknownEventDestinationError: When nothing has that name (a ``KeyError``).
     """
-    factory = _plugin_handlers().get(destination)
+    factory = plugin_handlers().get(destination)
     if factory is not None:
         handler = factory()
         if not isinstance(handler, logging.Handler):
@@ -174,28 +194,11 @@ def get_logging_handler(destination: str = "null") -> logging.Handler:
         return logging.StreamHandler()
     if destination == "null":
         return logging.NullHandler()
-    known = sorted({"console", "null", *_plugin_handlers()})
+    known = sorted({"console", "null", *plugin_handlers()})
     raise UnknownEventDestinationError(
         f"no event handler for destination {destination!r}; known: {', '.join(known)} "
         f"(register one with @tether.plugins.register.event_handler(name={destination!r}))"
     )
-
-
-def _plugin_handlers() -> dict[str, Callable[[], Any]]:
-    from tether.specs.plugins import PluginType, entry_points_enabled, registry
-
-    found: dict[str, Callable[[], Any]] = dict(
-        registry().namespace_plugins(PluginType.EVENT_HANDLER))
-    if entry_points_enabled():
-        from tether.util.entry_points import entry_points  # cached: no metadata scan
-
-        for ep in entry_points(ENTRY_POINT_GROUP):
-            found[ep.name] = functools.partial(_load_and_call, ep)
-    return found
-
-
-def _load_and_call(ep: Any) -> Any:
-    return ep.load()()
 
 
 def _logger(destination: str) -> logging.Logger:
@@ -225,7 +228,7 @@ def record(event: TetherEvent, destination: str | None = None) -> None:
         event: The event.
         destination: The destination (default ``$TETHER_EVENTS_DESTINATION``, else ``null``).
     """
-    dest = destination or os.environ.get(DESTINATION_ENV) or "null"
+    dest = destination or _destination()
     try:
         text = event.serialize()
         _logger(dest).info(text)
@@ -283,78 +286,3 @@ class log_event:  # TorchX's name: a context manager
                 ev.exception_source_location = json.dumps(
                     {"filename": last.filename, "lineno": last.lineno, "name": last.name})
         record(ev, self._destination)
-
-
-def recorded(api: str, fields: Callable[..., dict[str, Any]],
-             after: Callable[[Any], dict[str, Any]] | None = None) -> Callable[[F], F]:
-    """Makes a Runner method record an event per call.
-
-    Args:
-        api: The event's api name.
-        fields: ``(self, *args, **kwargs) -> {"scheduler": ..., "app_id": ...}`` (the
-            :class:`log_event` arguments) from the call's arguments.
-        after: Event fields from the call's result (``schedule``'s handle gives the app id).
-
-    Returns:
-        The decorator.
-    """
-
-    def wrap(fn: F) -> F:
-        @functools.wraps(fn)
-        def call(*args: Any, **kwargs: Any) -> Any:
-            try:
-                extra = fields(*args, **kwargs)
-            except Exception:  # odd arguments: the method itself will say what is wrong
-                extra = {}
-            with log_event(api, **extra) as ctx:
-                result = fn(*args, **kwargs)
-                if after is not None:
-                    for key, value in after(result).items():
-                        setattr(ctx.event, key, value)
-                return result
-
-        return call  # type: ignore[return-value]
-
-    return wrap
-
-
-def app_fields(app: Any, scheduler: str | None, cfg: Any = None, workspace: Any = None
-               ) -> dict[str, Any]:
-    """The event fields of an app about to be rendered or submitted.
-
-    Args:
-        app: The AppDef (or None).
-        scheduler: The scheduler's name.
-        cfg: The run options given.
-        workspace: The workspace given.
-
-    Returns:
-        :class:`log_event` arguments.
-    """
-    roles = getattr(app, "roles", None) or []
-    return {
-        "scheduler": scheduler,
-        "app_image": roles[0].image if roles else None,
-        "app_metadata": {str(k): str(v) for k, v in (getattr(app, "metadata", None) or {}
-                                                     ).items()},
-        "runcfg": json.dumps(dict(cfg), default=str) if cfg else None,
-        "workspace": str(workspace) if workspace else None,
-    }
-
-
-def handle_fields(app_handle: Any) -> dict[str, Any]:
-    """The scheduler and app id of an app handle (nothing for a malformed one).
-
-    Args:
-        app_handle: The handle.
-
-    Returns:
-        ``scheduler`` and ``app_id``.
-    """
-    from tether.specs import parse_app_handle
-
-    try:
-        parsed = parse_app_handle(app_handle)
-    except Exception:
-        return {}
-    return {"scheduler": parsed.scheduler_backend, "app_id": parsed.app_id}

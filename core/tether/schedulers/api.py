@@ -25,8 +25,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
 
-from typing_extensions import TypeVar as DefaultedTypeVar  # a default (PEP 696) on 3.11
-
 from tether.schedulers.capabilities import Capabilities, Stream, check_app
 from tether.schedulers.replica import with_recovery_env
 from tether.specs import (
@@ -42,12 +40,15 @@ from tether.specs import (
     runopts,
     validate,
 )
-from tether.specs.failures import Failure
 from tether.specs.status import is_terminal
 from tether.workspace.api import Workspace, WorkspaceMixin
 
 if TYPE_CHECKING:
     from datetime import datetime
+
+    from typing_extensions import TypeVar as DefaultedTypeVar  # a default (PEP 696) on 3.11
+
+    from tether.specs.failures import Failure
 
 JOB_KEY = "tether.job_key"
 """``AppDef.metadata`` key holding the caller's stable job identity (see module docs)."""
@@ -57,7 +58,10 @@ NONE = "<NONE>"
 T = TypeVar("T")
 """The native request type of a scheduler (``AppDryRunInfo[T].request``)."""
 
-OptsT = DefaultedTypeVar("OptsT", bound=Mapping[str, Any], default=Any)
+if TYPE_CHECKING:
+    OptsT = DefaultedTypeVar("OptsT", bound=Mapping[str, Any], default=Any)
+else:  # typing_extensions costs milliseconds of every start: Scheduler applies the default
+    OptsT = TypeVar("OptsT", bound=Mapping[str, Any])
 """The run options a scheduler's ``_validate`` and ``_submit_dryrun`` receive: its
 :class:`StructuredOpts` dataclass, or the resolved cfg mapping for a scheduler that declares
 none (a TorchX-style plugin written as ``Scheduler[Request]``; the default ``Any`` also keeps
@@ -142,6 +146,15 @@ class Scheduler(abc.ABC, Generic[T, OptsT]):
     opts_type: ClassVar[type[StructuredOpts] | None] = None
     """The options class named by the second type parameter (None when it names none);
     set by :meth:`__init_subclass__`, never by hand."""
+
+    if not TYPE_CHECKING:  # a type checker reads the default from OptsT itself
+
+        def __class_getitem__(cls, params):
+            """``Scheduler[Request]`` is ``Scheduler[Request, Any]`` (OptsT's default, which
+            ``typing`` applies by itself from Python 3.13 on)."""
+            if cls is Scheduler and not isinstance(params, tuple):
+                params = (params, Any)
+            return super().__class_getitem__(params)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

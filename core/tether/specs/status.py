@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from enum import Enum, IntEnum
+from typing import TYPE_CHECKING
 
 from tether.errors import TetherError
-from tether.specs.failures import Failure, app_failure
 from tether.specs.secrets import mask_text
-from tether.specs.status_format import format_status, replica_line
+
+if TYPE_CHECKING:  # failures and status_format load when a cause is read or a status shown
+    from tether.specs.failures import Failure
 
 
 class AppState(IntEnum):
@@ -171,6 +173,8 @@ class AppStatus:
             return None
         if self.failure is not None:
             return self.failure
+        from tether.specs.failures import app_failure
+
         return app_failure(rep.failure for rs in self.roles for rep in rs.replicas)
 
     def raise_for_status(self) -> None:
@@ -196,6 +200,8 @@ class AppStatus:
         Returns:
             The text.
         """
+        from tether.specs.status_format import format_status
+
         roles_text = "".join(
             _replica_line(rs.role, rep)
             for rs in self._roles(filter_roles)
@@ -264,6 +270,8 @@ class AppStatus:
 
 
 def _replica_line(role: str, rep: ReplicaStatus) -> str:
+    from tether.specs.status_format import replica_line
+
     failed = rep.state in (AppState.FAILED, AppState.CANCELLED)
     return replica_line(
         rep.role or role, rep.id, rep.state.name, rep.hostname, rep.exit_code, rep.msg,

@@ -37,7 +37,6 @@ from tether.schedulers.local.render import (
 )
 from tether.schedulers.local.secretfiles import check_secrets, known_secret_values
 from tether.schedulers.local.state import StateStore
-from tether.schedulers.local.status import replica_failure
 from tether.specs import (
     AppDef,
     AppDryRunInfo,
@@ -283,6 +282,7 @@ class LocalScheduler(Scheduler[LocalRequest, LocalOpts], WorkspaceMixin[None]):
             The description, or None when there is no such app.
         """
         from tether.schedulers.local.records import app_from_json
+        from tether.schedulers.local.status import replica_failure
 
         rec = self._view(app_id)
         if rec is None:
