@@ -19,12 +19,12 @@ from tether.specs.fractionals import (
     halve_mem_down_to,
     powers_of_two_gpus,
 )
+from tether.specs.plugin_errors import RegistrationError
 from tether.specs.plugins import (
     NAMESPACE,
     PluginRegistry,
     PluginSource,
     PluginType,
-    RegistrationError,
     register,
     registry,
 )

@@ -140,3 +140,27 @@ def test_event_round_trips_through_json() -> None:
     assert TetherEvent.deserialize(ev.serialize()) == ev
     assert TetherEvent.deserialize(ev) is ev
     assert json.loads(str(ev))["source"] == "INTERNAL"
+
+
+def test_the_default_destination_records_through_a_plugin_named_null(
+    sink: Path, tmp_path: Path,
+) -> None:
+    """Without a destination a call's event goes to ``null``, dropped unless a plugin of that
+    name is installed. The Runner skips the event only when none is: checked in a fresh
+    process, where no event was recorded yet (the CLI's case)."""
+    import os
+    import subprocess
+
+    code = textwrap.dedent(f"""
+        import sys
+        from tether.runner import get_runner
+        from tether.specs import AppDef, Role
+        app = AppDef("evt", [Role("r", image={str(tmp_path)!r}, entrypoint="true")])
+        with get_runner() as runner:
+            runner.dryrun(app, "local_cwd", cfg={{"log_dir": {str(tmp_path / "logs")!r}}})
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "TETHER_EVENTS_DESTINATION"}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)  # the plugin's directory first
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120)
+    (dry,) = _events(Path(f"{sink}.null"))
+    assert (dry.api, dry.scheduler, dry.app_image) == ("dryrun", "local_cwd", str(tmp_path))

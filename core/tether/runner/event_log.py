@@ -16,7 +16,8 @@ entry-point group) wins over the built-in ``console`` and ``null`` handlers. Sec
 event are masked (the policy of :mod:`tether.specs.secrets`) before a handler sees it.
 
 Which Runner calls record, and the check that skips an event no handler would see, are in
-:mod:`tether.runner.recording` (this module loads with the first event recorded).
+:mod:`tether.runner.recording` (this module loads with the first event recorded); the
+destination and its handler plugins in :mod:`tether.runner.event_sinks`.
 """
 
 from __future__ import annotations
@@ -31,15 +32,8 @@ import traceback
 from types import TracebackType
 
 from tether.errors import NotFoundError
-from tether.runner.recording import (
-    DESTINATION_ENV,
-    ENTRY_POINT_GROUP,
-    app_fields,
-    handle_fields,
-    plugin_handlers,
-    recorded,
-)
-from tether.runner.recording import destination as _destination
+from tether.runner.event_sinks import DESTINATION_ENV, ENTRY_POINT_GROUP, plugin_handlers
+from tether.runner.event_sinks import destination as _destination
 
 __all__ = [
     "DESTINATION_ENV",
@@ -47,14 +41,12 @@ __all__ = [
     "SourceType",
     "TetherEvent",
     "UnknownEventDestinationError",
-    "app_fields",
     "get_logging_handler",
-    "handle_fields",
     "log_event",
     "record",
-    "recorded",
     "reset",
 ]
+
 # one id per process, as TorchX's session id: 16 random bytes (os.urandom, not the uuid
 # module, whose import loads platform: a few milliseconds of every command's start)
 _SESSION = os.urandom(16).hex()

@@ -26,13 +26,13 @@ import importlib
 import logging
 import pkgutil
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from tether.specs.fractionals import Fractionals
+    from tether.specs.plugin_errors import RegistrationError
 
 log = logging.getLogger(__name__)
 
@@ -68,23 +68,6 @@ class PluginSource(enum.IntFlag):
 
 ALL_SOURCES = PluginSource.NAMESPACE_PKG | PluginSource.ENTRYPOINT
 SOURCES_ENV = "TETHER_PLUGINS_SOURCE"
-
-
-@dataclass(frozen=True)
-class RegistrationError:
-    """A plugin module or plugin that was skipped, and why.
-
-    Attributes:
-        module: The module.
-        error: What went wrong.
-        name: The plugin's name (None when the module itself failed to import).
-        plugin_type: The plugin's kind, lower case (None as for ``name``).
-    """
-
-    module: str
-    error: str
-    name: str | None = None
-    plugin_type: str | None = None
 
 
 class register:  # TorchX's name: a decorator
@@ -250,6 +233,8 @@ class PluginRegistry:
 
     def _fail(self, module: str, error: str, name: str | None = None,
               kind: PluginType | None = None) -> None:
+        from tether.specs.plugin_errors import RegistrationError
+
         log.warning("plugin %s skipped: %s", name or module, error)
         self._errors.append(RegistrationError(
             module, error, name, kind.name.lower() if kind else None))
