@@ -58,7 +58,8 @@ DRYRUN_UNUSED = {
     # not pay for them)
     "tether.runner.reattach", "tether.runner.events", "tether.runner.logs",
     "tether.runner.chains", "tether.runner.follow", "tether.specs.recovery",
-    "tether.specs.failures", "tether.specs.status_format", "tether.schedulers.local.status",
+    "tether.specs.failures", "tether.specs.status", "tether.specs.status_format",
+    "tether.schedulers.local.status",
     # an event nobody listens to (the null destination, no plugin of that name)
     "tether.runner.event_log",
     # a plugin search that skipped nothing; PEP 696 defaults, applied by Scheduler itself

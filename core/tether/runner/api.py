@@ -42,7 +42,6 @@ from tether.specs import (
     AppDef,
     AppDryRunInfo,
     AppHandle,
-    AppStatus,
     CfgVal,
     make_app_handle,
     runopts,
@@ -58,6 +57,7 @@ if TYPE_CHECKING:
     from tether.runner.follow import AppWatch
     from tether.runner.reattach import ExistingJob, RunOutcome
     from tether.schedulers import SchedulerFactory
+    from tether.specs import AppStatus
     from tether.tracker.progress import Progress
 
 log: logging.Logger = logging.getLogger(__name__)

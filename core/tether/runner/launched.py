@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING, Any
 from tether.errors import NotFoundError
 from tether.runner.pool import SchedulerPool
 from tether.schedulers.api import ListAppResponse, Stream
-from tether.specs import AppDef, AppHandle, AppStatus, make_app_handle, parse_app_handle
-from tether.specs.status import is_terminal
+from tether.specs import AppDef, AppHandle, make_app_handle, parse_app_handle
+from tether.specs.states import is_terminal
 from tether.tracker.outputs import outputs_root, outputs_url, read_outputs
 
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from tether.specs.status import AppStatus
     from tether.tracker.progress import Progress
 
 
@@ -57,6 +58,8 @@ class LaunchedApps:
         Returns:
             The status.
         """
+        from tether.specs.status import AppStatus  # not on a dry run's path
+
         sched, app_id = self._pool.for_handle(app_handle)
         desc = sched.describe(app_id)
         if desc is None:

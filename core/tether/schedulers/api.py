@@ -34,13 +34,12 @@ from tether.specs import (
     AppState,
     CfgVal,
     Role,
-    RoleStatus,
     SpecError,
     StructuredOpts,
     runopts,
     validate,
 )
-from tether.specs.status import is_terminal
+from tether.specs.states import is_terminal
 from tether.workspace.api import Workspace, WorkspaceMixin
 
 if TYPE_CHECKING:
@@ -49,6 +48,7 @@ if TYPE_CHECKING:
     from typing_extensions import TypeVar as DefaultedTypeVar  # a default (PEP 696) on 3.11
 
     from tether.specs.failures import Failure
+    from tether.specs.status import RoleStatus
 
 JOB_KEY = "tether.job_key"
 """``AppDef.metadata`` key holding the caller's stable job identity (see module docs)."""

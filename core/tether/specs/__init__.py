@@ -55,15 +55,8 @@ if TYPE_CHECKING:
         mask_text,
         mask_value,
     )
-    from tether.specs.status import (
-        AppState,
-        AppStatus,
-        AppStatusError,
-        ReplicaStatus,
-        RetryPolicy,
-        RoleStatus,
-        is_terminal,
-    )
+    from tether.specs.states import AppState, RetryPolicy, is_terminal
+    from tether.specs.status import AppStatus, AppStatusError, ReplicaStatus, RoleStatus
     from tether.specs.unknown_scheduler import UnknownSchedulerException
     from tether.specs.workspace import Workspace
 
@@ -181,13 +174,13 @@ _EXPORTS: dict[str, str] = {
     "mask_env": "tether.specs.secrets",
     "mask_text": "tether.specs.secrets",
     "mask_value": "tether.specs.secrets",
-    "AppState": "tether.specs.status",
+    "AppState": "tether.specs.states",
     "AppStatus": "tether.specs.status",
     "AppStatusError": "tether.specs.status",
     "ReplicaStatus": "tether.specs.status",
-    "RetryPolicy": "tether.specs.status",
+    "RetryPolicy": "tether.specs.states",
     "RoleStatus": "tether.specs.status",
-    "is_terminal": "tether.specs.status",
+    "is_terminal": "tether.specs.states",
     "Workspace": "tether.specs.workspace",
 }
 

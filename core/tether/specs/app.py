@@ -26,7 +26,7 @@ from tether.specs.checks import (
 from tether.specs.mounts import BindMount, DeviceMount, Mount, VolumeMount
 from tether.specs.resources import NULL_RESOURCE, Resource, check_resource
 from tether.specs.secrets import SecretRef
-from tether.specs.status import RetryPolicy
+from tether.specs.states import RetryPolicy
 
 if TYPE_CHECKING:
     from tether.specs.recovery import RecoveryPolicy

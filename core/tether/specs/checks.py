@@ -180,7 +180,7 @@ def check_retry_policy(field: str, value: Any) -> list[Problem]:
     Returns:
         The problems found.
     """
-    from tether.specs.status import RetryPolicy
+    from tether.specs.states import RetryPolicy
 
     allowed = [p.value for p in RetryPolicy]
     if isinstance(value, RetryPolicy):

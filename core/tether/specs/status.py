@@ -1,71 +1,28 @@
-"""Application states and statuses: :class:`AppState`, :class:`AppStatus` and friends."""
+"""Application statuses: :class:`AppStatus` and friends (the states, :class:`AppState` and
+:class:`RetryPolicy`, live in :mod:`tether.specs.states`; imported here too)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from enum import Enum, IntEnum
 from typing import TYPE_CHECKING
 
 from tether.errors import TetherError
 from tether.specs.secrets import mask_text
+from tether.specs.states import AppState, RetryPolicy, is_terminal
 
 if TYPE_CHECKING:  # failures and status_format load when a cause is read or a status shown
     from tether.specs.failures import Failure
 
-
-class AppState(IntEnum):
-    """Lifecycle state of an application (and of each replica)."""
-
-    UNSUBMITTED = 0
-    SUBMITTED = 1
-    PENDING = 2
-    RUNNING = 3
-    SUCCEEDED = 4
-    FAILED = 5
-    CANCELLED = 6
-    UNKNOWN = 7
-
-    def __str__(self) -> str:
-        return self.name
-
-    def __repr__(self) -> str:
-        return f"{self.name} ({self.value})"
-
-    def is_terminal(self) -> bool:
-        """Whether the state is final (SUCCEEDED, FAILED or CANCELLED)."""
-        return is_terminal(self)
-
-
-_TERMINAL = frozenset({AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED})
-
-
-def is_terminal(state: AppState) -> bool:
-    """Whether ``state`` is final.
-
-    Args:
-        state: The state.
-
-    Returns:
-        True for SUCCEEDED, FAILED and CANCELLED.
-    """
-    return state in _TERMINAL
-
-
-class RetryPolicy(str, Enum):
-    """What restarts when a replica fails and the role has retries left.
-
-    * ``REPLICA``: only the failed replica restarts.
-    * ``APPLICATION``: every replica of every role restarts.
-    * ``ROLE``: every replica of the failed role restarts.
-    """
-
-    REPLICA = "REPLICA"
-    APPLICATION = "APPLICATION"
-    ROLE = "ROLE"
-
-    def __str__(self) -> str:
-        return self.value
+__all__ = [
+    "AppState",
+    "AppStatus",
+    "AppStatusError",
+    "ReplicaStatus",
+    "RetryPolicy",
+    "RoleStatus",
+    "is_terminal",
+]
 
 
 @dataclass

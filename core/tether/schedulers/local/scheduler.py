@@ -42,10 +42,8 @@ from tether.specs import (
     AppDryRunInfo,
     AppState,
     CfgVal,
-    ReplicaStatus,
     RetryPolicy,
     Role,
-    RoleStatus,
 )
 from tether.specs.secrets import redact
 from tether.workspace.api import WorkspaceMixin
@@ -54,6 +52,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from tether.schedulers.local.records import AppRecord
+    from tether.specs.status import RoleStatus
 
 log = logging.getLogger(__name__)
 
@@ -283,6 +282,7 @@ class LocalScheduler(Scheduler[LocalRequest, LocalOpts], WorkspaceMixin[None]):
         """
         from tether.schedulers.local.records import app_from_json
         from tether.schedulers.local.status import replica_failure
+        from tether.specs.status import ReplicaStatus, RoleStatus
 
         rec = self._view(app_id)
         if rec is None:
