@@ -24,7 +24,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from tests.e2e.test_slurm_recovery_e2e import _jobs, _resume
+from tests.e2e.slurm_recovery import jobs as _jobs
+from tests.e2e.slurm_recovery import resume as _resume
 from tether.runner import get_runner
 from tether.specs import parse_app_handle
 
