@@ -48,3 +48,52 @@ def outputs_through_the_mount(params: dict[str, Any], cfg: dict[str, Any], tmp_p
             assert runner.outputs(handle) == {"where": f"{home}/{name}/slurm/{app_id}"}
     finally:
         shutil.rmtree(Path(home) / name, ignore_errors=True)
+
+
+
+def retry_finds_the_job_over_the_cfg_transport(
+    params: dict[str, Any], cfg: dict[str, Any], deadline_s: float
+) -> None:
+    """The transport given only in the run options (no scheduler parameter names it, no
+    ``TETHER_SLURM_*``): an orchestrator's retry, in a new process (a new Runner), finds the
+    job its first try launched over that transport and re-attaches; nothing is submitted twice.
+
+    Args:
+        params: Scheduler parameters naming no transport (``slurm_conf``: where the login
+            node's Slurm commands find the test cluster, a fixed path at a real site).
+        cfg: Run options with the transport settings and ``job_dir``.
+        deadline_s: Longest wait for the cancelled job to end.
+    """
+    assert "transport" not in params
+    from tether.adapters.common.session import JobSession
+    from tether.runner import Runner
+    from tether.runner.reattach import Action
+    from tether.schedulers.slurm.scheduler import create_scheduler
+
+    key = f"dag/run-{uuid.uuid4().hex[:8]}/task"
+    app = AppDef("retried", roles=[Role("w", entrypoint="bash", args=["-c", "exec sleep 600"])])
+    sp = {"slurm": params}
+    sched = create_scheduler("e2e", **params)  # the transport only in the options here too
+    try:
+        with Runner("e2e", scheduler_params=sp) as r, JobSession(app, "slurm", cfg, key,
+                                                                  runner=r) as first:  # fmt: skip
+            assert first.submit().action is Action.LAUNCH
+            launched = first.app_handle
+        with Runner("e2e", scheduler_params=sp) as r, JobSession(app, "slurm", cfg, key,
+                                                                  runner=r) as retry:  # fmt: skip
+            decision = retry.submit()  # the orchestrator's retry: a new process, the same key
+            assert decision.action is Action.ATTACH, decision.reason
+            assert retry.app_handle == launched and retry.reattached
+        with Runner("e2e", scheduler_params=sp) as r:
+            outcome = r.run_or_attach(app, "slurm", cfg, job_key=key)
+            assert outcome.reattached and outcome.app_handle == launched
+            status = r.status(launched)  # the re-attached scheduler stays on the transport
+            assert status is not None and not status.is_terminal(), status
+            r.cancel(launched)
+            status = r.wait(launched, wait_interval=0.5, timeout=deadline_s)
+            assert status is not None and status.state == AppState.CANCELLED, status
+        assert [f"slurm://e2e/{a.app_id}" for a in sched.find_jobs(key, cfg)] == [launched]
+    finally:  # a failed check leaves no job holding a node for ten minutes
+        for job in sched.find_jobs(key, cfg):
+            sched.cancel(job.app_id)
+        sched.close()

@@ -23,7 +23,10 @@ import pytest
 
 from tests.e2e.infra.slurm import SlurmCluster, free_ports
 from tests.e2e.infra.slurm_remote import SSH_USER, SlurmRestd, ensure_user
-from tests.e2e.slurm_remote_checks import outputs_through_the_mount
+from tests.e2e.slurm_remote_checks import (
+    outputs_through_the_mount,
+    retry_finds_the_job_over_the_cfg_transport,
+)
 from tether.schedulers.api import JOB_KEY, DescribeAppResponse
 from tether.schedulers.slurm.render import SlurmConfigError
 from tether.schedulers.slurm.scheduler import SlurmScheduler, SlurmSubmitError, create_scheduler
@@ -275,3 +278,12 @@ def test_outputs_root_under_the_mount_reaches_the_job_and_comes_back(
     monkeypatch.setenv("SLURM_JWT", token)
     params = {"transport": "rest", "rest_url": slurm_restd.url}
     outputs_through_the_mount(params, cfg, tmp_path, monkeypatch)
+
+
+def test_a_retry_finds_the_job_over_the_transport_given_only_in_the_run_options(
+    slurm_restd: SlurmRestd, token: str, no_path: None, cfg: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("SLURM_JWT", token)
+    remote = {"transport": "rest", "rest_url": slurm_restd.url}
+    retry_finds_the_job_over_the_cfg_transport({}, {**cfg, **remote}, DEADLINE_S)

@@ -21,7 +21,10 @@ import pytest
 
 from tests.e2e.infra.slurm import SlurmCluster
 from tests.e2e.infra.slurm_remote import SshServer, ensure_user
-from tests.e2e.slurm_remote_checks import outputs_through_the_mount
+from tests.e2e.slurm_remote_checks import (
+    outputs_through_the_mount,
+    retry_finds_the_job_over_the_cfg_transport,
+)
 from tether.runner import Runner
 from tether.schedulers.api import JOB_KEY, DescribeAppResponse
 from tether.schedulers.slurm.scheduler import SlurmScheduler, create_scheduler
@@ -159,6 +162,15 @@ def test_cancel_and_reattach_by_job_key_from_a_new_scheduler(
         r.cancel(first.app_handle)
         status = r.wait(first.app_handle, wait_interval=0.5, timeout=DEADLINE_S)
         assert status is not None and status.state == AppState.CANCELLED
+
+
+def test_a_retry_finds_the_job_over_the_transport_given_only_in_the_run_options(
+    slurm_cluster: SlurmCluster, slurm_sshd: SshServer, cfg: dict[str, Any],
+    no_slurm_client: None,
+) -> None:  # fmt: skip
+    params = {"slurm_conf": str(slurm_cluster.conf)}  # no transport: that is in the options
+    retry_finds_the_job_over_the_cfg_transport(params, {**cfg, **slurm_sshd.settings()},
+                                               DEADLINE_S)  # fmt: skip
 
 
 class LostReply(SshTransport):

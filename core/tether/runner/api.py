@@ -296,7 +296,9 @@ class Runner:
         log.info("launched app %s as %s", app_name, handle)
         return handle
 
-    def find_job(self, scheduler: str, job_key: str) -> ExistingJob | None:
+    def find_job(
+        self, scheduler: str, job_key: str, cfg: Mapping[str, CfgVal] | None = None
+    ) -> ExistingJob | None:
         """The newest job submitted with identity ``job_key``, if any: the logical job
         (``chain://...``) when one was started with that key, whatever its attempts'
         schedulers.
@@ -304,6 +306,10 @@ class Runner:
         Args:
             scheduler: The scheduler's name.
             job_key: The identity.
+            cfg: The run options the job is (or would be) submitted with; where they say
+                where the backend's jobs are (Slurm's ``transport``, ``host``...), that is
+                where the job is looked for (``.tetherconfig`` defaults apply, as for
+                :meth:`dryrun`).
 
         Returns:
             Its handle and status, or None.
@@ -314,7 +320,8 @@ class Runner:
         if chain is not None:
             return chain
         sched = self._pool.get(scheduler)
-        found: list[ListAppResponse] = sched.find_jobs(job_key)
+        merged = self.config.apply(scheduler, cfg, sched.run_opts())
+        found: list[ListAppResponse] = sched.find_jobs(job_key, merged)
         for entry in reversed(found):
             handle = make_app_handle(scheduler, self._name, entry.app_id)
             status = self.status(handle)
@@ -417,7 +424,7 @@ class Runner:
             names = [scheduler] if isinstance(scheduler, str) else list(scheduler)
             return self._chains.start(app, names, cfg, workspace, parent_run_id, job_key)
         if job_key:
-            existing = self.find_job(scheduler, job_key)
+            existing = self.find_job(scheduler, job_key, cfg)
             earlier = None if existing is None else EarlierJob(existing.app_handle,
                                                                existing.status)
             decision = decide(earlier)

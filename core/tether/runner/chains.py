@@ -73,7 +73,9 @@ class AttemptRunner(Protocol):
 
     def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> AppHandle: ...
 
-    def find_job(self, scheduler: str, job_key: str) -> ExistingJob | None: ...
+    def find_job(
+        self, scheduler: str, job_key: str, cfg: Mapping[str, CfgVal] | None = ...
+    ) -> ExistingJob | None: ...
 
     def status(self, app_handle: AppHandle) -> AppStatus | None: ...
 
@@ -260,7 +262,8 @@ class Chains:
             return cur.handle
         while True:
             sched = cur.scheduler or chain.scheduler
-            found = self._runner.find_job(sched, cur.job_key)
+            found = self._runner.find_job(sched, cur.job_key,
+                                          self.cfg_for(chain.candidates, chain.cfg, sched))
             if found is not None:  # submitted by a follower killed before recording it
                 cur.handle = found.app_handle
                 break
@@ -386,7 +389,9 @@ class Chains:
         cur = chain.current
         if cur.handle is not None:
             return cur.handle
-        found = self._runner.find_job(cur.scheduler or chain.scheduler, cur.job_key)
+        sched = cur.scheduler or chain.scheduler
+        found = self._runner.find_job(sched, cur.job_key,
+                                      self.cfg_for(chain.candidates, chain.cfg, sched))
         return found.app_handle if found is not None else None
 
     def status(self, app_handle: AppHandle) -> AppStatus | None:

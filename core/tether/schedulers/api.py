@@ -328,7 +328,9 @@ class Scheduler(abc.ABC, Generic[T, OptsT]):
         """
         return self.describe(app_id) is not None
 
-    def find_jobs(self, job_key: str) -> builtins.list[ListAppResponse]:
+    def find_jobs(
+        self, job_key: str, cfg: Mapping[str, CfgVal] | None = None
+    ) -> builtins.list[ListAppResponse]:
         """The apps submitted with job identity ``job_key``, oldest first.
 
         The default scans :meth:`list`; backends with a native query (a label selector, a tag
@@ -336,11 +338,13 @@ class Scheduler(abc.ABC, Generic[T, OptsT]):
 
         Args:
             job_key: The identity.
+            cfg: The run options the job was submitted with (where to look: a backend whose
+                options say where its jobs are, such as Slurm's ``transport``, looks there).
 
         Returns:
             Matching apps, oldest first.
         """
-        found = [a for a in self.list() if a.job_key == job_key]
+        found = [a for a in self.list(cfg) if a.job_key == job_key]
         return sorted(found, key=lambda a: a.created or 0.0)
 
     def wait_for_change(self, app_id: str, timeout: float) -> None:

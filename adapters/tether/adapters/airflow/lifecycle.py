@@ -121,7 +121,7 @@ class TryLifecycle:
         dag_id, run_id, task_id, map_index = self.ti_ids
         for t in range(self.try_number - 1, 0, -1):
             key = task_job_key(dag_id, run_id, task_id, map_index, t)
-            found = session.runner.find_job(session.scheduler, key)
+            found = session.runner.find_job(session.scheduler, key, session.cfg)
             if found is not None:
                 ledger = Ledger(key, t, t, session.scheduler, found.app_handle, recorded=True)
                 return ledger, found.status
@@ -135,7 +135,7 @@ class TryLifecycle:
         try:
             if ledger.app_handle is None:  # the try died while submitting: find it by its key
                 found = session.runner.find_job(ledger.scheduler or session.scheduler,
-                                                ledger.job_key)
+                                                ledger.job_key, session.cfg)
                 if found is None:
                     return ledger, None
                 ledger.app_handle = found.app_handle

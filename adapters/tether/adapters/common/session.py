@@ -120,7 +120,7 @@ class JobSession:
         for an app with a recovery policy, its logical job."""
         if not self.key:
             return None
-        found = self.runner.find_job(self.scheduler, self.key)
+        found = self.runner.find_job(self.scheduler, self.key, self.cfg)
         return None if found is None else EarlierJob(found.app_handle, found.status)
 
     def submit(
@@ -378,7 +378,7 @@ class JobSession:
             The result after cancelling, or None when there is no job to cancel.
         """
         if self.app_handle is None and self.key:
-            found = self.runner.find_job(self.scheduler, self.key)
+            found = self.runner.find_job(self.scheduler, self.key, self.cfg)
             if found is not None and not found.status.is_terminal():
                 self.app_handle = found.app_handle
         if self.app_handle is None:

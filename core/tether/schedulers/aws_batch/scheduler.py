@@ -383,11 +383,14 @@ class AwsBatchScheduler(Scheduler[AwsBatchRequest, AwsBatchOpts]):
         region = str(cfg.get("region") or self._default_region())
         return self._managed(region, str(cfg.get("queue") or self._queue or "") or None)
 
-    def find_jobs(self, job_key: str) -> builtins.list[ListAppResponse]:
+    def find_jobs(
+        self, job_key: str, cfg: Mapping[str, CfgVal] | None = None
+    ) -> builtins.list[ListAppResponse]:
         """The jobs tagged with ``job_key`` in the known regions, oldest first.
 
         Args:
             job_key: The identity.
+            cfg: Unused (where to look is the scheduler's own setting).
 
         Returns:
             Matching apps.

@@ -241,11 +241,14 @@ class GcpBatchScheduler(Scheduler[GcpBatchRequest, GcpBatchOpts]):
         project = str(cfg.get("project") or self._project or resolve_project(GcpBatchOpts()))
         return self._list(project, str(cfg.get("location") or self._location))
 
-    def find_jobs(self, job_key: str) -> builtins.list[ListAppResponse]:
+    def find_jobs(
+        self, job_key: str, cfg: Mapping[str, CfgVal] | None = None
+    ) -> builtins.list[ListAppResponse]:
         """The jobs labelled with ``job_key`` (a label filter), oldest first.
 
         Args:
             job_key: The identity.
+            cfg: Unused (where to look is the scheduler's own setting).
 
         Returns:
             Matching apps.

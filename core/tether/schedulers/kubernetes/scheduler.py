@@ -331,7 +331,9 @@ class KubernetesScheduler(Scheduler[KubernetesRequest, KubernetesOpts], ImageWor
         found = [self._listing(v) for v in views if v.job_key == job_key]
         return sorted(found, key=lambda a: a.created or 0.0)
 
-    def find_jobs(self, job_key: str) -> builtins.list[ListAppResponse]:
+    def find_jobs(
+        self, job_key: str, cfg: Mapping[str, CfgVal] | None = None
+    ) -> builtins.list[ListAppResponse]:
         """The apps with job identity ``job_key``, oldest first (a label selector query).
 
         Searches every namespace when allowed, else the namespaces this scheduler knows
@@ -339,6 +341,7 @@ class KubernetesScheduler(Scheduler[KubernetesRequest, KubernetesOpts], ImageWor
 
         Args:
             job_key: The identity.
+            cfg: Unused (where to look is the scheduler's own setting).
 
         Returns:
             Matching apps.

@@ -322,11 +322,14 @@ class LocalScheduler(Scheduler[LocalRequest, LocalOpts], WorkspaceMixin[None]):
         """
         return self._listing(self._store.app_ids())
 
-    def find_jobs(self, job_key: str) -> builtins.list[ListAppResponse]:
+    def find_jobs(
+        self, job_key: str, cfg: Mapping[str, CfgVal] | None = None
+    ) -> builtins.list[ListAppResponse]:
         """The apps submitted with ``job_key``, oldest first (from the job index).
 
         Args:
             job_key: The job identity.
+            cfg: Unused (where to look is the scheduler's own setting).
 
         Returns:
             The apps.

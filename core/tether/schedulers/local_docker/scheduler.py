@@ -346,11 +346,14 @@ class LocalDockerScheduler(Scheduler[DockerRequest, LocalDockerOpts], ImageWorks
         """
         return self._listing(f"{LABEL_MANAGED_BY}={MANAGED_BY}")
 
-    def find_jobs(self, job_key: str) -> builtins.list[ListAppResponse]:
+    def find_jobs(
+        self, job_key: str, cfg: Mapping[str, CfgVal] | None = None
+    ) -> builtins.list[ListAppResponse]:
         """The apps submitted with ``job_key``, oldest first (a label filter).
 
         Args:
             job_key: The job identity.
+            cfg: Unused (where to look is the scheduler's own setting).
 
         Returns:
             The apps.

@@ -429,30 +429,38 @@ class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
         """The current user's jobs that carry tether's marker, oldest first.
 
         Args:
-            cfg: Unused.
+            cfg: Run options: their transport settings (``transport``, ``host``,
+                ``rest_url``...), when given, say which cluster to ask (the scheduler then
+                stays on that transport, as after a submission with them).
 
         Returns:
             One entry per job.
         """
-        user = self._client.login_user()
-        apps = {a.app_id: a for a in from_squeue(self._client.squeue(user=user))}
-        for a in self._client.accounting(user=user):
+        client = self._use(self._settings_for(cfg or {}))
+        user = client.login_user()
+        apps = {a.app_id: a for a in from_squeue(client.squeue(user=user))}
+        for a in client.accounting(user=user):
             apps.setdefault(a.app_id, a)
         return sorted(
             (self._listing(a) for a in apps.values() if not self._deleted(a)),
             key=lambda a: (a.created or 0.0, int(a.app_id) if a.app_id.isdigit() else 0),
         )
 
-    def find_jobs(self, job_key: str) -> builtins.list[ListAppResponse]:
+    def find_jobs(
+        self, job_key: str, cfg: Mapping[str, CfgVal] | None = None
+    ) -> builtins.list[ListAppResponse]:
         """The jobs submitted with job identity ``job_key`` (from their comments), oldest first.
 
         Args:
             job_key: The identity.
+            cfg: The run options of the submission: a transport given only there (an
+                orchestrator's retry re-attaching to a job it launched over ``ssh`` or
+                ``rest``) is where the job is looked for (see :meth:`list`).
 
         Returns:
             Matching jobs.
         """
-        return [a for a in self.list() if a.job_key == job_key]
+        return [a for a in self.list(cfg) if a.job_key == job_key]
 
     # ---- logs ----------------------------------------------------------------------------
     def _log_iter(
