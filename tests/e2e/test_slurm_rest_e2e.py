@@ -3,16 +3,19 @@
 slurmrestd (``tests/e2e/infra/slurm_remote.py``) listens on a loopback port with
 ``rest_auth/jwt``; tokens are minted with ``scontrol token`` for the dedicated user. The tests
 run with an empty PATH: nothing but HTTP reaches the cluster. slurmrestd serves no files, so
-the job directory is made beforehand, as a site's home directories are. Logs, ``delete`` and
-workspaces go through the ``mount`` setting: here the dedicated user's home is "mounted" at a
-path of the test's own (a symbolic link), as an NFS mount of the cluster's home directories
-would be on an orchestrator's worker.
+without a mount the job directory is made beforehand, as a site's home directories are; with
+one, the submission makes it. Logs, ``delete`` and workspaces go through the ``mount``
+setting: here the dedicated user's home is "mounted" at a path of the test's own (a symbolic
+link), as an NFS mount of the cluster's home directories would be on an orchestrator's worker.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -287,3 +290,63 @@ def test_a_retry_finds_the_job_over_the_transport_given_only_in_the_run_options(
     monkeypatch.setenv("SLURM_JWT", token)
     remote = {"transport": "rest", "rest_url": slurm_restd.url}
     retry_finds_the_job_over_the_cfg_transport({}, {**cfg, **remote}, DEADLINE_S)
+
+
+_SUBMIT_AS_USER = """
+import sys
+from tether.schedulers.slurm.scheduler import create_scheduler
+from tether.specs import AppDef, Role
+url, mount, job_dir = sys.argv[1:]
+s = create_scheduler("e2e", transport="rest", rest_url=url, mount=mount)
+role = Role("w", entrypoint="bash", args=["-c", "echo made; pwd"])
+print(s.submit(AppDef("mkdir", roles=[role]), {"job_dir": job_dir}))
+"""
+
+
+def test_the_job_dir_is_created_through_the_mount(
+    slurm_restd: SlurmRestd, token: str, no_path: None, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    # the submitting process runs as the job's user, as a worker whose mount is the user's
+    user = ensure_user(SSH_USER)
+    link_dir = Path(tempfile.mkdtemp(prefix="tether-mnt-", dir="/tmp"))
+    link_dir.chmod(0o755)
+    here = link_dir / "hpc-home"
+    here.symlink_to(user.pw_dir)
+    top = Path(user.pw_dir) / "tether-rest-e2e" / uuid.uuid4().hex[:12]
+    job_dir = top / "not" / "yet"
+    mount = f"{user.pw_dir}={here}"
+    env = {"PATH": str(tmp_path), "HOME": user.pw_dir, "SLURM_JWT": token,
+           "PYTHONPATH": os.environ.get("PYTHONPATH", "")}  # fmt: skip
+    try:
+        child = subprocess.run(
+            ["/usr/bin/setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}",
+             "--init-groups", sys.executable, "-c", _SUBMIT_AS_USER, slurm_restd.url, mount,
+             str(job_dir)],
+            env=env, capture_output=True, text=True, timeout=120, cwd="/",
+        )  # fmt: skip
+        assert child.returncode == 0, child.stderr
+        app_id = child.stdout.split()[-1]
+        monkeypatch.setenv("SLURM_JWT", token)
+        s = create_scheduler("e2e", transport="rest", rest_url=slurm_restd.url, mount=mount)
+        try:
+            assert done(s, app_id).state == AppState.SUCCEEDED
+            assert list(s.log_iter(app_id, "w", 0)) == ["made\n", f"{job_dir}\n"]
+        finally:
+            s.close()
+        made = job_dir.stat()
+        assert made.st_uid == user.pw_uid and made.st_mode & 0o777 == 0o700
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+        shutil.rmtree(link_dir, ignore_errors=True)
+
+
+def test_without_a_mount_a_missing_job_dir_is_named_when_the_job_fails(
+    sched: SlurmScheduler, cfg: dict[str, Any]
+) -> None:
+    missing = Path(cfg["job_dir"]) / "missing"
+    app_id = sched.submit(AppDef("nodir", roles=[sh("w", "true")]), {"job_dir": str(missing)})
+    desc = done(sched, app_id)
+    assert desc.state == AppState.FAILED and "JobLaunchFailure" in desc.msg
+    assert f"could not start the job in job_dir {missing}" in desc.msg, desc.msg
+    assert "give mount" in desc.msg and not missing.exists()

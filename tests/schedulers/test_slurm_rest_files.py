@@ -54,6 +54,21 @@ def test_paths_outside_the_mount_are_out_of_reach(tmp_path: Path) -> None:
         files.touch(str(outside))
 
 
+def test_job_dir_is_made_through_the_mount_private_and_only_there(tmp_path: Path) -> None:
+    files = mount(tmp_path)
+    assert files.make_dir("/cluster/home/alice/jobs/run-1")
+    made = tmp_path / "mnt" / "alice" / "jobs" / "run-1"
+    assert made.is_dir() and made.stat().st_mode & 0o777 == 0o700
+    assert files.make_dir("/cluster/home/alice/jobs/run-1")  # already there: fine
+    assert files.reaches("/cluster/home/alice/jobs/run-1")
+    assert not files.make_dir("/scratch/alice/jobs") and not files.reaches("/scratch/alice")
+    assert not NoFiles("rest", "http://x").make_dir("/cluster/home/alice/jobs")
+    (tmp_path / "mnt" / "afile").write_text("")  # fails for root too
+    with pytest.raises(SlurmTransportError, match=r"rest to http://x: cannot create "
+                       r"/cluster/home/afile/x through the mount.*writable"):  # fmt: skip
+        files.make_dir("/cluster/home/afile/x")
+
+
 @pytest.mark.parametrize("value", ["/home", "home=/mnt", "/home=mnt", "=/mnt"])
 def test_a_malformed_mount_names_the_field_and_the_form(value: str) -> None:
     with pytest.raises(SlurmTransportConfigError, match=r"mount=.* must be CLUSTER_DIR=LOCAL_DIR"):

@@ -38,6 +38,21 @@ class JobFiles:
         """
         raise NotImplementedError
 
+    def make_dir(self, directory: str) -> bool:
+        """Creates ``directory`` and its missing parents (0700; an existing one is fine).
+
+        Args:
+            directory: Where.
+
+        Returns:
+            False when this transport cannot reach ``directory`` (nothing was done).
+        """
+        raise NotImplementedError
+
+    def reaches(self, path: str) -> bool:
+        """Whether this transport reads and writes ``path`` at all."""
+        return True
+
     def rename(self, src: str, dst: str) -> None:
         """Renames a file (best effort)."""
         raise NotImplementedError
@@ -94,6 +109,10 @@ class LocalFiles(JobFiles):
         with os.fdopen(fd, "w") as f:  # mkstemp: mode 0600
             f.write(text)
         return tmp
+
+    def make_dir(self, directory: str) -> bool:
+        Path(directory).mkdir(parents=True, exist_ok=True, mode=0o700)
+        return True
 
     def rename(self, src: str, dst: str) -> None:
         with contextlib.suppress(OSError):
@@ -167,6 +186,15 @@ class ShellFiles(JobFiles):
             )  # fmt: skip
         return out.strip()
 
+    def make_dir(self, directory: str) -> bool:
+        rc, _ = self._sh('umask 077 && mkdir -p -- "$1"', directory)
+        if rc != 0:
+            raise SlurmTransportError(
+                self.transport.kind, self.transport.where, f"cannot create {directory}",
+                "check that job_dir is writable by the login user",
+            )  # fmt: skip
+        return True
+
     def rename(self, src: str, dst: str) -> None:
         self._sh('mv -f -- "$1" "$2"', src, dst)
 
@@ -239,6 +267,12 @@ class NoFiles(JobFiles):
     def write_new(self, directory: str, prefix: str, text: str) -> str:
         raise self._refuse("writing the job script")
 
+    def make_dir(self, directory: str) -> bool:
+        return False
+
+    def reaches(self, path: str) -> bool:
+        return False
+
     def rename(self, src: str, dst: str) -> None:
         return None
 
@@ -302,6 +336,20 @@ class MountedFiles(JobFiles):
         files, here = self._files(directory)
         made = files.write_new(here, prefix, text)
         return self.cluster(made) if files is self._local else made
+
+    def reaches(self, path: str) -> bool:
+        return self.local(path) is not None
+
+    def make_dir(self, directory: str) -> bool:
+        files, here = self._files(directory)
+        try:
+            return files.make_dir(here)
+        except OSError as e:
+            raise SlurmTransportError(
+                self._outside.transport, self._outside.where,
+                f"cannot create {directory} through the mount at {here}: {e.strerror or e}",
+                "check that the mount is writable here by the user the jobs run as",
+            ) from None  # fmt: skip
 
     def rename(self, src: str, dst: str) -> None:
         here_src, here_dst = self.local(src), self.local(dst)

@@ -10,7 +10,10 @@ from ``user`` or the token's ``sun`` claim. TLS certificates are verified unless
 What the API does not offer is stated in :attr:`RestClient.capabilities`: no Slurm command
 (the watch hub's squeue is :meth:`RestClient.squeue`) and no file access. The job directory
 (logs, ``delete``'s marker, workspace copies) is reached only where this machine mounts the
-cluster's shared filesystem (the ``mount`` setting, :class:`~.files.MountedFiles`).
+cluster's shared filesystem (the ``mount`` setting, :class:`~.files.MountedFiles`); a
+submission creates ``job_dir`` through it. Without one (or with ``job_dir`` outside it) the
+directory must already exist on the cluster: Slurm fails a job whose directory is missing
+at launch (``JobLaunchFailure``), and ``describe`` then says so.
 Accounting (``sacct``'s records of ended jobs) comes from the ``slurmdb`` API when the daemon
 offers it (:mod:`.rest_acct`).
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import logging
 import os
 import re
 import socket
@@ -47,6 +51,8 @@ from tether.schedulers.slurm.transport import (
 
 if TYPE_CHECKING:
     from tether.schedulers.slurm.workspace import RemoteCopy
+
+log: logging.Logger = logging.getLogger(__name__)
 
 VERSIONS = ("v0.0.38", "v0.0.37", "v0.0.36")
 """API versions tether speaks, newest first (Slurm 21.08-22.05's job shape)."""
@@ -276,6 +282,10 @@ class RestClient:
             SlurmCommandError: When Slurm refuses the job (with its reason).
         """
         body = job_description(req)
+        if not self.files.make_dir(req.job_dir):
+            log.info("job_dir %s is not under mount=%s: tether cannot create it over rest; the "
+                     "job fails to start (JobLaunchFailure) unless it exists on the cluster",
+                     req.job_dir, self.settings.mount)  # fmt: skip
         doc = self._call("POST", f"/slurm/{self.version}/job/submit", body)
         job_id = doc.get("job_id") if isinstance(doc, dict) else None
         errs = self._errors(doc)

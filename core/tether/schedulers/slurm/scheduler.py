@@ -367,7 +367,7 @@ class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
         restarts = sum(n for name, n in log_sizes.items() if name.startswith(RESTARTS_FILE))
         msg = app.msg
         if app.state == AppState.FAILED:
-            msg += self._role_exit_note(app) + self._oom_note(app)
+            msg += self._launch_note(app) + self._role_exit_note(app) + self._oom_note(app)
         return DescribeAppResponse(
             app_id=app_id,
             state=app.state,
@@ -376,6 +376,20 @@ class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
             roles_statuses=role_statuses(app),
             roles=roles(app),
             job_key=app.marker.job_key,
+        )
+
+    def _launch_note(self, app: SlurmApp) -> str:
+        """Why a job may have failed to start (Slurm's ``JobLaunchFailure``) where tether
+        could not create its job directory (``rest`` without ``mount`` over it)."""
+        if not any(c.reason == "JobLaunchFailure" for c in app.components):
+            return ""
+        if not app.job_dir or self._client.files.reaches(app.job_dir):
+            return ""
+        return (
+            f"; Slurm could not start the job in job_dir {app.job_dir}: over transport "
+            f"{self._settings.transport} tether cannot create it without mount=CLUSTER_DIR="
+            "LOCAL_DIR over it; create it on the cluster (writable by the job's user) or "
+            "give mount"
         )
 
     def _role_exit_note(self, app: SlurmApp) -> str:
