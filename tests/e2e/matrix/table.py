@@ -61,14 +61,13 @@ BACKENDS = {
         "the same cluster reached over the `ssh` transport: a private OpenSSH server "
         "(Debian's `openssh-server`) on a loopback port, `sbatch`/`squeue` run through one "
         "multiplexed connection, logs tailed over it; configured by `TETHER_SLURM_*` "
-        "variables. The cli, Runner, Airflow and Prefect cells run (KFP's steps reach Slurm "
-        "through the Runner the same way)."
+        "variables, which the Airflow and Prefect tasks and the KFP launcher steps inherit."
     ),
     "slurm_rest": (
         "the same cluster reached over the `rest` transport: Slurm's `slurmrestd` with JWT "
         "authentication on a loopback port, no Slurm command run by tether; logs and outputs "
-        "through `mount` (the cell's directory, the same path on both sides here). The cli, "
-        "Runner, Airflow and Prefect cells run."
+        "through `mount` (the cell's directory, the same path on both sides here), which "
+        "also creates each `job_dir`."
     ),
     "aws_batch": (
         "moto's server (`tests/e2e/infra/moto.py`) with the AWS Batch and CloudWatch Logs "

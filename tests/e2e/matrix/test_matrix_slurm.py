@@ -12,8 +12,9 @@ reaching the cluster over the ``ssh`` and ``rest`` transports (a private sshd an
 ``tests/e2e/infra/slurm_remote.py``), configured by ``TETHER_SLURM_*`` variables as a worker
 would be. Their jobs run as root (the venv's Python is root's alone here); the cell's
 directory is declared shared with ``mount`` (the same path on both sides: the nodes are this
-host), so outputs come back. To keep CI time in bounds they run the cli, runner, Airflow and
-Prefect cells (KFP's launcher reaches Slurm the same way the Runner does).
+host), so outputs come back. Every adapter's cell runs over both: the KFP launcher steps
+(``kfp.local.SubprocessRunner``) inherit the ``TETHER_SLURM_*`` variables as a KFP step's
+container would get them from its pipeline's environment.
 """
 
 from __future__ import annotations
@@ -38,10 +39,6 @@ RESULTS: dict[tuple[str, str], Cell] = {}
 @pytest.fixture(scope="module", autouse=True)
 def _write_doc() -> Any:
     yield
-    for column in ("slurm_ssh", "slurm_rest"):
-        if any(b == column for _, b in RESULTS):
-            for a in set(ADAPTERS) - set(REMOTE_ADAPTERS):
-                RESULTS[(a, column)] = Cell("not run", SKIPPED_REMOTE)
     write_doc(RESULTS)
 
 
@@ -71,12 +68,8 @@ def test_cell(
     assert cell.outcome == "pass", cell.reason
 
 
-REMOTE_ADAPTERS = ("cli", "runner", "airflow", "prefect")
-"""The cells the remote transports run (see the module docs)."""
-SKIPPED_REMOTE = (
-    "kept out of CI time: a KFP launcher step reaches Slurm through the Runner, as the Runner "
-    "cell does"
-)
+REMOTE_ADAPTERS = tuple(ADAPTERS)
+"""The cells the remote transports run: all of them."""
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +113,6 @@ def test_remote_cell(
     """The pipeline through ``adapter`` on ``slurm`` over ``transport`` publishes the result."""
     column = f"slurm_{transport}"
     jobs = tmp_path / "jobs"
-    jobs.mkdir()  # slurmrestd does not create the job directory
     backend_env = {"MATRIX_SCHEDULER": BACKEND, "MATRIX_CFG": json.dumps({"job_dir": str(jobs)}),
                    **remote_env(transport, request, tmp_path)}  # fmt: skip
     if adapter == "prefect":
