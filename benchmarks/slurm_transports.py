@@ -4,17 +4,20 @@ Starts the e2e test cluster (``tests/e2e/infra``: munged, slurmctld, two slurmd)
 private sshd and slurmrestd in front of it, submits one job, then times a status call
 (``describe``) over ``local``, ``ssh`` and ``rest``, alternating the three so load drifts hit
 each alike. The first call of each transport (connection set-up, API negotiation) is timed
-apart. Prints medians and the ratios to local; ``--json PATH`` also writes them. A benchmark
-reports: it never fails because of a number.
+apart. Prints medians and the ratios to local; ``--json PATH`` also writes them, and
+``--record LABEL`` adds the run (with the date and the machine's load) to
+``benchmarks/results/slurm_transports.{json,md}``. A benchmark reports: it never fails
+because of a number.
 
 Run (root, after ``tests/e2e/infra/setup.d/30-slurm.sh`` and ``32-slurm-remote.sh``)::
 
-    python benchmarks/slurm_transports.py --calls 50
+    python benchmarks/slurm_transports.py --calls 50 --record "after: one subshell per call"
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import statistics
@@ -22,9 +25,11 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+RESULTS = ROOT / "benchmarks" / "results" / "slurm_transports"
 
 from tests.e2e.infra.slurm import SlurmCluster  # noqa: E402
 from tests.e2e.infra.slurm_remote import SlurmRestd, SshServer, ensure_user  # noqa: E402
@@ -37,6 +42,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=30, help="timed calls per transport")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--record", metavar="LABEL",
+                        help=f"add the run to {RESULTS.relative_to(ROOT)}.{{json,md}}")
     args = parser.parse_args()
 
     with SlurmCluster(jwt=True) as cluster, SshServer() as sshd:
@@ -87,6 +94,42 @@ def main() -> None:
               f"(first call {first[n] * 1000:.1f} ms)")  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
+    if args.record:
+        record(args.record, result)
+
+
+def record(label: str, result: dict[str, Any]) -> None:
+    """Adds a run to ``benchmarks/results/slurm_transports.json`` and renders the ``.md``.
+
+    Args:
+        label: What the run measured (the code's state).
+        result: The run's numbers.
+    """
+    json_path = RESULTS.with_suffix(".json")
+    runs = json.loads(json_path.read_text()) if json_path.exists() else []
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    runs.append({"label": label, "date": now, "load_1m": os.getloadavg()[0], **result})
+    json_path.write_text(json.dumps(runs, indent=1) + "\n")
+    rows = [_row(r) for r in runs]
+    RESULTS.with_suffix(".md").write_text(
+        "# slurm transports: a status call against the local transport\n\n"
+        "Written by `python benchmarks/slurm_transports.py --record LABEL`: the median of "
+        "`describe()` of one running job over each transport, alternated in one run "
+        "(the ratio is to `local` in the same run; the machine is shared, so the load "
+        "column says how busy it was). Goal (issue 34): ssh at most 1.5x, rest at most "
+        "1.2x.\n\n"
+        "| run | date (UTC) | load (1 min) | calls | local | ssh | rest |\n"
+        "|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n"
+    )
+
+
+
+def _row(run: dict[str, Any]) -> str:
+    """One run as a row of the table."""
+    cells = [f"{run['median_s'][n] * 1000:.1f} ms (x{run['ratio_to_local'][n]:.2f})"
+             for n in ("local", "ssh", "rest")]  # fmt: skip
+    head = f"| {run['label']} | {run['date']} | {run['load_1m']:.1f} | {run['calls']} | "
+    return head + " | ".join(cells) + " |"
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.errors import BackendError
 from tether.schedulers.slurm.files import JobFiles, LocalFiles, ShellFiles, parse_probe
-from tether.schedulers.slurm.render import SlurmRequest
+from tether.schedulers.slurm.render import RESTARTS_FILE, SlurmRequest
 from tether.schedulers.slurm.status import SACCT_FIELDS, SlurmApp, from_sacct
 from tether.schedulers.slurm.transport import (
     DEFAULT_TIMEOUT_S,
@@ -75,10 +75,12 @@ def _squeue_records(argv: Sequence[str], out: str) -> list[dict[str, Any]]:
 
 _SQUEUE_PROBE = (
     'd=$1 p=$2 m=$3; shift 3; "$@"; rc=$?; printf \'\\n%s %s\\n\' "$m" "$rc"; '
-    '[ -e "$p" ] && echo D; [ -d "$d" ] || exit 0; '
-    'find "$d" -mindepth 1 -maxdepth 1 -type f -printf "%s %f\\n"'
+    f'[ -e "$p" ] && echo D; set -- "$d"/{RESTARTS_FILE}*; [ -f "$1" ] || exit 0; '
+    f'cd -- "$d" && wc -c -- {RESTARTS_FILE}*'
 )
-"""squeue (its argv last), then a frame line, then what :meth:`ShellFiles.probe` prints."""
+"""squeue (its argv last), then a frame line, then ``D`` when ``delete``'s marker exists and
+the sizes of the restart-count files (``wc``, only when there are any: a job that never
+restarted costs no process here besides squeue)."""
 
 
 class SlurmClient:
@@ -308,7 +310,8 @@ class SlurmClient:
             path: Its ``delete`` marker.
 
         Returns:
-            (records, file sizes of ``directory``, whether ``path`` exists).
+            (records, file sizes of ``directory`` (over ``ssh`` only its restart-count files,
+            all ``describe`` reads of them), whether ``path`` exists).
         """
         if isinstance(self.transport, LocalTransport):
             return (self.squeue(job_id=job_id), *self.files.probe(directory, path))
@@ -322,7 +325,9 @@ class SlurmClient:
         status, _, probe = tail.partition("\n")
         rc = int(status) if status.strip().isdigit() else 1
         done = subprocess.CompletedProcess(argv, rc, head, res.stderr)
-        return (self._jobs(argv, done, job_id, None), *parse_probe(probe))
+        sizes, deleted = parse_probe(probe)
+        restarts = {k: n for k, n in sizes.items() if k.startswith(RESTARTS_FILE)}
+        return self._jobs(argv, done, job_id, None), restarts, deleted
 
     def sacct(self, job_id: str | None = None, user: str | None = None) -> str | None:
         """``sacct --parsable2`` of tether's columns, or None when accounting is off.

@@ -94,7 +94,7 @@ def parse_probe(out: str) -> tuple[dict[str, int], bool]:
     found = bool(lines) and lines[0] == "D"
     sizes: dict[str, int] = {}
     for line in lines[1:] if found else lines:
-        n, _, name = line.partition(" ")
+        n, _, name = line.strip().partition(" ")  # wc pads its counts
         if n.isdigit() and name:
             sizes[name] = int(n)
     return sizes, found

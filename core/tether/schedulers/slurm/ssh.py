@@ -104,6 +104,25 @@ def remote_command(argv: Sequence[str], env: dict[str, str] | None = None) -> st
     return shlex.join(words)
 
 
+def shell_line(argv: Sequence[str]) -> str:
+    """The line the long-lived remote shell runs for ``argv``.
+
+    ``sh -c PROGRAM NAME ARG...`` (tether's own fixed programs: the job directory's file
+    operations, the describe probe) runs as ``( set -- ARG...; PROGRAM )``, a subshell of that
+    shell, saving a ``sh`` started per call; its arguments are quoted as everywhere. Any other
+    command is :func:`remote_command` of it.
+
+    Args:
+        argv: The command line.
+
+    Returns:
+        The line.
+    """
+    if len(argv) >= 3 and argv[0] == "sh" and argv[1] == "-c":
+        return f"( set -- {shlex.join(argv[4:])}\n{argv[2]}\n)"
+    return remote_command(argv)
+
+
 class SshTransport(Transport):
     """Runs the commands on ``host`` over one multiplexed OpenSSH connection.
 
@@ -230,8 +249,7 @@ class SshTransport(Transport):
             SlurmTransportError: When the login node cannot be reached.
             ConnectionDropped: When the connection broke while the command ran.
         """
-        env = {"SLURM_CONF": self.settings.slurm_conf} if self.settings.slurm_conf else None
-        command = remote_command(argv, env)
+        command = shell_line(argv)  # SLURM_CONF: exported when the shell starts
         wait = timeout or self.settings.timeout
         with self._shell_lock:
             for attempt in (0, 1):
@@ -257,10 +275,11 @@ class SshTransport(Transport):
             self._shell.close()
             self._shell = None
         self.connect()
+        env = {"SLURM_CONF": self.settings.slurm_conf} if self.settings.slurm_conf else None
         self._shell = RemoteShell(
             [*self.base_argv(), "-T", "-o", "ControlMaster=auto",
              "-o", f"ControlPersist={self.idle_s}", "--", str(self.settings.host), "exec sh"],
-            os.path.join(os.path.dirname(self.control_path), "shell.log"),
+            os.path.join(os.path.dirname(self.control_path), "shell.log"), env,
         )  # fmt: skip
         return self._shell
 

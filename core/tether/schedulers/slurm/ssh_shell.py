@@ -4,15 +4,19 @@ not a new ssh session.
 A multiplexed ssh session still starts an ``ssh`` client here and a login shell there
 (about 20 ms each time). :class:`RemoteShell` opens one session running ``sh`` and feeds it
 commands on stdin. Each command line is the quoted string of
-:func:`~tether.schedulers.slurm.ssh.remote_command`; its stdout and stderr go to files in a
-private temporary directory on the login node, and the shell answers with a frame::
+:func:`~tether.schedulers.slurm.ssh.remote_command` (a fixed ``sh -c`` program of tether's
+runs in a subshell of this shell, not a new ``sh``); variables every command needs
+(``SLURM_CONF``) are exported once when the shell starts. The command's stdout comes straight
+back; its stderr goes to a file in a private temporary directory on the login node, and the
+shell answers with a frame::
 
-    \\n<marker> <exit status>\\n<stdout bytes> <path>\\n<stderr bytes> <path>\\n<sum> total\\n
-    <stdout><stderr>
+    <stdout>\n<marker> <exit status>\n<stderr>\n<marker>\n
 
-(``marker`` is random per shell, so no output can fake a frame: the outputs come after the
-header, counted in bytes). Input for a command travels base64-encoded. A shell that dies or
-stops answering is closed; the transport decides whether to run the command again.
+where ``marker`` is a fresh random 128-bit token per command, sent only on the shell's own
+stdin (the command's stdin is ``/dev/null`` or a file), so no output can fake a frame. The
+stderr file is read (``cat``) only when it is not empty: a quiet command costs no process on
+the login node besides its own. Input for a command travels base64-encoded. A shell that
+dies or stops answering is closed; the transport decides whether to run the command again.
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ import contextlib
 import os
 import secrets
 import select
+import shlex
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from tether.errors import BackendError
 
@@ -46,10 +51,12 @@ class RemoteShell:
     Args:
         argv: The ssh command line that starts it (ending with the host and ``exec sh``).
         log_path: Where ssh's own stderr goes (for messages).
+        env: Variables exported for every command (``SLURM_CONF``).
     """
 
-    def __init__(self, argv: Sequence[str], log_path: str) -> None:
-        self.marker = "TETHER-" + secrets.token_hex(8)
+    def __init__(
+        self, argv: Sequence[str], log_path: str, env: Mapping[str, str] | None = None
+    ) -> None:
         self._log_path = log_path
         with open(log_path, "ab") as log:
             self._proc = subprocess.Popen(
@@ -57,7 +64,8 @@ class RemoteShell:
                 start_new_session=True,
             )  # fmt: skip
         self._buf = b""
-        self._send('d=$(mktemp -d) || exit 1; trap \'rm -rf -- "$d"\' EXIT\n')
+        exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in sorted((env or {}).items()))
+        self._send(exports + 'd=$(mktemp -d) || exit 1; trap \'rm -rf -- "$d"\' EXIT\n')
 
     @property
     def alive(self) -> bool:
@@ -91,16 +99,13 @@ class RemoteShell:
             raise ShellGone("the connection dropped")
         self._buf += chunk
 
-    def _line(self, deadline: float) -> bytes:
-        while b"\n" not in self._buf:
+    def _until(self, sep: bytes, deadline: float) -> bytes:
+        """The bytes before the next ``sep`` (both are taken from the buffer)."""
+        start = 0
+        while (at := self._buf.find(sep, start)) < 0:
+            start = max(0, len(self._buf) - len(sep) + 1)
             self._fill(deadline)
-        line, _, self._buf = self._buf.partition(b"\n")
-        return line
-
-    def _take(self, n: int, deadline: float) -> bytes:
-        while len(self._buf) < n:
-            self._fill(deadline)
-        data, self._buf = self._buf[:n], self._buf[n:]
+        data, self._buf = self._buf[:at], self._buf[at + len(sep) :]
         return data
 
     def run(self, command: str, input: str | None, timeout: float) -> tuple[int, str, str]:
@@ -115,29 +120,23 @@ class RemoteShell:
             ShellGone: When the shell ends or does not answer (then it is closed).
         """
         deadline = time.monotonic() + timeout
+        marker = "TETHER-" + secrets.token_hex(16)
         if input is None:
             stdin = "</dev/null"
         else:
             b64 = base64.b64encode(input.encode("utf-8", errors="surrogateescape")).decode()
             self._send(f'printf %s {b64} | base64 -d >"$d/i"\n')
             stdin = '<"$d/i"'
-        # one wc for both sizes (POSIX: a line per file, then a total line), then the bytes:
-        # two processes per command on the login node besides the command itself
         self._send(
-            f'{command} {stdin} >"$d/o" 2>"$d/e"; tether_rc=$?; '
-            f"printf '\\n%s %s\\n' {self.marker} \"$tether_rc\"; "
-            'wc -c -- "$d/o" "$d/e"; cat -- "$d/o" "$d/e"\n'
+            f'{command} {stdin} 2>"$d/e"; tether_rc=$?; '
+            f"printf '\\n%s %s\\n' {marker} \"$tether_rc\"; "
+            'if [ -s "$d/e" ]; then cat -- "$d/e"; fi; '
+            f"printf '\\n%s\\n' {marker}\n"
         )
         try:
-            while True:
-                header = self._line(deadline).split()
-                if len(header) == 2 and header[0].decode() == self.marker:
-                    break
-            rc = int(header[1])
-            n_out, n_err = (int(self._line(deadline).split()[0]) for _ in range(2))
-            self._line(deadline)  # the total
-            out = self._take(n_out, deadline)
-            err = self._take(n_err, deadline)
+            out = self._until(f"\n{marker} ".encode(), deadline)
+            rc = int(self._until(b"\n", deadline))
+            err = self._until(f"\n{marker}\n".encode(), deadline)
         except ShellGone:
             self.close()
             raise
