@@ -495,15 +495,28 @@ def _describe_many(sched: Scheduler[Any], app_id: str, role: str, n: int = 100) 
         list(sched.log_iter(app_id, role, 0))
 
 
+READY_CODE = (
+    "open(os.path.join(os.environ['CONTRACT_DIR'], 'ready-' + os.environ['TETHER_REPLICA_ID']),"
+    " 'w').close()"
+)
+"""Marks that the replica's program runs (its log files exist): a backend may report a
+replica RUNNING before it has started it (Slurm: the job runs, its ``srun`` step not yet)."""
+
+
 def test_describe_has_no_side_effects_while_running_and_after(harness: BackendHarness) -> None:
     """describe, list and log_iter 100 times change nothing, during a run and after it."""
-    _host_dir(harness)  # the program waits for a file the test creates
+    shared = _host_dir(harness)  # the program waits for a file the test creates
     with harness.open_scheduler() as sched:
-        app = AppDef("pure", roles=[harness.role("m", go_code("pass"), num_replicas=2)])
+        code = go_code("pass", before=READY_CODE)
+        app = AppDef("pure", roles=[harness.role("m", code, num_replicas=2)])
         app_id = _submit(sched, harness, app)
         wait_state(sched, app_id, lambda d: all(
             r.state == AppState.RUNNING for rs in d.roles_statuses for r in rs.replicas
         ))  # fmt: skip
+        # every replica started (under load a step can start seconds after the job runs,
+        # creating its log files then: the backend's own change, not describe's)
+        wait_for("both replicas to start",
+                 lambda: all((shared / f"ready-{k}").exists() for k in (0, 1)))  # fmt: skip
         settled = _settled(harness, sched, app_id)
         _describe_many(sched, app_id, "m")
         assert harness.fingerprint(sched, app_id) == settled
