@@ -6,6 +6,7 @@ failover on a real capacity refusal (a kube namespace's ResourceQuota) is
 from pathlib import Path
 
 import pytest
+import yaml
 
 pytest.importorskip("kfp")
 
@@ -55,7 +56,9 @@ def test_the_compiled_step_carries_the_list(tmp_path: Path) -> None:
 
     out = tmp_path / "p.yaml"
     compiler.Compiler().compile(pipeline, str(out))
-    assert '\\"scheduler\\":\\"kubernetes,local_cwd\\"' in out.read_text()
+    spec = yaml.safe_load(out.read_text())  # the step's code, unwrapped from the YAML text
+    [executor] = spec["deploymentSpec"]["executors"].values()
+    assert '"scheduler":"kubernetes,local_cwd"' in executor["container"]["command"][-1]
 
 
 @pytest.mark.parametrize(

@@ -152,6 +152,9 @@ def test_launcher_pipeline_golden(tmp_path: Path) -> None:
     assert set(publish["inputDefinitions"]["parameters"]) == {
         "msg", "times", "fail", "tether_kfp_run_id", "tether_kfp_task_name",
         "tether_kfp_task_id", "tether_kfp_pipeline_root"}
+    for name in ("comp-pair", "comp-publish", "comp-shout"):  # the job's last progress report
+        metrics = comps[name]["outputDefinitions"]["artifacts"]["tether_metrics"]
+        assert metrics["artifactType"]["schemaTitle"] == "system.Metrics"
 
     execs = spec["deploymentSpec"]["executors"]
     for name in ("exec-pair", "exec-publish", "exec-shout"):

@@ -258,3 +258,29 @@ def test_progress_shows_in_the_step_log_while_the_job_runs(
     assert seen, "the first progress report never reached the step's log while the job ran"
     assert not errors and not runner_thread.is_alive()
     assert f"[tether] progress: {LAST}" in tee.text  # the last report, read after the job ended
+
+
+def test_the_last_report_lands_in_the_steps_metrics_artifact(kfp_subprocess: Path,
+                                                            tmp_path: Path) -> None:
+    from kfp import dsl
+    from kfp.dsl import Metrics
+
+    from tests.adapters.progress_app import release_when
+
+    train = step("tests.adapters.progress_app:training", scheduler="local_cwd", launcher=FAST)
+
+    @dsl.pipeline(name="progress-metrics")
+    def pipeline(gate: str) -> Metrics:
+        return train(gate=gate).outputs["tether_metrics"]
+
+    gate = tmp_path / "gate"
+    release_when(lambda: True, gate)  # the job runs through: the artifact holds its last report
+    metrics = pipeline(gate=str(gate)).output
+
+    assert isinstance(metrics, Metrics)
+    assert metrics.metadata["loss"] == 0.125
+    assert metrics.metadata["step"] == 4 and metrics.metadata["total"] == 4
+    assert "eta_s" in metrics.metadata
+    with open(metrics.path, encoding="utf-8") as f:
+        saved = json.load(f)  # the artifact's file (what KFP uploads): the report itself
+    assert (saved["step"], saved["total"], saved["metrics"]) == (4, 4, {"loss": 0.125})

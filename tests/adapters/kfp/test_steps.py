@@ -261,6 +261,7 @@ def test_unknown_run_option_checked_when_compiling() -> None:
     ("outputs", "expected"),
     [
         (["app_handle"], "is reserved"),
+        (["tether_metrics"], "is reserved"),
         (["not-an-id"], "must be Python identifiers"),
         ({"x": set}, "has type 'set'"),
         ("message", "not a string"),

@@ -13,7 +13,8 @@ Behaviour:
   duplicate (the step holds one :class:`tether.adapters.common.JobSession`).
 * **Logs**: every replica's lines go to stdout (the step's log) as ``role/replica line``.
 * **Progress**: each new report of the job (:func:`tether.runtime.report`) goes to the
-  step's log as it comes, as ``[tether] progress: 3/10 (30%) loss=0.33 eta 12s``.
+  step's log as it comes, as ``[tether] progress: 3/10 (30%) loss=0.33 eta 12s``, and into
+  the step's ``Metrics`` output artifact ``tether_metrics`` (:mod:`.metrics`).
 * **Cancellation**: SIGTERM (KFP terminating the run) or SIGINT cancels the job; the signal is
   held back while the job is being submitted so the handle to cancel is always known.
 * **Outputs**: the job's outputs (``AppRun.add_output``) become the step's output parameters:
@@ -45,13 +46,16 @@ from tether.adapters.common import (
     materialize,
     scheduler_list,
 )
+from tether.adapters.common.progress import ProgressSink
 from tether.adapters.kfp.artifacts import artifact_values, collect_outputs
+from tether.adapters.kfp.metrics import MetricsArtifact, MetricsRecorder
 from tether.adapters.kfp.ship import ShippedSource, load_shipped
 from tether.adapters.kfp.spec import ENV_NAMESPACE, LaunchSpec
 from tether.runner import Runner, get_runner
 from tether.schedulers.capabilities import Capabilities
 from tether.specs import AppDef, SecretRef
 from tether.tracker.outputs import ENV_OUTPUTS_ROOT
+from tether.tracker.progress import Progress
 
 OUTPUTS_DIR = "tether-outputs"
 """Under the pipeline root: where launched jobs publish their outputs by default."""
@@ -269,6 +273,7 @@ def launch(
     ids: StepIds,
     sink: Callable[[str], None] = _print,
     runner: Runner | None = None,
+    on_progress: ProgressSink | None = None,
 ) -> JobResult:
     """Runs the step's job to the end: submit or re-attach, stream logs, wait.
 
@@ -278,6 +283,7 @@ def launch(
         ids: The KFP ids of this execution.
         sink: Receives log lines.
         runner: Runner to use (default: a new one).
+        on_progress: Also receives each new progress report (each goes to ``sink`` too).
 
     Returns:
         The result (whatever the final state).
@@ -304,16 +310,23 @@ def launch(
         JobSession(app, scheduler_list(spec.scheduler), cfg, key=ids.job_key(),
                    parent_run_id=ids.parent_run_id(), runner=runner) as session,
     ):
-        result = _follow(session, spec, signals, sink)
+        result = _follow(session, spec, signals, sink, on_progress)
     sink(f"{_PREFIX} {result.app_handle} finished {result.state.name}"
          + (f": {result.msg}" if result.msg and not result.succeeded else ""))
     return result
 
 
 def _follow(
-    session: JobSession, spec: LaunchSpec, signals: _StopSignals, sink: Callable[[str], None]
+    session: JobSession, spec: LaunchSpec, signals: _StopSignals, sink: Callable[[str], None],
+    on_progress: ProgressSink | None,
 ) -> JobResult:
     """Submits or re-attaches, then follows the job; a stop signal cancels it."""
+
+    def progress(p: Progress) -> None:
+        sink(f"{_PREFIX} progress: {p.format()}")
+        if on_progress is not None:
+            on_progress(p)
+
     try:
         with signals.held():
             session.submit()
@@ -327,8 +340,7 @@ def _follow(
             sink(f"{_PREFIX} secrets by reference: {', '.join(refs)}")
         # logs on a helper thread, waits in slices: a signal interrupts promptly, and a
         # log stream that outlives the job cannot hang the step
-        return session.follow(sink, poll_interval=spec.wait_interval,
-                              on_progress=lambda p: sink(f"{_PREFIX} progress: {p.format()}"))
+        return session.follow(sink, poll_interval=spec.wait_interval, on_progress=progress)
     except _Terminated as t:
         sink(f"{_PREFIX} step terminated by signal {t.signum}: cancelling "
              f"{session.app_handle or 'the job'}")
@@ -401,6 +413,7 @@ def run_step(
     task_name: str = "",
     task_id: str = "",
     pipeline_root: str = "",
+    metrics: MetricsArtifact | None = None,
 ) -> tuple[Any, ...]:
     """The body of a launcher step (called by its generated code).
 
@@ -411,6 +424,7 @@ def run_step(
         task_name: The KFP task name.
         task_id: The KFP task id.
         pipeline_root: The run's pipeline root.
+        metrics: The step's ``Metrics`` output artifact: holds the job's last report.
 
     Returns:
         The step's output parameters (see :func:`output_values`).
@@ -421,7 +435,9 @@ def run_step(
     spec = LaunchSpec.from_json(spec_json)
     root = "" if _unresolved(pipeline_root) else pipeline_root
     job_args = artifact_values(args, list(spec.artifacts))
-    result = launch(spec, job_args, StepIds(run_id, task_name, task_id, root))
+    recorder = MetricsRecorder(metrics) if metrics is not None else None
+    result = launch(spec, job_args, StepIds(run_id, task_name, task_id, root),
+                    on_progress=recorder)
     if not result.succeeded:
         raise JobFailedError(result)
     outputs = [n for n, d in spec.artifacts.items() if d == "output"]

@@ -2,7 +2,8 @@
 
 The component's function is generated: its parameters are the component's typed parameters
 (so they can be wired to pipeline parameters and upstream outputs) plus the KFP run/task ids,
-its return value the job's outputs, and its body one call to
+its return value the job's outputs, an output artifact ``tether_metrics`` (``Metrics``, the
+job's last progress report), and its body one call to
 :func:`tether.adapters.kfp.launch.run_step` with the step's :class:`LaunchSpec`. KFP ships the
 function's source in the pipeline, so the step needs only an image with tether installed
 (:class:`~tether.adapters.kfp.options.LauncherOptions`). Because it is a lightweight
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from tether.adapters.kfp.options import LauncherOptions
 from tether.adapters.kfp.signature import (
     HIDDEN_INPUTS,
+    METRICS_OUTPUT,
     RESERVED_OUTPUTS,
     StepInput,
 )
@@ -74,10 +76,10 @@ def launcher_source(
     if func_name in _RESERVED_FUNCTION_NAMES:
         func_name = f"tether_{func_name}"
     first = [i for i in inputs if i.required or i.artifact]
-    params = []
-    for i in first + [i for i in inputs if i not in first]:
-        default = "" if i in first else f" = {i.default_source()}"
-        params.append(f"{i.name}: {_type_source(i)}{default}")
+    params = [f"{i.name}: {_type_source(i)}" for i in first]
+    params.append(f"{METRICS_OUTPUT}: Output[Metrics]")  # no default: before those with one
+    params += [f"{i.name}: {_type_source(i)} = {i.default_source()}"
+               for i in inputs if i not in first]
     params += [f"{h}: str = ''" for h in HIDDEN_INPUTS]
     fields = [f"({n!r}, str)" for n in RESERVED_OUTPUTS]
     fields += [f"({n!r}, {t})" for n, t in spec.outputs]
@@ -93,6 +95,7 @@ def launcher_source(
         f"        {spec.to_json()!r},\n"
         f"        {args_dict},\n"
         f"        {hidden},\n"
+        f"        metrics={METRICS_OUTPUT},\n"
         "    )\n"
     )
 
@@ -105,10 +108,9 @@ def _define(source: str, func_name: str) -> Callable[..., Any]:
         "NamedTuple": typing.NamedTuple, "List": typing.List, "Dict": typing.Dict,  # noqa: UP006
         "Optional": typing.Optional, "__name__": "tether_kfp_generated",
     }
-    if "Input[" in source or "Output[" in source:
-        import kfp.dsl
+    import kfp.dsl  # every launcher step has an output artifact (its Metrics)
 
-        namespace.update({n: getattr(kfp.dsl, n) for n in dir(kfp.dsl) if n[:1].isupper()})
+    namespace.update({n: getattr(kfp.dsl, n) for n in dir(kfp.dsl) if n[:1].isupper()})
     exec(compile(source, filename, "exec", dont_inherit=True), namespace)  # noqa: S102 - our own generated code
     fn: Callable[..., Any] = namespace[func_name]
     return fn

@@ -32,6 +32,10 @@ OUTPUTS_OUTPUT = "outputs"
 RESERVED_OUTPUTS = (HANDLE_OUTPUT, OUTPUTS_OUTPUT)
 """Outputs every launcher step has: the job's handle and all its outputs as a JSON object."""
 
+METRICS_OUTPUT = "tether_metrics"
+"""The ``Metrics`` output artifact every launcher step has: the metrics, step and total of
+the job's last progress report (:func:`tether.runtime.report`)."""
+
 _SCALAR_TEXT = {str: "str", int: "int", float: "float", bool: "bool"}
 OUTPUT_TYPES: dict[str, type] = {
     "str": str, "int": int, "float": float, "bool": bool, "list": list, "dict": dict,
@@ -148,10 +152,10 @@ def step_inputs(params: Sequence[Any]) -> list[StepInput]:
     """
     out: list[StepInput] = []
     for p in params:
-        if p.name in HIDDEN_INPUTS:
+        if p.name in HIDDEN_INPUTS or p.name == METRICS_OUTPUT:
             raise ValueError(
                 f"parameter {p.name!r} clashes with an input KFP steps reserve for themselves "
-                f"({', '.join(HIDDEN_INPUTS)}); rename it"
+                f"({', '.join((*HIDDEN_INPUTS, METRICS_OUTPUT))}); rename it"
             )
         if p.kind == "varargs":
             annotation, text = _typing_of(p.base, "list", str)
@@ -207,10 +211,10 @@ def parse_outputs(outputs: Mapping[str, Any] | Sequence[str] | None) -> list[tup
                 f"output name {name!r} is not allowed: KFP output names must be Python "
                 "identifiers (letters, digits, _)"
             )
-        if name in RESERVED_OUTPUTS:
+        if name in RESERVED_OUTPUTS or name == METRICS_OUTPUT:
             raise ValueError(
                 f"output name {name!r} is reserved: every launcher step has the outputs "
-                f"{', '.join(RESERVED_OUTPUTS)}"
+                f"{', '.join((*RESERVED_OUTPUTS, METRICS_OUTPUT))}"
             )
         if name in seen:
             raise ValueError(f"output {name!r} is declared twice")
