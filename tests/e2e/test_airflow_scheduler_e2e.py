@@ -414,14 +414,19 @@ def test_deferred_logs_are_live_and_secrets_never_logged(airflow: Deployment) ->
 
 def test_progress_reports_show_in_the_task_log_while_the_job_runs(airflow: Deployment) -> None:
     """``tether.runtime.report`` from the job: the running task (the worker) and the deferred
-    one (the triggerer) write each report into the task log while the job waits for its gate;
-    the last report becomes the XCom ``tether_progress``."""
+    one (the triggerer) write each report into the task log and the XCom ``tether_progress``
+    while the job waits for its gate; the last report stays in the XCom."""
     run = airflow.trigger("tether_e2e_progress")
     for task in ("sync", "deferred"):
         handle = airflow.wait_running_job(run, task)
         airflow.wait(f"the first report in the log of {task}",
                      lambda t=task: "tether progress: 1/4 (25%) loss=0.5" in airflow.log(
                          run, t, 1))
+        # the XCom holds the report while the job runs (the worker's, the triggerer's push)
+        live = airflow.wait(f"the first report as the XCom of {task}",
+                            lambda t=task: airflow.xcom(run, t, "tether_progress"))
+        assert (live["step"], live["total"], live["metrics"]) == (1, 4, {"loss": 0.5}), live
+        assert live["text"] == "1/4 (25%) loss=0.5", live
         assert airflow.state(handle) == AppState.RUNNING  # its gate is closed: it cannot end
         if task == "deferred":
             assert "tether progress: 1/4" in airflow.log_files(run, task)  # the trigger's log

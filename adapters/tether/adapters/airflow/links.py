@@ -1,4 +1,12 @@
-"""The operator extra link: a button on the task that opens the job in its scheduler's UI."""
+"""The operator extra link and the XComs a tether task shows while its job runs.
+
+The link is a button on the task that opens the job in its scheduler's UI. Airflow 3 records
+an operator's links (as the XCom ``_link_<class>``) only when the task's process ends or
+defers, so a task that follows its job in the worker pushes that XCom itself as soon as the
+job has a UI URL (:func:`publish_link`): the button works while the job runs. Each new
+progress report of the job replaces the XCom ``tether_progress`` as it comes
+(:func:`progress_value`), from the worker or, for a deferred task, the triggerer.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +16,9 @@ from airflow.sdk import BaseOperatorLink
 
 if TYPE_CHECKING:
     from airflow.sdk import BaseOperator
-    from airflow.sdk.types import TaskInstanceKey
+    from airflow.sdk.types import RuntimeTaskInstanceProtocol, TaskInstanceKey
+
+    from tether.tracker.progress import Progress
 
 XCOM_APP_HANDLE = "app_handle"
 """XCom key of the job's app handle (pushed right after submission)."""
@@ -20,7 +30,8 @@ XCOM_UI_URL = "ui_url"
 """XCom key of the job's UI URL (None when the scheduler has no UI)."""
 
 XCOM_PROGRESS = "tether_progress"
-"""XCom key of the job's last progress report (``tether.runtime.report``), when it reported."""
+"""XCom key of the job's latest progress report (``tether.runtime.report``): replaced by each
+new report while the job runs, the last one when the task ends."""
 
 RESERVED_XCOM_KEYS = frozenset({XCOM_APP_HANDLE, XCOM_STATE, XCOM_UI_URL, XCOM_PROGRESS})
 
@@ -55,3 +66,20 @@ class TetherJobLink(BaseOperatorLink):
             except Exception:  # no XCom backend reachable (e.g. outside a task)
                 url = None
         return str(url) if url else ""
+
+
+def publish_link(ti: RuntimeTaskInstanceProtocol, url: str | None) -> None:
+    """Records the job's UI URL as the task's link now, not only when the task ends.
+
+    Args:
+        ti: The running task instance.
+        url: The job's UI URL (nothing is recorded without one).
+    """
+    if url:
+        ti.xcom_push(key=TetherJobLink().xcom_key, value=url)
+
+
+def progress_value(progress: Progress) -> dict[str, Any]:
+    """The ``tether_progress`` XCom of a report: ``Progress.to_dict()`` plus its one-line
+    form (``text``: ``3/10 (30%) loss=0.33 eta 12s``)."""
+    return {**progress.to_dict(), "text": progress.format()}

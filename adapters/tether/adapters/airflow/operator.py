@@ -74,6 +74,8 @@ from tether.adapters.airflow.links import (
     XCOM_STATE,
     XCOM_UI_URL,
     TetherJobLink,
+    progress_value,
+    publish_link,
 )
 from tether.adapters.airflow.rendering import render_operator
 from tether.adapters.airflow.trigger import XCOM_LOG_CURSOR
@@ -345,12 +347,14 @@ class ComponentOperator(BaseOperator):
             status = self._publish_start(context, session)
             if self.deferrable and (status is None or not status.is_terminal()):
                 self._defer(handle, context, lifecycle)
-            result = self._follow(session, lifecycle)
+            result = self._follow(session, lifecycle, context["ti"])
         return self._finish(context, result)
 
-    def _show_progress(self, progress: Progress) -> None:
-        """Writes a progress report of the job into the task log."""
+    def _show_progress(self, ti: Any, progress: Progress) -> None:
+        """Writes a progress report of the job into the task log and the XCom
+        ``tether_progress`` (replacing the report before it)."""
         self.log.info("tether progress: %s", progress.format())
+        ti.xcom_push(key=XCOM_PROGRESS, value=progress_value(progress))
 
     def _publish_start(self, context: Context, session: JobSession) -> AppStatus | None:
         """Pushes the ``app_handle`` XCom, and ``ui_url`` when the job has a UI.
@@ -365,9 +369,10 @@ class ComponentOperator(BaseOperator):
         if status is not None and status.ui_url:
             self.job_ui_url = status.ui_url
             ti.xcom_push(key=XCOM_UI_URL, value=status.ui_url)
+            publish_link(ti, status.ui_url)  # the task's button works while the job runs
         return status
 
-    def _follow(self, session: JobSession, lifecycle: TryLifecycle) -> JobResult:
+    def _follow(self, session: JobSession, lifecycle: TryLifecycle, ti: Any) -> JobResult:
         """Follows the job here; the execution_timeout cancels it."""
         from airflow.sdk.exceptions import AirflowTaskTimeout
 
@@ -376,7 +381,7 @@ class ComponentOperator(BaseOperator):
         try:
             return session.follow(sink=self.log.info if self.stream_logs else None,
                                   poll_interval=self.wait_interval,
-                                  on_progress=self._show_progress)
+                                  on_progress=lambda p: self._show_progress(ti, p))
         except AirflowTaskTimeout:
             self._stopped = True
             self.log.error("execution_timeout reached: cancelling tether job %s",
@@ -483,7 +488,8 @@ class ComponentOperator(BaseOperator):
         ti.xcom_push(key=XCOM_STATE, value=result.state.name)
         ti.xcom_push(key=XCOM_UI_URL, value=result.ui_url)
         if result.progress is not None:
-            ti.xcom_push(key=XCOM_PROGRESS, value=result.progress)
+            ti.xcom_push(key=XCOM_PROGRESS, value=progress_value(
+                Progress.from_dict(result.progress)))
         self.log.info("tether job %s finished %s", result.app_handle, result.state.name)
         if self._try is not None:
             self._try.record(result)

@@ -33,6 +33,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from tether.adapters.airflow.attempts import kill_cancels_job, ti_state
+from tether.adapters.airflow.links import XCOM_PROGRESS, progress_value
 from tether.adapters.common import (
     AsyncJobSession,
     CursorStore,
@@ -236,8 +237,15 @@ class TetherJobTrigger(BaseTrigger):
         )
 
     def _show_progress(self, progress: Progress) -> None:
-        """Writes a progress report of the job into the task log."""
+        """Writes a progress report of the job into the task log and the task's XCom
+        ``tether_progress`` (in a worker thread of the triggerer)."""
         self.log.info("tether progress: %s", progress.format())
+        if not self._has_ti():
+            return
+        from airflow.sdk.execution_time.xcom import XCom
+
+        XCom.set(key=XCOM_PROGRESS, value=progress_value(progress), dag_id=str(self.dag_id),
+                 task_id=str(self.task_id), run_id=str(self.run_id), map_index=self.map_index)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Streams logs and follows the job until it is final, then yields one event (none

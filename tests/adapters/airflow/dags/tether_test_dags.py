@@ -403,3 +403,18 @@ with DAG("tether_t_slurm_remote", schedule=None, start_date=START, catchup=False
         deferrable=True,
         wait_interval=0.5,
     )
+
+with DAG("tether_t_live_link", schedule=None, start_date=START, catchup=False,
+         params={"gate": Param("/nonexistent", type="string")}) as live_link_dag:
+    # a Ray job (the dashboard is its UI) that runs until the test creates its gate file; the
+    # Ray head's address comes from $TETHER_RAY_ADDRESS
+    ComponentOperator(
+        task_id="on_ray",
+        component="utils.sh",
+        component_args=["echo job-is-waiting-for-its-gate; "
+                        "while [ ! -e {{ params.gate }} ]; do sleep 0.2; done"],
+        scheduler="ray",
+        cfg={"python": sys.executable},
+        deferrable=False,
+        wait_interval=0.5,
+    )
