@@ -94,3 +94,21 @@ def test_format() -> None:
     p = Progress(step=1, total=3, metrics={"loss": 1.5}, eta_s=65.0, time=5.0, seq=2)
     assert Progress.from_dict(json.loads(json.dumps(p.to_dict()))) == p
 
+
+
+def test_a_tracker_that_fails_never_fails_the_job(
+        url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from tether.tracker.app_run import clear_cache
+
+    monkeypatch.setenv("TETHER_JOB_ID", "local_cwd://tether/app-1")
+    monkeypatch.setenv("TETHER_TRACKERS", "no_such_tracker")
+    clear_cache()
+    try:
+        assert report(step=1, total=3, loss=1.0)
+        assert report(step=3, total=3, loss=0.5)
+    finally:
+        clear_cache()
+    got = read_progress(url)  # the report itself is written
+    assert got is not None and got.step == 3
+    warnings = [r for r in caplog.records if "cannot record the progress report" in r.message]
+    assert len(warnings) == 1 and "no_such_tracker" in warnings[0].getMessage()

@@ -10,7 +10,9 @@ Inside a job launched by tether::
 
 Each report replaces the previous one in the app's outputs folder (the channel of job
 outputs, ``$TETHER_OUTPUTS_URL``); ``Runner.progress(handle)``, ``tether status`` and the
-Airflow, Prefect and KFP adapters show the latest. Calling it every step is cheap: at most one
+Airflow, Prefect and KFP adapters show the latest; the job's trackers (``$TETHER_TRACKERS``)
+record each written report (MLflow: each metric at the report's step). Calling it every step
+is cheap: at most one
 report per ``$TETHER_PROGRESS_INTERVAL`` seconds (default 1) is written; the others are kept
 and the latest is written by the next report that is due, by ``flush=True``, or when the
 process exits. The first report and the one that reaches ``total`` are always written. Only
@@ -28,6 +30,7 @@ import time
 from typing import Any
 
 from tether.runtime.distributed import rank
+from tether.tracker.env import ENV_JOB_ID
 from tether.tracker.outputs import ENV_OUTPUTS_URL
 from tether.tracker.progress import Progress, check_report, write_progress
 
@@ -49,6 +52,7 @@ class _Reporter:
         self.pending: tuple[str, Progress] | None = None
         self.first: tuple[float, int] | None = None  # (time, step) of the first step reported
         self.registered = False
+        self.track_failed = False
 
     def eta(self, now: float, step: int | None, total: int | None) -> float | None:
         if step is None or not total:
@@ -74,6 +78,7 @@ class _Reporter:
             self.pending = None
             self.last_write = progress.time
         write_progress(url, progress)
+        self.track(progress)
         return True
 
     def flush(self) -> None:
@@ -84,6 +89,22 @@ class _Reporter:
                 write_progress(*pending)
             except Exception as e:  # at exit: never turn a finished job into a failure
                 log.warning("cannot write the last progress report: %s", e)
+                return
+            self.track(pending[1])
+
+    def track(self, progress: Progress) -> None:
+        """Records a written report in the job's trackers; a tracker that fails is logged
+        (once) and never fails the job."""
+        if not os.environ.get(ENV_JOB_ID):
+            return
+        try:
+            from tether.tracker.app_run import AppRun
+
+            AppRun.run_from_env().add_progress(progress.to_dict())
+        except Exception as e:
+            if not self.track_failed:
+                log.warning("cannot record the progress report in the trackers: %s", e)
+            self.track_failed = True
 
 
 _reporter = _Reporter()

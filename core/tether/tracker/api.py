@@ -204,6 +204,27 @@ class TrackerBase(abc.ABC):
             run_id: The run.
         """
 
+    def add_progress(self, run_id: str, report: Mapping[str, Any]) -> None:  # noqa: B027
+        """Records a progress report of the run (:func:`tether.runtime.report`), replacing
+        the one before it. The default records nothing.
+
+        Args:
+            run_id: The run.
+            report: ``Progress.to_dict()``: ``step``, ``total``, ``metrics`` (name to
+                number), ``eta_s``, ``time`` (seconds since the epoch) and ``seq``.
+        """
+
+    def progress(self, run_id: str) -> Mapping[str, Any] | None:
+        """The run's latest progress report (as given to :meth:`add_progress`).
+
+        Args:
+            run_id: The run.
+
+        Returns:
+            The report, or None when the run recorded none (always None by default).
+        """
+        return None
+
 
 def check_run_id(run_id: str) -> None:
     """Rejects run ids that cannot name a run.

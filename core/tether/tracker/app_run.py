@@ -239,6 +239,16 @@ class AppRun:
         for backend in self._backends.values():
             backend.add_source(self._job_id, source_id, artifact_name)
 
+    def add_progress(self, report: Mapping[str, Any]) -> None:
+        """Records a progress report of this run in every backend, replacing the one before
+        (:func:`tether.runtime.report` calls it for each report it writes).
+
+        Args:
+            report: ``Progress.to_dict()`` (step, total, metrics, eta_s, time, seq).
+        """
+        for backend in self._backends.values():
+            backend.add_progress(self._job_id, report)
+
     def add_output(self, name: str, value: Any) -> str:
         """Publishes a small named output for the caller (``Runner.outputs(handle)``).
 

@@ -7,6 +7,7 @@ default ``<state dir>/tracker``. Layout under the URL::
     runs/<run>/metadata/<t>-<uid>.json  one add_metadata call: {"key": value, ...}
     runs/<run>/artifacts/<t>-<uid>.json one add_artifact call: {"name", "path", "metadata"}
     runs/<run>/sources/<digest>.json    {"source_run_id", "artifact_name"} (idempotent)
+    runs/<run>/progress.json            the latest progress report, replaced by each one
     children/<parent>/<run>             reverse index of sources: the run id, for lineage
 
 ``<run>`` is the run id with every character other than letters, digits, ``_`` and ``-``
@@ -49,6 +50,7 @@ log: logging.Logger = logging.getLogger(__name__)
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 _MAX_NAME = 200
 _RUN_FILE = "run.json"
+_PROGRESS_FILE = "progress.json"
 
 
 def encode_run_id(run_id: str) -> str:
@@ -214,6 +216,12 @@ class FsspecTracker(TrackerBase):
         if md:
             self._put(self._run_dir(run_id, "metadata", _stamp()), to_json(md, "metadata"))
 
+    def add_progress(self, run_id: str, report: Mapping[str, Any]) -> None:
+        """See :meth:`TrackerBase.add_progress` (one file, replaced: no history)."""
+        data = to_json(dict(report), "progress report")
+        self.ensure_run(run_id)
+        self._put(self._run_dir(run_id, _PROGRESS_FILE), data)
+
     def add_artifact(
         self,
         run_id: str,
@@ -245,6 +253,14 @@ class FsspecTracker(TrackerBase):
         for doc in self._read_docs(self._run_dir(run_id, "metadata")):
             out.update(doc)
         return out
+
+    def progress(self, run_id: str) -> Mapping[str, Any] | None:
+        """See :meth:`TrackerBase.progress`."""
+        try:
+            doc = json.loads(self._fs.cat_file(self._run_dir(run_id, _PROGRESS_FILE)))
+        except (FileNotFoundError, ValueError):
+            return None
+        return doc if isinstance(doc, dict) else None
 
     def artifacts(self, run_id: str) -> Mapping[str, TrackerArtifact]:
         """See :meth:`TrackerBase.artifacts`."""

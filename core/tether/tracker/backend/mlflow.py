@@ -14,6 +14,8 @@ Mapping onto MLflow:
   components name apps; read from ``$TETHER_APP_NAME``), else the config's ``experiment``,
   else ``tether``. Reads look in every experiment.
 * Metadata are tags ``tether.md.<key>`` (JSON values; tags, unlike params, can be updated);
+  a progress report's metrics are MLflow metrics at the report's step (so MLflow keeps
+  their history and charts them), the latest report the tag ``tether.progress``;
   artifacts are references in tags ``tether.artifact.<digest>``; sources are tags
   ``tether.source.<digest>`` plus ``tether.child_of.<digest of the source>`` for finding
   children.
@@ -68,6 +70,7 @@ TAG_MD_PREFIX = "tether.md."
 TAG_ARTIFACT_PREFIX = "tether.artifact."
 TAG_SOURCE_PREFIX = "tether.source."
 TAG_CHILD_OF_PREFIX = "tether.child_of."
+TAG_PROGRESS = "tether.progress"
 CONFIG_KEYS = ("experiment", "artifact_location")
 ENV_ALLOW_FILE_STORE = "MLFLOW_ALLOW_FILE_STORE"
 
@@ -396,6 +399,22 @@ class MLflowTracker(TrackerBase):
         value = to_json(doc, f"metadata of artifact {name!r}")
         self._set_tags(run_id, {f"{TAG_ARTIFACT_PREFIX}{_digest(name)}": value})
 
+    def add_progress(self, run_id: str, report: Mapping[str, Any]) -> None:
+        """See :meth:`TrackerBase.add_progress`: each metric is logged at the report's step
+        (its ``seq`` when it has none) and time; the report replaces the tag
+        ``tether.progress``."""
+        from mlflow.entities import Metric, RunTag
+
+        tag = RunTag(TAG_PROGRESS, to_json(dict(report), "progress report"))
+        step = report.get("step")
+        step = int(step if step is not None else report.get("seq") or 0)
+        stamp = int(float(report.get("time") or time.time()) * 1000)
+        metrics = [Metric(str(k), float(v), stamp, step)
+                   for k, v in (report.get("metrics") or {}).items()]
+        mid = self._mlflow_id(run_id, create=True)
+        assert mid is not None
+        _retry_locked(lambda: self._client.log_batch(mid, metrics=metrics, tags=[tag]))
+
     def add_source(self, run_id: str, source_id: str, artifact_name: str | None = None) -> None:
         """See :meth:`TrackerBase.add_source`."""
         check_run_id(source_id)
@@ -410,6 +429,15 @@ class MLflowTracker(TrackerBase):
         )
 
     # ---- reads -------------------------------------------------------------------------
+    def progress(self, run_id: str) -> Mapping[str, Any] | None:
+        """See :meth:`TrackerBase.progress`."""
+        raw = self._tags(run_id).get(TAG_PROGRESS)
+        try:
+            doc = json.loads(raw) if raw else None
+        except ValueError:
+            return None
+        return doc if isinstance(doc, dict) else None
+
     def metadata(self, run_id: str) -> Mapping[str, Any]:
         """See :meth:`TrackerBase.metadata`."""
         out: dict[str, Any] = {}
