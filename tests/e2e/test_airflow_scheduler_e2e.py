@@ -149,6 +149,15 @@ class Deployment:
         except AssertionError as e:  # say what Airflow was doing: the TI and its DAG run
             raise AssertionError(f"{e}\n{self.doing(run, seen[-1] if seen else None)}") from None
 
+    def wait_run_state(self, run: Run, states: tuple[str, ...]) -> None:
+        """Waits until the DAG run itself is in one of ``states``."""
+        path = f"/api/v2/dags/{run.dag_id}/dagRuns/{run.run_id}"
+        try:
+            self.wait(f"DAG run {run.dag_id}/{run.run_id} in {states}",
+                      lambda: self.stack.get(path).get("state") in states)
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{self.doing(run, None)}") from None
+
     def doing(self, run: Run, ti: dict[str, Any] | None) -> str:
         """The task instance and DAG run as the REST API last showed them (a failed wait)."""
         keys = ("state", "try_number", "queued_when", "scheduled_when", "start_date",
@@ -250,6 +259,12 @@ def test_clear_after_success_runs_a_new_job(airflow: Deployment) -> None:
     first = airflow.xcom(run, "quick", "app_handle")
     assert str(airflow.xcom(run, "quick", "try")) == "1"
 
+    # Clear once the DAG run has finished, as a user clears a finished run. A clear that lands
+    # between the task's success and the scheduler marking the run success leaves the run
+    # running (Airflow re-queues only finished runs); on sqlite (no row locks) the scheduler,
+    # which read the task as succeeded, then marks the run success with the cleared task
+    # never scheduled: try 2 never comes (the timeout this test once hit).
+    airflow.wait_run_state(run, ("success",))
     airflow.clear(run, "quick")
     airflow.wait_state(run, "quick", ("success",), try_number=2)
 
