@@ -9,6 +9,11 @@ Retries the engine lacks (``Scheduler.reconcile``) are driven by change: a follo
 reconciles an app when the scheduler says work is due (``DescribeAppResponse.actions_due``:
 a restart or a stop it planned) and once at the end; a reconcile that fails is retried every
 ``wait_interval`` until one succeeds. An app whose state does not change costs nothing.
+
+A backend that cannot be read is not waited on in silence: when the hub reports that an
+app's view keeps failing (its :class:`~tether.schedulers.watch.FailurePolicy`: 5 failed reads
+over 2 minutes by default), the follower raises
+:class:`~tether.schedulers.watch.WatchReadError`, naming the backend and its last error.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from tether.schedulers.watch import (
     JobEvent,
     Subscription,
     WatchHub,
+    WatchReadError,
     get_hub,
 )
 from tether.specs import AppHandle, AppStatus
@@ -43,6 +49,17 @@ log: logging.Logger = logging.getLogger(__name__)
 def _app_event(ev: JobEvent) -> AppEvent:
     handle = str(ev.ref)
     return AppEvent(handle, ev.state, ev.status(), ev.msg, ev.final, ev.previous)
+
+
+def _readable(ev: JobEvent) -> JobEvent:
+    """The event, unless it says the app's view cannot be read (then raised)."""
+    if ev.error is None:
+        return ev
+    raise WatchReadError(
+        f"cannot follow {ev.ref}: {ev.error.describe()}; its state is unknown (check that "
+        f"{ev.key.backend} is reachable and the credentials valid, then wait again)",
+        backend=ev.key.backend,
+    )
 
 
 def _confirmed(pool: SchedulerPool, ev: JobEvent) -> AppEvent:
@@ -171,6 +188,9 @@ class AppWatch:
 
         Returns:
             The change, or None when none came (or every app is final already).
+
+        Raises:
+            WatchReadError: When an app's backend view cannot be read (see the module docs).
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         tracker = self._tracker
@@ -189,6 +209,7 @@ class AppWatch:
                 if tracker is not None:
                     tracker.tick()
                 continue
+            _readable(ev)
             due = ev.response is not None and ev.response.actions_due
             if due or (ev.final and not ev.gone):
                 self._reconciler.run(str(ev.ref))
@@ -291,6 +312,7 @@ async def awatch(
                 if tracker is not None:
                     await asyncio.to_thread(tracker.tick)
                 continue
+            _readable(ev)
             due = ev.response is not None and ev.response.actions_due
             if due or (ev.final and not ev.gone):
                 await asyncio.to_thread(reconciler.run, str(ev.ref))

@@ -2,16 +2,18 @@
 
 :func:`follow_target` puts an app in the view of its (kubeconfig, context, namespace). The
 view's :class:`KubeReader` runs one :class:`Reflector` per kind tether reads (Jobs, pods,
-and the gang objects where the cluster serves them): a label-selected list, then a watch from
-its ``resourceVersion`` that keeps a cache of the objects; a watch that ends is reopened from
-the last version seen (bookmarks keep it fresh), ``410 Gone`` relists, and errors, 429 and
-5xx answers reconnect with backoff and jitter, never sooner than the apiserver's
-``Retry-After`` asks. Reads of the view analyze the cached objects
-with the same :func:`~tether.schedulers.kubernetes.status.analyze` as ``describe``: no
-request per app. An app the cache does not show is confirmed with :func:`fetch_app`, and
-so is an app the cache shows ended: the Job and pod watches are separate streams, and after a
-reconnect the Job's end can arrive before its pods' (the failure message would then be the
-Job's ``BackoffLimitExceeded`` instead of the container's exit code). One read per app end.
+and the gang objects where the cluster serves them): a label-selected list, then a watch
+from its ``resourceVersion`` that keeps a cache of the objects; a watch that ends is
+reopened from the last version seen (bookmarks keep it fresh), ``410 Gone`` relists, and
+errors, 429 and 5xx answers reconnect with backoff and jitter, never sooner than the
+apiserver's ``Retry-After`` asks. While a kind's list or watch cannot be reopened, reads of
+the view fail with its error (the hub tells the followers when that lasts). Reads of the
+view analyze the cached objects with the same
+:func:`~tether.schedulers.kubernetes.status.analyze` as ``describe``: no request per app. An
+app the cache does not show is confirmed with :func:`fetch_app`, and so is an app the cache
+shows ended: the Job and pod watches are separate streams, and after a reconnect the Job's
+end can arrive before its pods' (the failure message would then be the Job's
+``BackoffLimitExceeded`` instead of the container's exit code). One read per app end.
 """
 
 from __future__ import annotations
@@ -100,6 +102,7 @@ class Reflector:
         self.by_app: dict[str, dict[str, dict[str, Any]]] = {}
         self.synced = threading.Event()
         self.served = True
+        self.error: KubernetesApiError | None = None  # why the stream is down, until reopened
         self.lists = 0
         self.watches = 0
         self._api = api
@@ -169,11 +172,17 @@ class Reflector:
                 if self.optional and e.status in (403, 404, 405) and not self.synced.is_set():
                     self._not_served(e)
                     return
+                self._down(e)
                 self._stopped.wait(self._pause(backoff, e))
             except Exception as e:  # a dropped stream, a refused connection
                 if self._stopped.is_set():
                     return
+                self._down(e)
                 self._stopped.wait(self._pause(backoff, e))
+
+    def _down(self, e: Exception) -> None:
+        status = e.status if isinstance(e, KubernetesApiError) else 0
+        self.error = KubernetesApiError(status, f"the {self.kind} watch of {self.path}: {e}")
 
     def _pause(self, backoff: Backoff, e: Exception) -> float:
         pause = backoff.next()
@@ -214,6 +223,7 @@ class Reflector:
                 self._put(name, item)
         self._rv = rv
         self._listed = True
+        self.error = None
         self.synced.set()
         self._changed(None)
 
@@ -244,6 +254,7 @@ class Reflector:
         )
         with self._lock:
             self._resp = resp
+        self.error = None
         try:
             buf = b""
             for chunk in resp.stream(65536, decode_content=True):
@@ -434,7 +445,15 @@ class KubeReader:
 
         Returns:
             The apps with objects in the cache.
+
+        Raises:
+            KubernetesApiError: While a kind's list or watch cannot be reopened (the cache
+                may be stale, or was never filled).
         """
+        for ref in self.reflectors.values():
+            down = ref.error
+            if down is not None:  # a new exception each time: a traceback that never grows
+                raise KubernetesApiError(down.status, str(down))
         if not all(r.synced.is_set() for r in self.reflectors.values()):
             return None
         wanted = {app_id.partition(":")[2]: app_id for app_id in app_ids}

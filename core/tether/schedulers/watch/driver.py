@@ -3,18 +3,22 @@
 Each round reads every followed job of the view at once (:meth:`Reader.read`); a job the
 read does not show is not finished: when two reads in a row miss it, one direct read
 (:meth:`Reader.confirm`) decides, and only a backend that says "no such job" ends it. A read
-that fails publishes nothing (the last known state stands) and is retried with backoff.
+that fails publishes nothing (the last known state stands) and is retried with backoff; so is
+a reader that cannot be made or started. Reads that keep failing past the view's
+:class:`~tether.schedulers.watch.events.FailurePolicy` are reported (a
+:class:`~tether.schedulers.watch.events.ViewError`) at each failure until one succeeds.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from tether.schedulers.api import DescribeAppResponse
 from tether.schedulers.watch.backoff import Backoff
-from tether.schedulers.watch.events import FollowTarget, Reader
+from tether.schedulers.watch.events import FailurePolicy, FollowTarget, Reader, ViewError
 
 log: logging.Logger = logging.getLogger(__name__)
 
@@ -25,6 +29,59 @@ RECHECK_S = 0.5
 """The pause before the next read while a job waits for its confirmation."""
 
 Publish = Callable[[str, "DescribeAppResponse | None"], None]
+Report = Callable[["ViewError | None"], None]
+
+
+class FailureStreak:
+    """Counts a view's failed reads in a row and says when they pass the policy.
+
+    Args:
+        target: The view.
+        policy: When failures are reported.
+        clock: The monotonic clock (seconds).
+    """
+
+    def __init__(
+        self,
+        target: FollowTarget,
+        policy: FailurePolicy,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._target = target
+        self._policy = policy
+        self._clock = clock
+        self.failures = 0
+        self._since = 0.0
+        self.reported = False
+
+    def failed(self, error: BaseException) -> ViewError | None:
+        """Counts one failed read.
+
+        Args:
+            error: Why it failed.
+
+        Returns:
+            The error to report, once past the policy; None while it may be a blip.
+        """
+        now = self._clock()
+        if self.failures == 0:
+            self._since = now
+        self.failures += 1
+        seconds = now - self._since
+        if self.failures < self._policy.failures or seconds < self._policy.seconds:
+            return None
+        self.reported = True
+        text = str(error) or type(error).__name__
+        return ViewError(self._target.key, text, self.failures, seconds)
+
+    def succeeded(self) -> bool:
+        """Forgets the failures after a read that succeeded.
+
+        Returns:
+            Whether an error had been reported (its followers must hear it is over).
+        """
+        was, self.reported, self.failures = self.reported, False, 0
+        return was
 
 
 class Driver:
@@ -34,6 +91,9 @@ class Driver:
         target: Where and how often to read (the reader is built in the thread).
         followed: Returns the ids the view follows now (not yet final).
         publish: Receives each job's read, or None for a job confirmed gone.
+        report: Receives a :class:`ViewError` at each failed read past ``policy``, and None
+            after the next read that succeeded.
+        policy: When failed reads are reported.
     """
 
     def __init__(
@@ -41,10 +101,14 @@ class Driver:
         target: FollowTarget,
         followed: Callable[[], frozenset[str]],
         publish: Publish,
+        report: Report = lambda error: None,
+        policy: FailurePolicy = FailurePolicy(),  # noqa: B008 (frozen: shared safely)
     ) -> None:
         self.target = target
         self._followed = followed
         self._publish = publish
+        self._report = report
+        self._streak = FailureStreak(target, policy)
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self._reader: Reader | None = None
@@ -97,20 +161,22 @@ class Driver:
     def _run(self) -> None:
         backoff = Backoff()
         try:
-            self._reader = self.target.make_reader()
-            self._reader.start(self.wake)
-            self._ready.set()
             while not self._stopped.is_set():
                 pause = self.target.interval
                 try:
-                    if self._round(self._reader):
+                    if self._round(self._open()):
                         pause = min(pause, RECHECK_S)
                     backoff.reset()
+                    if self._streak.succeeded():
+                        self._report(None)
                 except Exception as e:  # a failed read publishes nothing; retried later
                     pause = backoff.next()
                     log.warning(
                         "reading %s failed (%s); again in %.1f s", self.target.key, e, pause
                     )
+                    error = self._streak.failed(e)
+                    if error is not None:
+                        self._report(error)
                 self._wake.wait(pause)
                 self._wake.clear()
         except Exception:
@@ -118,6 +184,19 @@ class Driver:
         finally:
             if self._reader is not None:
                 self._reader.stop()
+
+    def _open(self) -> Reader:
+        """The view's reader, made and started on first use (again after a failed start)."""
+        if self._reader is None:
+            reader = self.target.make_reader()
+            try:
+                reader.start(self.wake)
+            except BaseException:
+                reader.stop()
+                raise
+            self._reader = reader
+            self._ready.set()
+        return self._reader
 
     def _round(self, reader: Reader) -> bool:
         """One read of every followed job; returns whether a job awaits confirmation."""

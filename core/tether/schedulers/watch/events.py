@@ -13,6 +13,7 @@ from collections.abc import Callable, Collection, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from tether.errors import BackendError, BackendErrorKind
 from tether.schedulers.api import DescribeAppResponse
 from tether.specs import AppState, AppStatus
 from tether.specs.status import is_terminal
@@ -75,6 +76,67 @@ class FollowTarget:
     interval: float
 
 
+@dataclass(frozen=True)
+class FailurePolicy:
+    """When a view's failing reads stop being a blip and become an error its followers hear.
+
+    Reads that fail are retried with backoff, silently to subscribers; once they have failed
+    ``failures`` times in a row over at least ``seconds`` seconds, every job of the view gets
+    a non-final event carrying a :class:`ViewError` (and again whenever the error's text
+    changes), until a read succeeds. Both bounds must be passed: a few quick failures (a
+    dropped connection) or one slow one (a long timeout) stay silent.
+
+    Attributes:
+        failures: Failed reads in a row (at least 1).
+        seconds: Seconds since the first of them.
+    """
+
+    failures: int = 5
+    seconds: float = 120.0
+
+
+@dataclass(frozen=True)
+class ViewError:
+    """A view whose reads have failed past its :class:`FailurePolicy`.
+
+    Attributes:
+        key: The view.
+        error: The last failure, as the backend put it.
+        failures: Failed reads in a row.
+        seconds: Seconds since the first of them.
+    """
+
+    key: WatchKey
+    error: str
+    failures: int = field(compare=False)
+    seconds: float = field(compare=False)
+
+    def describe(self) -> str:
+        """A sentence naming the backend, the view and the last error."""
+        return (
+            f"reading {self.key.backend} jobs ({self.key}) has failed {self.failures} times "
+            f"in a row for {self.seconds:.0f} s; last error: {self.error}"
+        )
+
+
+class WatchReadError(BackendError):
+    """A followed job cannot be read: its backend view's reads keep failing.
+
+    Raised by followers (``Runner.wait``/``watch``) that hear a :class:`ViewError`; the
+    message names the job, the backend and its last error. Nothing is known of the job's
+    state: it may still run (follow it again, or read it, once the backend is back).
+
+    Args:
+        message: The message.
+        backend: The backend.
+    """
+
+    kind: BackendErrorKind = "connection"
+
+    def __init__(self, message: str, backend: str) -> None:
+        super().__init__(message, backend=backend)
+
+
 GONE_MSG = "the app no longer exists on {backend} (deleted outside tether?)"
 
 
@@ -91,6 +153,9 @@ class JobEvent:
         response: The backend's description (None when the job is gone).
         gone: The backend confirmed, by a direct read, that the job does not exist.
         previous: The state the subscriber last heard (None for the first event).
+        error: Set while the view's reads keep failing (see :class:`FailurePolicy`); the
+            state, message and response are then the last ones read (UNKNOWN and None for
+            a job never read). A later event without it says the reads recovered.
     """
 
     ref: Hashable
@@ -101,6 +166,7 @@ class JobEvent:
     response: DescribeAppResponse | None = field(default=None, repr=False, compare=False)
     gone: bool = False
     previous: AppState | None = None
+    error: ViewError | None = None
 
     @property
     def final(self) -> bool:

@@ -8,6 +8,11 @@ through the backend's reader, and hands each change to the subscribers of that j
 * a subscriber hears a job's terminal state (or that it is gone) exactly once, and nothing
   about that job after it;
 * a job is only ever "gone" after the backend said so on a direct read;
+* while a view's reads keep failing past the hub's
+  :class:`~tether.schedulers.watch.events.FailurePolicy`, each of its jobs gets a non-final
+  event carrying the :class:`~tether.schedulers.watch.events.ViewError` (its last known
+  state unchanged), and an event without it once a read succeeds: a follower is never left
+  waiting in silence on a backend it cannot read;
 * a view whose last subscriber left is dropped, and its thread and streams stopped (the
   process's hub keeps a job :data:`LINGER_S` seconds after its last subscriber left, so
   that a caller that waits in short slices, such as ``tether wait``'s progress loop, does
@@ -35,7 +40,15 @@ from typing import Any
 
 from tether.schedulers.api import DescribeAppResponse, Scheduler
 from tether.schedulers.watch.driver import Driver
-from tether.schedulers.watch.events import GONE_MSG, FollowTarget, JobEvent, Reader, WatchKey
+from tether.schedulers.watch.events import (
+    GONE_MSG,
+    FailurePolicy,
+    FollowTarget,
+    JobEvent,
+    Reader,
+    ViewError,
+    WatchKey,
+)
 from tether.specs import AppState
 
 log: logging.Logger = logging.getLogger(__name__)
@@ -75,7 +88,7 @@ def _signature(ev: JobEvent) -> tuple[Any, ...]:
     resp = ev.response
     restarts = resp.num_restarts if resp is not None else None
     due = resp.actions_due if resp is not None else False
-    return (ev.state, ev.msg, restarts, due, ev.gone)
+    return (ev.state, ev.msg, restarts, due, ev.gone, ev.error)
 
 
 def resolve_target(scheduler: Scheduler[Any], app_id: str) -> FollowTarget:
@@ -108,15 +121,18 @@ class WatchHub:
     Args:
         resolve: Maps a scheduler and app id to its follow target (tests may pass their own).
         linger: Seconds a job stays followed after its last subscriber left (0: none).
+        failing: When a view's failing reads are reported to its subscribers.
     """
 
     def __init__(
         self,
         resolve: Callable[[Scheduler[Any], str], FollowTarget] = resolve_target,
         linger: float = 0.0,
+        failing: FailurePolicy = FailurePolicy(),  # noqa: B008 (frozen: shared safely)
     ) -> None:
         self._resolve = resolve
         self._linger = linger
+        self._failing = failing
         self._lock = threading.RLock()
         self._views: dict[WatchKey, _View] = {}
         self._subs: dict[int, _Sub] = {}
@@ -206,7 +222,7 @@ class WatchHub:
         """The state of a job a view is reading now, without any request.
 
         A job that ended is no longer read (it may have been deleted since): None for it, as
-        for a job no view follows.
+        for a job no view follows, or one whose view's reads are failing.
 
         Args:
             scheduler: The job's scheduler.
@@ -219,9 +235,10 @@ class WatchHub:
         with self._lock:
             view = self._views.get(key)
             entry = view.entries.get(app_id) if view is not None else None
-            if entry is None or entry.event is None or entry.event.final:
+            ev = entry.event if entry is not None else None
+            if ev is None or ev.final or ev.error is not None:
                 return None
-            return entry.event
+            return ev
 
     def reader(
         self, scheduler: Scheduler[Any], app_id: str, timeout: float = 30.0
@@ -278,7 +295,10 @@ class WatchHub:
         def publish(app_id: str, resp: DescribeAppResponse | None) -> None:
             self._publish(key, app_id, resp)
 
-        return Driver(target, followed, publish)
+        def report(error: ViewError | None) -> None:
+            self._report(key, error)
+
+        return Driver(target, followed, publish, report, self._failing)
 
     def _followed(self, key: WatchKey) -> frozenset[str]:
         with self._lock:
@@ -304,7 +324,8 @@ class WatchHub:
             if entry is None or (entry.event is not None and entry.event.final):
                 return
             if resp is None:
-                last = entry.event.state.name if entry.event is not None else None
+                known = entry.event is not None and entry.event.response is not None
+                last = entry.event.state.name if known and entry.event else None
                 msg = GONE_MSG.format(backend=key.backend)
                 msg += f"; its last state was {last}" if last else "; it was never seen"
                 ev = JobEvent(app_id, key, app_id, AppState.UNKNOWN, msg, None, gone=True)
@@ -314,6 +335,28 @@ class WatchHub:
             entry.event = ev
             for sub_id in entry.subs:
                 self._deliver(self._subs[sub_id], ev)
+
+    def _report(self, key: WatchKey, error: ViewError | None) -> None:
+        """Tells every unfinished job of a view that its reads are failing (``error``) or,
+        with None, that they recovered (jobs the last read did not show, unchanged)."""
+        with self._lock:
+            view = self._views.get(key)
+            for app_id, entry in list(view.entries.items()) if view is not None else []:
+                last = entry.event
+                if last is None:
+                    if error is None:
+                        continue
+                    ev = JobEvent(app_id, key, app_id, AppState.UNKNOWN, error=error)
+                elif last.final or (last.error is None and error is None):
+                    continue
+                elif error is None and last.response is None:
+                    entry.event = None  # never read yet: nothing to tell until it is
+                    continue
+                else:
+                    ev = dataclasses.replace(last, error=error)
+                entry.event = ev
+                for sub_id in entry.subs:  # heard once per error text (see _signature)
+                    self._deliver(self._subs[sub_id], ev)
 
     def _deliver(self, sub: _Sub, ev: JobEvent) -> None:
         ref = (ev.key, ev.app_id)
