@@ -1,7 +1,7 @@
 """The watch hub on the real kube-apiserver: requests counted from its ``/metrics``, and
 faults injected for real (watches cut by a TCP proxy, ``410 Gone`` from an overflowed watch
 cache, an apiserver restart, a job deleted out of band, 429 and 500 answers from an HTTP
-proxy in front of the apiserver).
+proxy in front of the apiserver, and one that refuses every request for good).
 
 A test kubelet (``tests/e2e/infra/kubelet.py``) drives the pods' phases.
 """
@@ -34,7 +34,15 @@ from tests.e2e.infra.tcpproxy import TcpProxy
 from tether.runner import Runner
 from tether.schedulers.kubernetes.fetch import selector
 from tether.schedulers.kubernetes.watch import KubeReader
-from tether.schedulers.watch import JobEvent, Subscription, WatchHub, get_hub
+from tether.schedulers.watch import (
+    FailurePolicy,
+    JobEvent,
+    Subscription,
+    WatchHub,
+    WatchReadError,
+    get_hub,
+)
+from tether.schedulers.watch import hub as hub_module
 from tether.specs import AppDef, AppState, Role
 
 # The test kubelet, not the real node: pods change phase at chosen moments around the faults,
@@ -156,6 +164,10 @@ class Collector:
             ev = self.sub.get(timeout=0.2)
             if ev is not None:
                 self.events.append(ev)
+
+    def states(self) -> list[JobEvent]:
+        """The events that tell a state (not the notices that reads are failing)."""
+        return [e for e in self.events if e.error is None]
 
     def last(self, ref: str) -> JobEvent | None:
         evs = [e for e in self.events if e.ref == ref]
@@ -285,7 +297,7 @@ def test_watch_drop_410_and_out_of_band_delete_miss_nothing(
         for col in cols:
             _until("every job running", partial(col.running, forever, ends, deleted))
         lists_before = sum(r.lists for r in _reader(hub).reflectors.values())
-        heard_before = [len(c.events) for c in cols]
+        heard_before = [len(c.states()) for c in cols]
 
         proxy.refuse()  # the apiserver is unreachable ...
         proxy.drop()  # ... and every open watch is cut mid-stream
@@ -303,7 +315,7 @@ def test_watch_drop_410_and_out_of_band_delete_miss_nothing(
         _compact_etcd(kube_cluster)  # the hub's last resourceVersion is now too old: 410
         time.sleep(1.0)
         # nothing was heard while the apiserver could not be read: no status invented
-        assert [len(c.events) for c in cols] == heard_before
+        assert [len(c.states()) for c in cols] == heard_before
 
         proxy.resume()
         for col in cols:
@@ -465,7 +477,7 @@ def _throttled_and_failing(runner: Runner, proxy: FaultProxy, kube_api: Any, ns:
     faults.mode = 429
     start = time.monotonic()
     proxy.drop()  # every watch is cut: the reconnects meet the faults
-    heard = len(col.events)
+    heard = len(col.states())
     assert not col.finals(ends), "the job ended before the faults began"
     faults.wait(proxy, 429, 3)
     v1 = client.CoreV1Api(kube_api)  # the test's own client, not through the proxy
@@ -476,7 +488,7 @@ def _throttled_and_failing(runner: Runner, proxy: FaultProxy, kube_api: Any, ns:
     faults.mode = 500
     faults.wait(proxy, 500, 2)
     # nothing was heard while the apiserver answered only faults: no state invented
-    assert len(col.events) == heard, col.events[heard:]
+    assert len(col.states()) == heard, col.states()[heard:]
     faults.mode = None
     recovered = time.monotonic()
 
@@ -514,3 +526,42 @@ def _assert_backed_off(reqs: list[Seen]) -> None:
             assert gap >= 0.25 * 2 ** (in_a_row - 1) - 0.05, (prev, nxt, gap, in_a_row)
         else:
             in_a_row = 0
+
+
+# ---- an apiserver that refuses the follower for good ------------------------------------------
+_STATUS_401 = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                          "message": "Unauthorized", "reason": "Unauthorized", "code": 401})
+
+
+def test_a_follower_refused_for_good_gets_an_error_not_a_silent_wait(
+    kube_cluster: KubeCluster, kube_api: Any, kubelet: FakeKubelet, ns: str, env: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every request of the follower answered 401 (a revoked token): ``Runner.wait`` raises
+    an error naming the backend and the apiserver's answer, instead of waiting forever."""
+    with Runner(scheduler_params={"kubernetes": {"client": kube_api}}) as runner:
+        handle = runner.run(_app("refused"), "kubernetes", _cfg(ns, Behaviour.run_forever()))
+    hub = WatchHub(failing=FailurePolicy(failures=3, seconds=0.0))  # told after 3 failures
+    monkeypatch.setattr(hub_module, "_HUB", hub)
+    try:
+        with FaultProxy(kube_cluster.server) as proxy:
+            proxy.inject = lambda seen: Fault(401, _STATUS_401.encode(),
+                                              {"Content-Type": "application/json"})
+            api = _client(kube_cluster)
+            api.configuration.host = proxy.url
+            # without the error the wait would time out, then its last read raise a 401
+            with Runner(scheduler_params={"kubernetes": {"client": api}}) as follower, \
+                    pytest.raises(WatchReadError) as info:  # fmt: skip
+                follower.wait(handle, timeout=300)
+            refused = proxy.requests()
+        err = info.value
+        assert err.backend == "kubernetes" and err.kind == "connection"
+        text = str(err)
+        assert handle in text and "kubernetes" in text and "401" in text, text
+        assert "Unauthorized" in text, text
+        # only the namespace's shared lists were tried, never a read per job
+        assert refused and {s.query.get("labelSelector") for s in refused} == {selector()}
+    finally:
+        hub.close()
+        with Runner(scheduler_params={"kubernetes": {"client": kube_api}}) as runner:
+            runner.cancel(handle)

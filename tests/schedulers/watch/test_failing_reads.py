@@ -221,7 +221,7 @@ def test_runner_wait_raises_when_the_state_directory_cannot_be_read(
             def wait() -> None:
                 try:
                     runner.wait(handle)
-                except BaseException as e:  # noqa: BLE001 (what the waiter raised)
+                except BaseException as e:  # what the waiter raised, kept for the test
                     failed.append(e)
 
             waiter = threading.Thread(target=wait, daemon=True)
