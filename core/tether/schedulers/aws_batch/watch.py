@@ -16,7 +16,7 @@ from typing import Any
 from tether.schedulers.api import DescribeAppResponse, Scheduler
 from tether.schedulers.aws_batch.render import TAG_DELETED, parse_app_id
 from tether.schedulers.aws_batch.scheduler import DESCRIBE_BATCH, AwsBatchScheduler
-from tether.schedulers.watch.events import FollowTarget, WatchKey
+from tether.schedulers.watch.events import FollowTarget, view_target
 
 
 class BatchReader:
@@ -92,10 +92,9 @@ def follow_target(scheduler: Scheduler[Any], app_id: str) -> FollowTarget:
     Raises:
         TypeError: For another scheduler.
     """
-    if not isinstance(scheduler, AwsBatchScheduler):
-        raise TypeError(f"not an aws_batch scheduler: {type(scheduler).__name__}")
     region, queue, _ = parse_app_id(app_id)
-    connection = f"{scheduler._profile or 'default'}@{scheduler._endpoint_url or 'aws'}"
-    key = WatchKey(scheduler.backend, connection, queue, region)
-    interval = scheduler.capabilities.follow.interval
-    return FollowTarget(key, lambda: BatchReader(scheduler, region), interval)
+    return view_target(
+        scheduler, AwsBatchScheduler,
+        lambda s: f"{s._profile or 'default'}@{s._endpoint_url or 'aws'}",
+        lambda s: BatchReader(s, region), queue, region,
+    )  # fmt: skip

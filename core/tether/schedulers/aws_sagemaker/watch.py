@@ -18,7 +18,7 @@ from typing import Any
 
 from tether.schedulers.api import DescribeAppResponse, Scheduler
 from tether.schedulers.aws_sagemaker.scheduler import AwsSageMakerScheduler
-from tether.schedulers.watch.events import FollowTarget, WatchKey
+from tether.schedulers.watch.events import FollowTarget, view_target
 
 SLACK = timedelta(minutes=5)
 """How much earlier than the oldest followed job the listing starts (clock skew)."""
@@ -121,10 +121,9 @@ def follow_target(scheduler: Scheduler[Any], app_id: str) -> FollowTarget:
     Raises:
         TypeError: For another scheduler.
     """
-    if not isinstance(scheduler, AwsSageMakerScheduler):
-        raise TypeError(f"not an aws_sagemaker scheduler: {type(scheduler).__name__}")
     region = app_id.partition(":")[0]  # a malformed id is confirmed (and gone) by describe
-    connection = f"{scheduler._profile or 'default'}@{scheduler._endpoint_url or 'aws'}"
-    key = WatchKey(scheduler.backend, connection, "", region)
-    interval = scheduler.capabilities.follow.interval
-    return FollowTarget(key, lambda: SageMakerReader(scheduler, region), interval)
+    return view_target(
+        scheduler, AwsSageMakerScheduler,
+        lambda s: f"{s._profile or 'default'}@{s._endpoint_url or 'aws'}",
+        lambda s: SageMakerReader(s, region), region=region,
+    )  # fmt: skip

@@ -14,7 +14,7 @@ from typing import Any
 from tether.schedulers.api import DescribeAppResponse, Scheduler
 from tether.schedulers.gcp_batch.render import app_id_of
 from tether.schedulers.gcp_batch.scheduler import GcpBatchScheduler
-from tether.schedulers.watch.events import FollowTarget, WatchKey
+from tether.schedulers.watch.events import FollowTarget, view_target
 
 
 class GcpBatchReader:
@@ -86,11 +86,10 @@ def follow_target(scheduler: Scheduler[Any], app_id: str) -> FollowTarget:
     Raises:
         TypeError: For another scheduler.
     """
-    if not isinstance(scheduler, GcpBatchScheduler):
-        raise TypeError(f"not a gcp_batch scheduler: {type(scheduler).__name__}")
     parts = app_id.split(":")  # a malformed id is never listed: describe confirms it gone
     project, location = (parts[0], parts[1]) if len(parts) == 3 else ("", "")
-    connection = f"client@{id(scheduler.client()):x}"  # one client: one set of credentials
-    key = WatchKey(scheduler.backend, connection, project, location)
-    interval = scheduler.capabilities.follow.interval
-    return FollowTarget(key, lambda: GcpBatchReader(scheduler, project, location), interval)
+    return view_target(
+        scheduler, GcpBatchScheduler,
+        lambda s: f"client@{id(s.client()):x}",  # one client: one set of credentials
+        lambda s: GcpBatchReader(s, project, location), project, location,
+    )  # fmt: skip

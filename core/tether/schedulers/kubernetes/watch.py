@@ -49,7 +49,7 @@ from tether.schedulers.kubernetes.scheduler import KubernetesScheduler
 from tether.schedulers.kubernetes.status import analyze
 from tether.schedulers.kubernetes.views import AppView, describe_response
 from tether.schedulers.watch.backoff import Backoff
-from tether.schedulers.watch.events import FollowTarget, WatchKey
+from tether.schedulers.watch.events import FollowTarget, view_target
 from tether.specs.status import is_terminal
 
 log: logging.Logger = logging.getLogger(__name__)
@@ -571,28 +571,31 @@ def follow_target(scheduler: Scheduler[Any], app_id: str) -> FollowTarget:
     Raises:
         TypeError: For another scheduler.
     """
-    if not isinstance(scheduler, KubernetesScheduler):
-        raise TypeError(f"not a kubernetes scheduler: {type(scheduler).__name__}")
-    ns, _ = scheduler._parse_app_id(app_id)
-    client = scheduler._client if not scheduler._own_client else None
-    kubeconfig, context = scheduler._kubeconfig, scheduler._context
-    if client is not None:
-        connection = f"client@{id(client):x}"
-    else:
-        where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
-        connection = f"{where}#{context or ''}"
+    def connection(s: KubernetesScheduler) -> str:
+        client = s._client if not s._own_client else None
+        if client is not None:
+            return f"client@{id(client):x}"
+        where = s._kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        return f"{where}#{s._context or ''}"
 
-    def make_api() -> tuple[KubeApi, Callable[[], None]]:
-        base = client if client is not None else load_api_client(kubeconfig, context)
-        own = stream_client(base)
+    def make_reader(s: KubernetesScheduler) -> KubeReader:
+        client = s._client if not s._own_client else None
+        kubeconfig, context = s._kubeconfig, s._context
 
-        def close() -> None:
-            own.close()
-            if base is not client:
-                base.close()
+        def make_api() -> tuple[KubeApi, Callable[[], None]]:
+            base = client if client is not None else load_api_client(kubeconfig, context)
+            own = stream_client(base)
 
-        return KubeApi(own), close
+            def close() -> None:
+                own.close()
+                if base is not client:
+                    base.close()
 
-    key = WatchKey(scheduler.backend, connection, ns)
-    interval = scheduler.capabilities.follow.interval
-    return FollowTarget(key, lambda: KubeReader(ns, make_api), interval)
+            return KubeApi(own), close
+
+        return KubeReader(s._parse_app_id(app_id)[0], make_api)
+
+    return view_target(
+        scheduler, KubernetesScheduler, connection, make_reader,
+        lambda s: s._parse_app_id(app_id)[0],
+    )  # fmt: skip

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from tether.schedulers.api import DescribeAppResponse, Scheduler
 from tether.schedulers.local.scheduler import LocalScheduler
 from tether.schedulers.local.state import is_valid_app_id
-from tether.schedulers.watch.events import FollowTarget, WatchKey
+from tether.schedulers.watch.events import FollowTarget, view_target
 
 if TYPE_CHECKING:
     from tether.schedulers.local.records import AppRecord
@@ -237,12 +237,7 @@ def follow_target(scheduler: Scheduler[Any], app_id: str) -> FollowTarget:
     Raises:
         TypeError: For another scheduler.
     """
-    if not isinstance(scheduler, LocalScheduler):
-        raise TypeError(f"not a local_cwd scheduler: {type(scheduler).__name__}")
-    base = scheduler.store.root.parent
-    key = WatchKey(scheduler.backend, str(base))
+    def make_reader(s: LocalScheduler) -> StateDirReader:
+        return StateDirReader(LocalScheduler(s.session_name, state_dir=s.store.root.parent))
 
-    def make_reader() -> StateDirReader:
-        return StateDirReader(LocalScheduler(scheduler.session_name, state_dir=base))
-
-    return FollowTarget(key, make_reader, scheduler.capabilities.follow.interval)
+    return view_target(scheduler, LocalScheduler, lambda s: str(s.store.root.parent), make_reader)

@@ -19,7 +19,7 @@ from typing import Any
 from tether.schedulers.api import DescribeAppResponse, Scheduler
 from tether.schedulers.local_docker.render import LABEL_APP_ID, LABEL_MANAGED_BY, MANAGED_BY
 from tether.schedulers.local_docker.scheduler import LABEL_EVENT, LocalDockerScheduler
-from tether.schedulers.watch.events import FollowTarget, WatchKey
+from tether.schedulers.watch.events import FollowTarget, view_target
 
 REDESCRIBE_S = 60.0
 """Seconds after which a followed app is described again, whatever the listings show."""
@@ -130,8 +130,4 @@ def follow_target(scheduler: Scheduler[Any], app_id: str) -> FollowTarget:
     Raises:
         TypeError: For another scheduler.
     """
-    if not isinstance(scheduler, LocalDockerScheduler):
-        raise TypeError(f"not a local_docker scheduler: {type(scheduler).__name__}")
-    key = WatchKey(scheduler.backend, scheduler.engine_key)
-    interval = scheduler.capabilities.follow.interval
-    return FollowTarget(key, lambda: DockerReader(scheduler), interval)
+    return view_target(scheduler, LocalDockerScheduler, lambda s: s.engine_key, DockerReader)

@@ -15,7 +15,7 @@ from typing import Any
 
 from tether.schedulers.api import DescribeAppResponse, Scheduler
 from tether.schedulers.lsf.scheduler import LsfScheduler
-from tether.schedulers.watch.events import FollowTarget, WatchKey
+from tether.schedulers.watch.events import FollowTarget, view_target
 
 
 class LsfReader:
@@ -79,8 +79,6 @@ def follow_target(scheduler: Scheduler[Any], app_id: str) -> FollowTarget:
     Raises:
         TypeError: For another scheduler.
     """
-    if not isinstance(scheduler, LsfScheduler):
-        raise TypeError(f"not an lsf scheduler: {type(scheduler).__name__}")
-    key = WatchKey(scheduler.backend, os.environ.get("LSF_ENVDIR") or "default")
-    interval = scheduler.capabilities.follow.interval
-    return FollowTarget(key, lambda: LsfReader(scheduler), interval)
+    return view_target(
+        scheduler, LsfScheduler, lambda s: os.environ.get("LSF_ENVDIR") or "default", LsfReader
+    )

@@ -12,7 +12,7 @@ from typing import Any
 
 from tether.schedulers.api import DescribeAppResponse, Scheduler
 from tether.schedulers.ray.scheduler import RayScheduler
-from tether.schedulers.watch.events import FollowTarget, WatchKey
+from tether.schedulers.watch.events import FollowTarget, view_target
 
 
 class RayReader:
@@ -78,8 +78,4 @@ def follow_target(scheduler: Scheduler[Any], app_id: str) -> FollowTarget:
     Raises:
         TypeError: For another scheduler.
     """
-    if not isinstance(scheduler, RayScheduler):
-        raise TypeError(f"not a ray scheduler: {type(scheduler).__name__}")
-    key = WatchKey(scheduler.backend, scheduler.address)
-    interval = scheduler.capabilities.follow.interval
-    return FollowTarget(key, lambda: RayReader(scheduler), interval)
+    return view_target(scheduler, RayScheduler, lambda s: s.address, RayReader)

@@ -16,7 +16,7 @@ from typing import Any
 from tether.schedulers.api import DescribeAppResponse, Scheduler
 from tether.schedulers.slurm.scheduler import SlurmScheduler
 from tether.schedulers.slurm.status import SlurmApp, from_squeue
-from tether.schedulers.watch.events import FollowTarget, WatchKey
+from tether.schedulers.watch.events import FollowTarget, view_target
 
 
 class SlurmReader:
@@ -94,8 +94,4 @@ def follow_target(scheduler: Scheduler[Any], app_id: str) -> FollowTarget:
     Raises:
         TypeError: For another scheduler.
     """
-    if not isinstance(scheduler, SlurmScheduler):
-        raise TypeError(f"not a slurm scheduler: {type(scheduler).__name__}")
-    key = WatchKey(scheduler.backend, scheduler.client.cluster_key)
-    interval = scheduler.capabilities.follow.interval
-    return FollowTarget(key, lambda: SlurmReader(scheduler), interval)
+    return view_target(scheduler, SlurmScheduler, lambda s: s.client.cluster_key, SlurmReader)

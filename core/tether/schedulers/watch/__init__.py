@@ -25,6 +25,7 @@ from tether.schedulers.watch.events import (
     ViewError,
     WatchKey,
     WatchReadError,
+    view_target,
 )
 from tether.schedulers.watch.hub import WatchHub, get_hub, resolve_target
 from tether.schedulers.watch.subscription import AsyncSubscription, Subscription
@@ -42,4 +43,5 @@ __all__ = [
     "WatchReadError",
     "get_hub",
     "resolve_target",
+    "view_target",
 ]

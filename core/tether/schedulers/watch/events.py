@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from tether.errors import BackendError, BackendErrorKind
-from tether.schedulers.api import DescribeAppResponse
+from tether.schedulers.api import DescribeAppResponse, Scheduler
 from tether.specs import AppState, AppStatus
 from tether.specs.status import is_terminal
 
@@ -74,6 +74,42 @@ class FollowTarget:
     key: WatchKey
     make_reader: Callable[[], Reader]
     interval: float
+
+
+S = TypeVar("S", bound=Scheduler[Any])
+
+
+def view_target(
+    scheduler: Scheduler[Any],
+    kind: type[S],
+    connection: Callable[[S], str],
+    make_reader: Callable[[S], Reader],
+    partition: str | Callable[[S], str] = "",
+    region: str = "",
+) -> FollowTarget:
+    """A backend's ``follow_target`` in one call: its shared view, at its declared interval.
+
+    Args:
+        scheduler: The scheduler the hub was handed.
+        kind: The backend's scheduler class.
+        connection: The view's connection (see :class:`WatchKey`), from the scheduler.
+        make_reader: Builds the view's reader from the scheduler (called in the view's
+            thread, once per key while it is followed).
+        partition: The namespace, partition or queue (or how to find it from the scheduler).
+        region: The region.
+
+    Returns:
+        The target; its interval is the backend's ``Capabilities.follow.interval``.
+
+    Raises:
+        TypeError: When ``scheduler`` is not a ``kind``.
+    """
+    if not isinstance(scheduler, kind):
+        raise TypeError(f"not a {kind.__name__}: {type(scheduler).__name__}")
+    where = partition(scheduler) if callable(partition) else partition
+    key = WatchKey(scheduler.backend, connection(scheduler), where, region)
+    interval = scheduler.capabilities.follow.interval
+    return FollowTarget(key, lambda: make_reader(scheduler), interval)
 
 
 @dataclass(frozen=True)
