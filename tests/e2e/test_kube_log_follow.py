@@ -1,5 +1,6 @@
 """Followed Kubernetes logs on the real kube-apiserver: no requests while pods wait, every
-line once when they run, and a stream cut mid-way resumed without a loss or a repeat.
+line once when they run, a stream cut mid-way resumed without a loss or a repeat, and a
+stream given up ended at once, also while its pod is Pending.
 
 Pods stay Pending (unbound: this cluster has no scheduler) until the test starts a test
 kubelet (``tests/e2e/infra/kubelet.py``) whose label selector takes them; the apiserver
@@ -26,7 +27,7 @@ from kubernetes.client import V1Pod
 from tests.e2e.infra.kube import KubeCluster, create_namespace
 from tests.e2e.infra.kubelet import Behaviour, FakeKubelet
 from tests.e2e.infra.tcpproxy import TcpProxy
-from tether.runner import Runner
+from tether.runner import Runner, fan_in
 from tether.schedulers.kubernetes.watch import KubeReader
 from tether.schedulers.watch import get_hub
 from tether.specs import AppDef, AppState, Role
@@ -215,3 +216,36 @@ def test_a_cut_log_stream_resumes_without_loss_or_repeat(
     expected = [f"line {i}\n" for i in range(120)]
     for got in streams.lines.values():
         assert got == expected
+
+
+def test_a_stream_given_up_ends_its_readers_also_of_a_pending_pod(
+    kube_cluster: KubeCluster, kube_api: Any, env: None
+) -> None:
+    """Replica 0 runs and writes a line; replica 1 stays Pending (no kubelet takes it). The
+    consumer takes the line and gives the fan-in up: both readers end at once (the Pending
+    one waited on the watch hub until its app changed) and leave the hub."""
+    ns, suite = _suite(kube_api)
+    cfg: dict[str, Any] = {"namespace": ns, "labels": {"e2e-suite": suite}}
+    with Runner(scheduler_params={"kubernetes": {"client": kube_api}}) as runner:
+        handle = runner.run(_app("abandoned"), "kubernetes", cfg)
+        subscribers = get_hub().stats()["subscribers"]
+        with FakeKubelet(kube_api, node_name=f"{suite}-node",
+                         label_selector=f"e2e-suite={suite},tether.dev/replica-id=0",
+                         behaviour=lambda pod: Behaviour.run_forever(),
+                         logs=lambda pod: ["hello"]):  # fmt: skip
+            before = set(threading.enumerate())
+            lines = fan_in(runner, handle, should_tail=True)
+            first = next(lines)
+            assert first.format() == "worker/0 hello"
+            readers = [t for t in threading.enumerate()
+                       if t not in before and t.name.startswith("logs-")]  # fmt: skip
+            assert sorted(t.name for t in readers) == ["logs-worker-0", "logs-worker-1"]
+            assert get_hub().stats()["subscribers"] == subscribers + 2
+            lines.close()  # given up: replica 0 runs on silently, replica 1 stays Pending
+            for t in readers:
+                t.join(timeout=120)  # bounded: the Pending one waited until its app changed
+            assert not [t.name for t in readers if t.is_alive()]
+            assert get_hub().stats()["subscribers"] == subscribers
+            status = runner.status(handle)
+            assert status is not None and not status.state.is_terminal()
+        runner.cancel(handle)

@@ -3,6 +3,11 @@
 The CLI's ``run --log``/``log``, the Airflow task log, the Prefect run logger and the KFP
 launcher step all read job logs through :func:`fan_in`, so they look the same everywhere:
 ``role/replica line``. Values of secret-looking environment variables of the app are redacted.
+
+A consumer that stops reading (breaks out of, or closes, the iterator) ends every replica's
+reader thread promptly, also one waiting for a line that may never come (a Pending pod, a
+quiet process): the readers read inside :func:`~tether.schedulers.interrupt.stoppable`, so
+the backends' waits end at the stop request and their streams release what they hold.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tether.errors import TetherError
+from tether.schedulers.interrupt import Stopped, StopToken, stoppable
 from tether.specs.secrets import app_secret_values, mask_text
 
 if TYPE_CHECKING:
@@ -63,7 +69,7 @@ class _ByteQueue:
         stop: Set when the consumer is gone: waiting writers give up.
     """
 
-    def __init__(self, limit: int, stop: threading.Event) -> None:
+    def __init__(self, limit: int, stop: StopToken) -> None:
         self._limit = limit
         self._stop = stop
         self._items: collections.deque[tuple[object, int]] = collections.deque()
@@ -162,22 +168,34 @@ def fan_in(
     pairs, secrets = _replicas(runner, app_handle)
     if roles is not None:
         pairs = [(r, k) for r, k in pairs if r in roles and (not roles[r] or k in roles[r])]
-    stop = threading.Event()
+    stop = StopToken()  # set when the consumer is gone: every reader's wait ends at once
     q = _ByteQueue(QUEUE_BYTES, stop)
     errors: list[str] = []
 
-    def pump(role: str, k: int) -> None:
+    def read(role: str, k: int) -> None:
+        lines = iter(runner.log_lines(
+            app_handle, role, k, regex=regex, since=since, until=until,
+            should_tail=should_tail, streams=streams,
+        ))  # fmt: skip
         try:
-            for line in runner.log_lines(
-                app_handle, role, k, regex=regex, since=since, until=until,
-                should_tail=should_tail, streams=streams,
-            ):
+            for line in lines:
                 if stop.is_set():
                     break
                 masked = mask_text(line, secrets)
                 del line  # hold one copy of a long line, not two, while the queue is full
                 if not q.put(LogLine(role, k, masked), len(masked)):
                     break
+        finally:  # a stream left early releases what it holds now, not when collected
+            close = getattr(lines, "close", None)
+            if close is not None:
+                close()
+
+    def pump(role: str, k: int) -> None:
+        try:
+            with stoppable(stop):
+                read(role, k)
+        except Stopped:
+            pass  # the consumer is gone
         except Exception as e:
             if raise_errors:
                 errors.append(f"{role}/{k}: {e}")

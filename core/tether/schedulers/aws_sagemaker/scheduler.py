@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import builtins
-import time
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, ClassVar
 
 from tether.errors import BackendError
+from tether.schedulers import interrupt
 from tether.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
@@ -346,7 +346,7 @@ class AwsSageMakerScheduler(Scheduler[AwsSageMakerRequest, AwsSageMakerOpts]):
             if not should_tail or (done and not got):
                 return
             if not got:
-                time.sleep(TAIL_POLL_S)
+                interrupt.pause(TAIL_POLL_S)
 
     # ---- stop --------------------------------------------------------------------------
     def _cancel_existing(self, app_id: str) -> None:

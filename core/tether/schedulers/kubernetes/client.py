@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import quote
 
 from tether.errors import BackendError, BackendErrorKind
+from tether.schedulers import interrupt
 from tether.schedulers.errors import CapacityError
 
 log = logging.getLogger(__name__)
@@ -465,11 +466,15 @@ class KubeApi:
 
         Raises:
             KubernetesApiError: When the request is refused.
+            Stopped: When the reading thread's log consumer stopped (see
+                :mod:`tether.schedulers.interrupt`): the connection is shut at once.
         """
         resp = self._call(
             "GET", path, query=query, content_type="application/json",
             timeout=(10.0, read_timeout), stream=True,
         )  # fmt: skip
+        token = interrupt.current()
+        unregister = token.on_set(lambda: _shutdown(resp)) if token is not None else None
         buf = b""
         try:
             for chunk in resp.stream(4096, decode_content=True):
@@ -477,13 +482,27 @@ class KubeApi:
                 while b"\n" in buf:
                     line, buf = buf.split(b"\n", 1)
                     yield line.decode("utf-8", errors="replace")
+            interrupt.check()  # a stream shut by a stop request is not a finished one
             if buf:
                 yield buf.decode("utf-8", errors="replace")
+        except Exception:
+            interrupt.check()  # nor a dropped one, to read again
+            raise
         finally:
+            if unregister is not None:
+                unregister()
             # a stream left early (until= reached, a watch event seen) has unread data:
             # close the connection rather than hand it back to the pool half-read
             resp.close()
             resp.release_conn()
+
+
+def _shutdown(resp: Any) -> None:
+    """Ends a blocked read of a streamed response from another thread."""
+    try:
+        resp.shutdown()
+    except Exception:  # closed already, or a urllib3 without shutdown: the read times out
+        log.debug("shutting a log stream failed", exc_info=True)
 
 
 def _error_message(method: str, path: str, e: Any) -> str:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Collection, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+from tether.schedulers import interrupt
 from tether.schedulers.api import DescribeAppResponse, Scheduler
 from tether.schedulers.kubernetes.client import (
     KubeApi,
@@ -392,13 +393,30 @@ class KubeReader:
 
         Returns:
             Whether they changed (or the reader stopped).
+
+        Raises:
+            Stopped: When the calling thread's log consumer stopped (see
+                :mod:`tether.schedulers.interrupt`): the wait ends at once.
         """
+        token = interrupt.current()
+        unregister = token.on_set(self._notify) if token is not None else None
+        try:
+            with self._changes:
+                changed = self._changes.wait_for(
+                    lambda: self._stopped.is_set()
+                    or (token is not None and token.is_set())
+                    or (self._generation, self._app_generation.get(name, 0)) != mark,
+                    timeout,
+                )
+        finally:
+            if unregister is not None:
+                unregister()
+        interrupt.check()
+        return changed
+
+    def _notify(self) -> None:
         with self._changes:
-            return self._changes.wait_for(
-                lambda: self._stopped.is_set()
-                or (self._generation, self._app_generation.get(name, 0)) != mark,
-                timeout,
-            )
+            self._changes.notify_all()
 
     def pod(self, name: str) -> dict[str, Any] | None:
         """A tether pod of the namespace as cached (no request).

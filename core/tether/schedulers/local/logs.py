@@ -10,6 +10,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 
+from tether.schedulers import interrupt
 from tether.schedulers.local.logindex import read_index
 from tether.schedulers.local.state import INDEX_SUFFIX
 
@@ -50,10 +51,13 @@ def read_log_lines(
             return early (when the app ends, so a follower sees the end at once).
 
     Returns:
-        An iterator of lines.
+        An iterator of lines; a follower stops after its next look once its consumer's
+        stop is requested (:mod:`tether.schedulers.interrupt`).
     """
     def pause() -> None:
+        interrupt.check()
         (wait or time.sleep)(poll_s)
+        interrupt.check()
 
     return itertools.chain.from_iterable(_line_batches(path, since, until, finished, pause))
 

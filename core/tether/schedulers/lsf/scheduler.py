@@ -8,13 +8,13 @@ import os
 import re
 import shutil
 import subprocess
-import time
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
 from tether.errors import BackendError
+from tether.schedulers import interrupt
 from tether.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
@@ -351,7 +351,7 @@ class LsfScheduler(Scheduler[LsfRequest, LsfOpts], WorkspaceMixin[None]):
                 pos += end
             if finished:
                 return
-            time.sleep(LOG_POLL_S)
+            interrupt.pause(LOG_POLL_S)
 
     # ---- stop --------------------------------------------------------------------------
     def _cancel_existing(self, app_id: str) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from tether.errors import BackendError
+from tether.schedulers import interrupt
 from tether.schedulers.api import (
     DescribeAppResponse,
     ListAppResponse,
@@ -346,7 +347,7 @@ class RayScheduler(Scheduler[RayJobRequest, RayOpts], WorkspaceMixin[None]):
             seen = max(seen, len(lines))
             if finished:
                 return
-            time.sleep(LOG_POLL_S)
+            interrupt.pause(LOG_POLL_S)
 
     def _state(self, app_id: str) -> AppState:
         info = self._info(app_id)

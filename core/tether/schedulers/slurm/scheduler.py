@@ -7,7 +7,6 @@ import codecs
 import logging
 import os
 import re
-import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from tether.errors import BackendError, BackendErrorKind
+from tether.schedulers import interrupt
 from tether.schedulers.api import (
     JOB_KEY,
     DescribeAppResponse,
@@ -550,7 +550,7 @@ class SlurmScheduler(Scheduler[SlurmRequest, SlurmOpts], WorkspaceMixin[None]):
                 if pending:
                     yield pending + "\n"
                 return
-            time.sleep(LOG_POLL_S)
+            interrupt.pause(LOG_POLL_S)
 
     # ---- stop ----------------------------------------------------------------------------
     def _cancel_existing(self, app_id: str) -> None:
