@@ -131,6 +131,24 @@ def _replicas(runner: Runner, app_handle: AppHandle) -> tuple[list[tuple[str, in
     return pairs, secrets
 
 
+def _forward(
+    lines: Iterator[str], role: str, k: int, secrets: list[str], q: _ByteQueue, stop: StopToken
+) -> None:
+    """Masks one replica's lines into the queue until they end or the consumer is gone."""
+    try:
+        for line in lines:
+            if stop.is_set():
+                break
+            masked = mask_text(line, secrets)
+            del line  # hold one copy of a long line, not two, while the queue is full
+            if not q.put(LogLine(role, k, masked), len(masked)):
+                break
+    finally:  # a stream left early releases what it holds now, not when collected
+        close = getattr(lines, "close", None)
+        if close is not None:
+            close()
+
+
 def fan_in(
     runner: Runner,
     app_handle: AppHandle,
@@ -173,22 +191,10 @@ def fan_in(
     errors: list[str] = []
 
     def read(role: str, k: int) -> None:
-        lines = iter(runner.log_lines(
+        _forward(iter(runner.log_lines(
             app_handle, role, k, regex=regex, since=since, until=until,
             should_tail=should_tail, streams=streams,
-        ))  # fmt: skip
-        try:
-            for line in lines:
-                if stop.is_set():
-                    break
-                masked = mask_text(line, secrets)
-                del line  # hold one copy of a long line, not two, while the queue is full
-                if not q.put(LogLine(role, k, masked), len(masked)):
-                    break
-        finally:  # a stream left early releases what it holds now, not when collected
-            close = getattr(lines, "close", None)
-            if close is not None:
-                close()
+        )), role, k, secrets, q, stop)  # fmt: skip
 
     def pump(role: str, k: int) -> None:
         try:
