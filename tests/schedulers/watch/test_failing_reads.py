@@ -33,6 +33,7 @@ from tether.schedulers.watch import (
 )
 from tether.schedulers.watch import hub as hub_module
 from tether.schedulers.watch.driver import FailureStreak
+from tether.schedulers.watch.poll import DescribeReader
 from tether.specs import AppDef, AppState, Role
 
 pytestmark = pytest.mark.timeout(120)
@@ -185,6 +186,21 @@ def test_the_error_a_follower_raises_is_a_backend_error_that_survives_pickling()
     assert isinstance(err, BackendError) and err.kind == "connection"
     back = pickle.loads(pickle.dumps(err))
     assert str(back) == str(err) and back.backend == "kubernetes"
+
+
+def test_the_generic_reader_fails_when_every_describe_fails(tmp_path: Path) -> None:
+    """A backend followed with one ``describe`` per job (a scheduler declaring no cheaper
+    way): one job that cannot be read is left out (the driver confirms it), but every job
+    failing is the backend failing, and the read says so (the policy then applies)."""
+    sched = LocalScheduler("s", state_dir=tmp_path)
+    reader = DescribeReader(sched)
+    apps = sched.store.apps_dir
+    apps.mkdir(parents=True, exist_ok=True)
+    (apps / "quiet-def456").write_text("not a directory")  # this record cannot be read
+    assert reader.read(["quiet-abc123", "quiet-def456"]) == {}  # one job: left out
+    with pytest.raises(Exception, match="Not a directory"):
+        reader.read(["quiet-def456"])  # every job: the read fails
+    assert reader.read([]) == {}
 
 
 # ---- the real local_cwd backend --------------------------------------------------------------

@@ -42,16 +42,24 @@ class DescribeReader:
 
         Returns:
             The jobs that exist.
+
+        Raises:
+            Exception: The last error, when every job's read failed (the backend, not a
+                job, is failing: the driver counts it against its failure policy).
         """
         out: dict[str, DescribeAppResponse] = {}
+        errors: list[Exception] = []
         for app_id in sorted(app_ids):
             try:
                 resp = self._scheduler.describe(app_id)
             except Exception as e:  # left out: confirmed (or retried) by the driver
                 log.debug("describe %s failed: %s", app_id, e)
+                errors.append(e)
                 continue
             if resp is not None:
                 out[app_id] = resp
+        if errors and len(errors) == len(app_ids):
+            raise errors[-1]
         return out
 
     def confirm(self, app_id: str) -> DescribeAppResponse | None:
