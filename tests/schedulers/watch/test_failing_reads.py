@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tether.errors import BackendError
+from tether.errors import BackendError, SpecError
 from tether.runner import get_runner
 from tether.schedulers.api import DescribeAppResponse, Scheduler
 from tether.schedulers.local.scheduler import LocalScheduler
@@ -64,6 +64,14 @@ def test_failures_are_told_only_past_both_bounds_and_forgotten_after_a_success()
     assert "3 times" in error.describe() and "61 s" in error.describe()
     assert streak.succeeded()  # told: the followers must hear it is over
     assert streak.failed(boom) is None  # a new streak starts from nothing
+
+
+@pytest.mark.parametrize(("failures", "seconds", "field"), [
+    (0, 1.0, "failures"), (True, 1.0, "failures"), (2, -1.0, "seconds"), (2, "1", "seconds"),
+])  # fmt: skip
+def test_a_bad_policy_is_refused_naming_the_field(failures: Any, seconds: Any, field: str) -> None:
+    with pytest.raises(SpecError, match=f"FailurePolicy.{field} must be"):
+        FailurePolicy(failures=failures, seconds=seconds)
 
 
 class _ScriptedReader:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from tether.errors import BackendError, BackendErrorKind
+from tether.errors import BackendError, BackendErrorKind, SpecError
 from tether.schedulers.api import DescribeAppResponse, Scheduler
 from tether.specs import AppState, AppStatus
 from tether.specs.status import is_terminal
@@ -129,6 +129,13 @@ class FailurePolicy:
 
     failures: int = 5
     seconds: float = 120.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.failures, bool) or not isinstance(self.failures, int) \
+                or self.failures < 1:  # fmt: skip
+            raise SpecError(f"FailurePolicy.failures must be an int >= 1, not {self.failures!r}")
+        if not isinstance(self.seconds, (int, float)) or not self.seconds >= 0:
+            raise SpecError(f"FailurePolicy.seconds must be a number >= 0, not {self.seconds!r}")
 
 
 @dataclass(frozen=True)
