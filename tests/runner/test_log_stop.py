@@ -78,3 +78,26 @@ def test_a_stop_request_ends_a_pause_and_wakes_registered_waits() -> None:
     with interrupt.stoppable(token), pytest.raises(interrupt.Stopped):
         interrupt.check()
     assert interrupt.current() is None
+
+
+def test_a_condition_wait_ends_on_the_stop_request_and_only_then() -> None:
+    cond = threading.Condition()
+    token = interrupt.StopToken()
+    assert not interrupt.wait_for(cond, lambda: False, 0.0)  # no token: a plain wait
+    outcome: list[str] = []
+
+    def waiting() -> None:
+        with interrupt.stoppable(token):
+            try:
+                interrupt.wait_for(cond, lambda: False, 600)
+                outcome.append("returned")
+            except interrupt.Stopped:
+                outcome.append("stopped")
+
+    t = threading.Thread(target=waiting)
+    t.start()
+    with cond:
+        cond.notify_all()  # a change that does not satisfy the wait: it waits on
+    token.set()
+    t.join(timeout=60)
+    assert not t.is_alive() and outcome == ["stopped"]

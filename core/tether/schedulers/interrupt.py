@@ -122,6 +122,39 @@ def check() -> None:
         raise Stopped()
 
 
+def wait_for(cond: threading.Condition, predicate: Callable[[], bool], timeout: float) -> bool:
+    """``cond.wait_for(predicate, timeout)`` that also ends on the thread's stop request.
+
+    Args:
+        cond: The condition (not held by the caller).
+        predicate: What is waited for (evaluated with ``cond`` held).
+        timeout: The longest wait, in seconds.
+
+    Returns:
+        The predicate's last value.
+
+    Raises:
+        Stopped: When the current thread's stop is (or gets) requested.
+    """
+    token = current()
+    if token is None:
+        with cond:
+            return cond.wait_for(predicate, timeout)
+
+    def wake() -> None:
+        with cond:
+            cond.notify_all()
+
+    unregister = token.on_set(wake)
+    try:
+        with cond:
+            done = cond.wait_for(lambda: token.is_set() or predicate(), timeout)
+    finally:
+        unregister()
+    check()
+    return done
+
+
 def pause(seconds: float) -> None:
     """Sleeps between two looks of a polling stream, ending at once on a stop request.
 

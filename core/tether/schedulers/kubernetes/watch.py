@@ -6,9 +6,9 @@ and the gang objects where the cluster serves them): a label-selected list, then
 from its ``resourceVersion`` that keeps a cache of the objects; a watch that ends is
 reopened from the last version seen (bookmarks keep it fresh), ``410 Gone`` relists, and
 errors, 429 and 5xx answers reconnect with backoff and jitter, never sooner than the
-apiserver's ``Retry-After`` asks. While a kind's list or watch cannot be reopened, reads of
-the view fail with its error (the hub tells the followers when that lasts). Reads of the
-view analyze the cached objects with the same
+apiserver's ``Retry-After`` asks. While every kind's list or watch is down (or one that
+never listed is), reads of the view fail with its error (the hub tells the followers when
+that lasts). Reads of the view analyze the cached objects with the same
 :func:`~tether.schedulers.kubernetes.status.analyze` as ``describe``: no request per app. An
 app the cache does not show is confirmed with :func:`fetch_app`, and so is an app the cache
 shows ended: the Job and pod watches are separate streams, and after a reconnect the Job's
@@ -398,25 +398,12 @@ class KubeReader:
             Stopped: When the calling thread's log consumer stopped (see
                 :mod:`tether.schedulers.interrupt`): the wait ends at once.
         """
-        token = interrupt.current()
-        unregister = token.on_set(self._notify) if token is not None else None
-        try:
-            with self._changes:
-                changed = self._changes.wait_for(
-                    lambda: self._stopped.is_set()
-                    or (token is not None and token.is_set())
-                    or (self._generation, self._app_generation.get(name, 0)) != mark,
-                    timeout,
-                )
-        finally:
-            if unregister is not None:
-                unregister()
-        interrupt.check()
-        return changed
-
-    def _notify(self) -> None:
-        with self._changes:
-            self._changes.notify_all()
+        return interrupt.wait_for(
+            self._changes,
+            lambda: self._stopped.is_set()
+            or (self._generation, self._app_generation.get(name, 0)) != mark,
+            timeout,
+        )
 
     def pod(self, name: str) -> dict[str, Any] | None:
         """A tether pod of the namespace as cached (no request).
@@ -465,13 +452,12 @@ class KubeReader:
             The apps with objects in the cache.
 
         Raises:
-            KubernetesApiError: While a kind's list or watch cannot be reopened (the cache
-                may be stale, or was never filled).
+            KubernetesApiError: While the cache cannot be read: every kind's list or watch
+                is down, or one that never listed is (a kind down after its list leaves its
+                objects as they were, and the others are read on: a Job's end is heard,
+                and confirmed by a direct read, while the pod watch is down).
         """
-        for ref in self.reflectors.values():
-            down = ref.error
-            if down is not None:  # a new exception each time: a traceback that never grows
-                raise KubernetesApiError(down.status, str(down))
+        self._raise_if_down()
         if not all(r.synced.is_set() for r in self.reflectors.values()):
             return None
         wanted = {app_id.partition(":")[2]: app_id for app_id in app_ids}
@@ -500,6 +486,13 @@ class KubeReader:
                 else:
                     self._views[name] = resp
         return {wanted[n]: v for n, v in self._views.items()}
+
+    def _raise_if_down(self) -> None:
+        served = [(r, r.error) for r in self.reflectors.values() if r.served]
+        down = [(r, e) for r, e in served if e is not None]
+        if down and (len(down) == len(served) or not all(r.synced.is_set() for r, _ in down)):
+            error = down[0][1]  # raised anew each time: a traceback that never grows
+            raise KubernetesApiError(error.status if error else 0, str(error))
 
     def _confirm_end(
         self, app_id: str, cached: DescribeAppResponse
