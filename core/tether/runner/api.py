@@ -468,6 +468,12 @@ class Runner:
 
         Returns:
             The final status, or None when the app does not exist (or was deleted).
+
+        Raises:
+            WatchReadError: When the app's backend cannot be read for longer than the
+                watch hub's failure policy allows (a ``BackendError`` of kind
+                ``connection``, naming the backend and its last error; see
+                ``docs/scale.md``), rather than waiting in silence.
         """
         if is_chain_handle(app_handle):  # the follower recovers (see tether.runner.chains)
             return self._chains.wait(app_handle, wait_interval, timeout)
@@ -490,7 +496,9 @@ class Runner:
             timeout: The longest time in all, in seconds.
 
         Returns:
-            The changes: each app's current state first, its final one exactly once.
+            The changes: each app's current state first, its final one exactly once. Reading
+            them raises ``WatchReadError`` when an app's backend cannot be read (as
+            :meth:`wait`); so do ``awatch``, ``wait_any`` and ``open_watch``'s ``next``.
         """
         from tether.runner import follow  # the watch hub loads when an app is followed
 
