@@ -77,6 +77,7 @@ KUBE = [
     "tests/adapters/airflow/test_airflow_recovery_kube.py",
     "tests/adapters/prefect/test_recovery_kube.py",
     "tests/adapters/kfp/test_recovery_kube.py",
+    "tests/e2e/test_kubernetes_placement_e2e.py",
 ]
 SLURM_RAY = [
     "tests/e2e/test_slurm_e2e.py",
@@ -102,6 +103,7 @@ SLURM_RAY = [
     "tests/e2e/test_slurm_recovery_cli_e2e.py",
     "tests/e2e/test_slurm_recovery_remote_e2e.py",
     "tests/e2e/test_slurm_recovery_ddp_e2e.py",
+    "tests/e2e/test_slurm_placement_e2e.py",
 ]
 SLURM_RAY_CONTRACT = ["slurm", "slurm_ssh", "slurm_rest", "ray"]
 """The backends whose contract cases the slurm+ray group runs (a backend adds its id here)."""

@@ -278,6 +278,9 @@ CHECKS: dict[tuple[str, str], Check] = {
                     '"team-a"})'): RunsIn(
         "tests/e2e/test_kubernetes_failure_causes_e2e.py::"
         "test_quota_refusal_fails_over_to_local_cwd"),
+    ("recovery.md", "app = AppDef("): RunsIn(
+        "tests/e2e/test_kubernetes_placement_e2e.py::"
+        "test_an_unplaced_pod_fails_over_to_local_cwd_after_the_placement_timeout"),
     ("recovery.md", "async for ev in runner.awatch([handle]):   # chain://SESSION/APPNAME-DIGEST"):
         RunsIn("tests/runner/test_recovery_watch.py::"
                "test_awatch_follows_a_chain_into_its_next_attempt"),

@@ -68,6 +68,13 @@ def test_backoff_grows_and_is_capped() -> None:
         ({"backoff_s": -1}, SpecError, "recovery.backoff_s = -1"),
         ({"backoff_factor": 0.5}, SpecError, "recovery.backoff_factor = 0.5"),
         ({"max_backoff_s": math.inf}, SpecError, "recovery.max_backoff_s = inf"),
+        ({"placement_timeout_s": 0}, SpecError, "recovery.placement_timeout_s = 0 is not "
+         "allowed: must be a finite number of seconds > 0, or None"),
+        ({"placement_timeout_s": -5.0}, SpecError, "recovery.placement_timeout_s = -5.0"),
+        ({"placement_timeout_s": math.nan}, SpecError, "recovery.placement_timeout_s = nan"),
+        ({"placement_timeout_s": "60"}, SpecTypeError,
+         "recovery.placement_timeout_s must be a number of seconds > 0 or None, got str"),
+        ({"placement_timeout_s": True}, SpecTypeError, "recovery.placement_timeout_s must be"),
     ],
 )
 def test_bad_policy_names_the_field(kwargs: dict[str, Any], error: type, words: str) -> None:
@@ -141,8 +148,10 @@ def test_dryrun_shows_the_variables_in_the_native_request(
 def test_cli_dryrun_shows_the_policy() -> None:
     from tether.cli.common import format_app
 
-    text = format_app(_app(recovery=RecoveryPolicy(on=["preempted"], max_recoveries=5)))
+    text = format_app(_app(recovery=RecoveryPolicy(on=["preempted"], max_recoveries=5,
+                                                   placement_timeout_s=90)))  # fmt: skip
     assert '"max_recoveries": 5' in text and '"preempted"' in text
+    assert '"placement_timeout_s": 90' in text
 
 
 # ---- properties --------------------------------------------------------------------------------
@@ -155,19 +164,22 @@ anything = st.one_of(
 
 
 @settings(max_examples=300, deadline=None)
-@given(n=anything, on=anything, backoff=anything, factor=anything, cap=anything)
+@given(n=anything, on=anything, backoff=anything, factor=anything, cap=anything,
+       placement=anything)
 def test_any_policy_input_is_valid_or_a_spec_error(
-    n: Any, on: Any, backoff: Any, factor: Any, cap: Any
+    n: Any, on: Any, backoff: Any, factor: Any, cap: Any, placement: Any
 ) -> None:
     try:
         p = RecoveryPolicy(max_recoveries=n, on=on, backoff_s=backoff, backoff_factor=factor,
-                           max_backoff_s=cap)  # fmt: skip
+                           max_backoff_s=cap, placement_timeout_s=placement)  # fmt: skip
     except SpecError as e:
         assert "recovery." in str(e)
         return
     assert isinstance(p.max_recoveries, int) and p.max_recoveries >= 0
     assert p.on and all(isinstance(c, FailureCause) for c in p.on)
     assert 0 <= p.delay(p.max_recoveries) <= p.max_backoff_s
+    t = p.placement_timeout_s
+    assert t is None or (not isinstance(t, bool) and math.isfinite(t) and t > 0)
 
 
 @settings(max_examples=300, deadline=None)

@@ -60,6 +60,7 @@ class ChainFollower:
         self._chains = chains
         self._sub = sub
         self._due: dict[AppHandle, float] = {}  # chain -> when its next attempt is due
+        self._placing: dict[AppHandle, float] = {}  # chain -> when to check its placement
         self._ready: list[AppEvent] = []  # events to hand out before the subscription's
         self._last: dict[AppHandle, AppState] = {}
 
@@ -69,10 +70,10 @@ class ChainFollower:
         return bool(self._due or self._ready)
 
     def due_in(self) -> float | None:
-        """Seconds until the next attempt of some chain is due (None: none is)."""
-        if not self._due:
-            return None
-        return max(0.0, min(self._due.values()) - time.monotonic())
+        """Seconds until the next attempt of some chain is due, or a placement timeout to
+        check (None: none is)."""
+        times = [*self._due.values(), *self._placing.values()]
+        return max(0.0, min(times) - time.monotonic()) if times else None
 
     def add(self, chain: AppHandle) -> None:
         """Starts following a chain: its current attempt, or its state now."""
@@ -85,8 +86,12 @@ class ChainFollower:
         return self._ready.pop(0) if self._ready else None
 
     def tick(self) -> None:
-        """Submits the attempts that are due and follows them."""
+        """Submits the attempts that are due and follows them; enforces the placement
+        timeouts that passed (a withdrawn attempt's final event moves its chain on)."""
         now = time.monotonic()
+        for chain in [c for c, at in self._placing.items() if at <= now]:
+            del self._placing[chain]
+            self._time_placement(chain)
         for chain in [c for c, at in self._due.items() if at <= now]:
             del self._due[chain]
             if self._advance(chain) is None:
@@ -120,11 +125,20 @@ class ChainFollower:
         if attempt is not None:
             sched, app_id = self._pool.for_handle(attempt)
             self._sub.follow(sched, app_id, ref=AttemptRef(chain, attempt))
+            self._time_placement(chain)
             return True
         if delay is not None:
             self._due[chain] = time.monotonic() + delay
             return False
         return None
+
+    def _time_placement(self, chain: AppHandle) -> None:
+        """Checks the chain's placement timeout, and when to check it again."""
+        left = self._chains.placement_check(chain)
+        if left is not None:
+            self._placing[chain] = time.monotonic() + left
+        else:
+            self._placing.pop(chain, None)
 
     def _event(self, chain: AppHandle, final: bool) -> AppEvent:
         """The chain's event from its status now (final: the chain is over)."""

@@ -36,11 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tether.runner.journal import Attempt, Chain, Journal, is_digest
+from tether.runner import placement
+from tether.runner.journal import Attempt, Chain, Journal, app_doc, app_of, is_digest
 from tether.runner.logical import CHAIN_SCHEME, UnknownRunOptionError, candidate_cfg
 from tether.runner.reattach import ExistingJob, RunOutcome
 from tether.schedulers.errors import CapacityError
-from tether.schedulers.local.records import app_from_json, app_to_json
 from tether.specs import (
     AppDef,
     AppDryRunInfo,
@@ -86,29 +86,6 @@ class AttemptRunner(Protocol):
     def cancel(self, app_handle: AppHandle) -> None: ...
 
     def delete(self, app_handle: AppHandle) -> None: ...
-
-
-def app_doc(app: AppDef) -> dict[str, Any]:
-    """The app as JSON, with its recovery policy and checkpoint (for the journal)."""
-    doc = app_to_json(app)
-    policy = app.recovery
-    if policy is not None:
-        fields = dataclasses.asdict(policy)
-        fields["on"] = [c.value for c in policy.on]
-        doc["recovery"] = fields
-    doc["checkpoint"] = app.checkpoint
-    return doc
-
-
-def app_of(doc: Mapping[str, Any]) -> AppDef:
-    """The app recorded by :func:`app_doc`."""
-    app = app_from_json(dict(doc))
-    recovery = doc.get("recovery")
-    return dataclasses.replace(
-        app,
-        recovery=RecoveryPolicy(**recovery) if recovery is not None else None,
-        checkpoint=doc.get("checkpoint"),
-    )
 
 
 @dataclass
@@ -276,6 +253,8 @@ class Chains:
                 break
             except CapacityError as e:
                 self._refused(journal, chain, sched, e)
+        if cur.submitted_at is None:  # the placement timeout's clock starts
+            cur.submitted_at = self._clock()
         journal.save(chain)
         return cur.handle
 
@@ -324,10 +303,13 @@ class Chains:
             if chain is None or chain.current.job_key != job_key or chain.current.state:
                 return None
             cur = chain.current
+            policy = self._policy(journal, chain)
+            if cur.withdrawing and placement.move_on(chain, status, policy):
+                journal.save(chain)  # the intent to submit it to the next candidate
+                return None
             failure = status.cause()
             cur.state = status.state.name
             cur.cause = failure.cause.value if failure is not None else None
-            policy = self._policy(journal, chain)
             if policy is None or not self._recovers(journal, chain, status):
                 chain.done = True
                 journal.save(chain)
@@ -402,6 +384,8 @@ class Chains:
             return None
         journal, chain = loaded
         cur = chain.current
+        if cur.withdrawing and not chain.cancelled:
+            return placement.withdrawing_status(chain, self._where(chain))
         handle = self.current(app_handle)
         if handle is None:
             state = AppState[cur.state] if cur.state else AppState.PENDING
@@ -461,14 +445,61 @@ class Chains:
                 handle = self._submit(journal, chain)
             if handle is None:
                 continue
-            status = self._attempt_final(handle, wait_interval, deadline)
-            if status is None or not status.is_terminal():
-                return None if status is None else self._logical(journal, chain, status)
+            left = self._placement(journal)  # the placement timeout, when one applies
+            until = deadline if left is None else min(
+                deadline if deadline is not None else float("inf"), time.monotonic() + left
+            )
+            status = self._attempt_final(handle, wait_interval, until)
+            if status is None:
+                return None
+            if not status.is_terminal():
+                if left is not None and (deadline is None or time.monotonic() < deadline):
+                    continue  # the placement timeout passed: check it
+                return self._logical(journal, chain, status)
             delay = self._settle(journal, chain.current.job_key, status)
             if delay is not None:
                 if not self._pause(delay, deadline):
                     return self.status(app_handle)
                 self._next(journal)
+
+    def placement_check(self, app_handle: AppHandle) -> float | None:
+        """Enforces the current attempt's placement timeout (see
+        :mod:`tether.runner.placement`): withdraws an attempt still unplaced after it (or
+        withdrawing already, by a follower that died), recording the intent first.
+
+        Args:
+            app_handle: The logical handle.
+
+        Returns:
+            Seconds until the timeout is to be checked again; None when no timeout applies
+            (any more).
+        """
+        journal = self.journal(app_handle)
+        return self._placement(journal) if journal is not None else None
+
+    def _placement(self, journal: Journal) -> float | None:
+        with journal.lock():
+            chain = journal.load()
+            if chain is None or not chain.attempts:
+                return None
+            cur, policy = chain.current, self._policy(journal, chain)
+            if cur.withdrawing and cur.handle is not None and not cur.state:
+                self._runner.cancel(cur.handle)  # again: its follower may have died first
+                return None
+            left = placement.seconds_left(chain, policy, self._clock())
+            if left is None or left > 0 or policy is None or cur.handle is None:
+                return left
+            status = self._runner.status(cur.handle)
+            if status is None:
+                return None
+            if not placement.unplaced(status):
+                cur.placed = True
+                journal.save(chain)
+                return None
+            placement.withdraw(chain, policy)
+            journal.save(chain)  # the intent, before cancelling
+            self._runner.cancel(cur.handle)
+            return None
 
     def step(self, app_handle: AppHandle) -> tuple[AppHandle | None, float | None]:
         """What a watch of the chain follows now (see :mod:`tether.runner.chain_watch`),
@@ -565,8 +596,8 @@ class Chains:
             return
         self.cancel(app_handle)
         for a in loaded[1].attempts:
-            if a.handle is not None:
-                self._runner.delete(a.handle)
+            for handle in [*a.withdrawn, *([a.handle] if a.handle is not None else [])]:
+                self._runner.delete(handle)
         loaded[0].remove()
 
     def log_lines(

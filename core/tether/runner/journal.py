@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tether.schedulers.local.records import app_from_json, app_to_json
+from tether.specs import AppDef, RecoveryPolicy
 from tether.util.paths import state_dir
 
 DIGEST_LEN = 32
@@ -43,7 +45,12 @@ class Attempt:
         scheduler: The scheduler it runs on (None in journals of one scheduler: the
             chain's).
         refused: ``scheduler: reason`` for each scheduler that refused it for capacity
-            before it was placed (failover).
+            before it was placed, or left it unplaced past the placement timeout (failover).
+        submitted_at: When (epoch seconds) it was submitted to its current scheduler.
+        placed: Whether it was seen placed (running or past it) on its current scheduler.
+        withdrawing: Whether it is being cancelled where it waits unplaced, to be submitted
+            to the next candidate once confirmed gone (the intent, recorded first).
+        withdrawn: The handles of its jobs cancelled unplaced, oldest first.
     """
 
     attempt: int
@@ -53,6 +60,10 @@ class Attempt:
     cause: str | None = None
     scheduler: str | None = None
     refused: list[str] = field(default_factory=list)
+    submitted_at: float | None = None
+    placed: bool = False
+    withdrawing: bool = False
+    withdrawn: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -98,6 +109,29 @@ class Chain:
     def current(self) -> Attempt:
         """The newest attempt."""
         return self.attempts[-1]
+
+
+def app_doc(app: AppDef) -> dict[str, Any]:
+    """The app as JSON, with its recovery policy and checkpoint (for the journal)."""
+    doc = app_to_json(app)
+    policy = app.recovery
+    if policy is not None:
+        fields = dataclasses.asdict(policy)
+        fields["on"] = [c.value for c in policy.on]
+        doc["recovery"] = fields
+    doc["checkpoint"] = app.checkpoint
+    return doc
+
+
+def app_of(doc: dict[str, Any]) -> AppDef:
+    """The app recorded by :func:`app_doc`."""
+    app = app_from_json(dict(doc))
+    recovery = doc.get("recovery")
+    return dataclasses.replace(
+        app,
+        recovery=RecoveryPolicy(**recovery) if recovery is not None else None,
+        checkpoint=doc.get("checkpoint"),
+    )
 
 
 def digest_of(chain_key: str) -> str:

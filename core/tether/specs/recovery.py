@@ -46,6 +46,10 @@ class RecoveryPolicy:
         backoff_s: Seconds to wait before the first recovery.
         backoff_factor: Each later wait is the previous one times this (>= 1).
         max_backoff_s: The longest wait.
+        placement_timeout_s: Seconds an attempt may stay unplaced (pending, not yet given
+            its nodes) on a candidate of a failover list before tether cancels it there and,
+            once it is confirmed gone, submits it to the next candidate (None: wait as long
+            as the backend keeps it queued). The last candidate is never timed out.
     """
 
     max_recoveries: int = 3
@@ -53,6 +57,7 @@ class RecoveryPolicy:
     backoff_s: float = 10.0
     backoff_factor: float = 2.0
     max_backoff_s: float = 600.0
+    placement_timeout_s: float | None = None
 
     def __post_init__(self) -> None:
         on = self.on
@@ -161,7 +166,22 @@ def check_policy(policy: Any) -> list[Problem]:
     out += _check_float("backoff_s", policy.backoff_s, 0.0)
     out += _check_float("backoff_factor", policy.backoff_factor, 1.0)
     out += _check_float("max_backoff_s", policy.max_backoff_s, 0.0)
+    out += _check_timeout(policy.placement_timeout_s)
     return out
+
+
+def _check_timeout(value: Any) -> list[Problem]:
+    """Checks ``placement_timeout_s``: None, or a finite number of seconds > 0."""
+    if value is None:
+        return []
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return [Problem(f"recovery.placement_timeout_s must be a number of seconds > 0 or "
+                        f"None, got {got(value)}", True)]  # fmt: skip
+    if not math.isfinite(value) or value <= 0:
+        return [Problem(f"recovery.placement_timeout_s = {value!r} is not allowed: must be a "
+                        "finite number of seconds > 0, or None to wait as long as the backend "
+                        "keeps the job queued")]  # fmt: skip
+    return []
 
 
 def checkpoint_scheme(location: str) -> str:
