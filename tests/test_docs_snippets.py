@@ -278,6 +278,10 @@ CHECKS: dict[tuple[str, str], Check] = {
                     '"team-a"})'): RunsIn(
         "tests/e2e/test_kubernetes_failure_causes_e2e.py::"
         "test_quota_refusal_fails_over_to_local_cwd"),
+    ("recovery.md", "scheduler: the failover list kubernetes, local_cwd names schedulers that "
+                    "cannot run app 'fit' (drop them from the list, or change the app):"): RunsIn(
+        "tests/cli/test_recovery_cli.py::"
+        "test_cli_dryrun_refuses_a_candidate_that_cannot_run_the_app"),
     ("recovery.md", "app = AppDef("): RunsIn(
         "tests/e2e/test_kubernetes_placement_e2e.py::"
         "test_an_unplaced_pod_fails_over_to_local_cwd_after_the_placement_timeout"),

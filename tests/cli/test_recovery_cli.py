@@ -71,3 +71,35 @@ def test_cli_dryrun_shows_every_candidates_request(
     assert bad.code != 0 and "run option 'nope' is not an option of any" in bad.err
     empty = tether("run", "-s", ",", "utils.echo", "--msg", "hi")
     assert empty.code != 0 and "names no scheduler" in empty.err
+
+
+MOUNTING = '''
+import sys
+from tether.specs import AppDef, Role, VolumeMount
+
+
+def fit() -> AppDef:
+    """A job that needs a volume."""
+    role = Role("fit", image="img", entrypoint=sys.executable, args=["-c", "print(1)"],
+                mounts=[VolumeMount(src="data", dst_path="/data")])
+    return AppDef("fit", roles=[role])
+'''
+
+
+def test_cli_dryrun_refuses_a_candidate_that_cannot_run_the_app(
+    tether: Callable[..., Result], project: Path
+) -> None:
+    """``-s kubernetes,local_cwd`` for an app with a volume: local_cwd has no volumes, so
+    the dry-run (and the run) fail before anything, naming the field, the scheduler and the
+    capability; ``-s kubernetes`` alone renders it."""
+    (project / "comp.py").write_text(MOUNTING)
+    for mode in (["--dryrun"], []):
+        res = tether("run", *mode, "-s", "kubernetes,local_cwd", "-cfg", "namespace=ml",
+                     "comp.py:fit")  # fmt: skip
+        assert res.code != 0 and "Traceback" not in res.err
+        assert "scheduler: the failover list kubernetes, local_cwd names schedulers that " \
+               "cannot run app 'fit'" in res.err, res.err  # fmt: skip
+        assert "local_cwd lacks the capability `mounts`: role 'fit': mounts has a volume " \
+               "mount" in res.err  # fmt: skip
+    alone = tether("run", "--dryrun", "-s", "kubernetes", "-cfg", "namespace=ml", "comp.py:fit")
+    assert alone.code == 0, alone.err

@@ -210,12 +210,15 @@ class CmdRun(SubCommand):
         runner: Runner, args: argparse.Namespace, candidates: list[str],
         cfg: dict[str, Any], component: str, component_args: list[str],
     ) -> None:  # fmt: skip
-        """Prints the app and each candidate's native request (each with its options)."""
-        from tether.runner.logical import candidate_cfg
+        """Prints the app and each candidate's native request (each with its options),
+        after checking that every candidate can run the app."""
+        from tether.runner.logical import candidate_cfg, check_candidates_can_run
 
+        app = runner.materialize_component(component, component_args)
+        check_candidates_can_run(app, candidates, runner.scheduler_capabilities, args.workspace)
         for n, sched in enumerate(candidates):
-            info = runner.dryrun_component(
-                component, component_args, sched,
+            info = runner.dryrun(
+                app, sched,
                 cfg=candidate_cfg(runner.scheduler_run_opts, candidates, cfg, sched),
                 workspace=args.workspace, parent_run_id=args.parent_run_id,
                 job_key=args.job_key,

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self, overload
 from tether.config import TetherConfig
 from tether.runner.components import Components
 from tether.runner.launched import LaunchedApps
-from tether.runner.logical import is_chain_handle
+from tether.runner.logical import check_candidates_can_run, is_chain_handle
 from tether.runner.pool import DEFAULT_SESSION, SchedulerPool
 from tether.runner.recording import app_fields, handle_fields, recorded
 from tether.runner.wiring import warn_default_image, wire_env
@@ -140,6 +140,24 @@ class Runner:
             Its capabilities.
         """
         return self._pool.get(scheduler).capabilities
+
+    def check_candidates(
+        self, app: AppDef, schedulers: Sequence[str], workspace: Workspace | str | None = None
+    ) -> None:
+        """Refuses a failover list naming a scheduler that could not run ``app`` (one
+        without a capability the app needs), before anything is submitted; ``run`` and
+        ``run(dryrun=True)`` check it too.
+
+        Args:
+            app: The app.
+            schedulers: The candidates, in order (one alone is checked by its dry-run).
+            workspace: The workspace given for roles that have none.
+
+        Raises:
+            CandidateCapabilityError: Naming the ``scheduler`` field, each such candidate,
+                the capability it lacks and what of the app needs it.
+        """
+        check_candidates_can_run(app, schedulers, self.scheduler_capabilities, workspace)
 
     def scheduler_run_opts(self, scheduler: str) -> runopts:
         """The run options of a scheduler.
@@ -383,8 +401,10 @@ class Runner:
             The app handle, or the request with ``dryrun=True``.
         """
         if dryrun:
-            first = scheduler if isinstance(scheduler, str) else scheduler[0]
-            return self.dryrun(app, first, cfg, workspace, parent_run_id, job_key)
+            if isinstance(scheduler, str):
+                return self.dryrun(app, scheduler, cfg, workspace, parent_run_id, job_key)
+            self.check_candidates(app, scheduler, workspace)
+            return self.dryrun(app, scheduler[0], cfg, workspace, parent_run_id, job_key)
         return self.run_or_attach(app, scheduler, cfg, workspace, parent_run_id, job_key).app_handle
 
     def run_or_attach(

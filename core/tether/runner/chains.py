@@ -38,7 +38,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tether.runner import placement
 from tether.runner.journal import Attempt, Chain, Journal, app_doc, app_of, is_digest
-from tether.runner.logical import CHAIN_SCHEME, UnknownRunOptionError, candidate_cfg
+from tether.runner.logical import (
+    CHAIN_SCHEME,
+    UnknownRunOptionError,
+    candidate_cfg,
+    check_candidates_can_run,
+)
 from tether.runner.reattach import ExistingJob, RunOutcome
 from tether.schedulers.errors import CapacityError
 from tether.specs import (
@@ -54,6 +59,7 @@ from tether.specs import (
 )
 
 if TYPE_CHECKING:
+    from tether.schedulers.capabilities import Capabilities
     from tether.specs import runopts
     from tether.workspace import Workspace
 
@@ -64,6 +70,8 @@ class AttemptRunner(Protocol):
     cannot import: the Runner holds it)."""
 
     def scheduler_run_opts(self, scheduler: str) -> runopts: ...
+
+    def scheduler_capabilities(self, scheduler: str) -> Capabilities: ...
 
     def dryrun(
         self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal] | None = ...,
@@ -177,6 +185,7 @@ class Chains:
             )
         for sched in schedulers:  # unknown schedulers and options fail before anything
             self.cfg_for(schedulers, cfg, sched)
+        check_candidates_can_run(app, schedulers, self._runner.scheduler_capabilities, workspace)
         key = chain_key or job_key or f"{app.name}-{uuid.uuid4().hex}"
         journal = Journal(key, self._dir)
         self._given[journal.digest] = _Given(app, workspace, parent_run_id)

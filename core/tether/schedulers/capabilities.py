@@ -12,7 +12,15 @@ from dataclasses import dataclass
 from enum import Enum
 
 from tether.errors import SpecError
-from tether.specs import AppDef, BindMount, DeviceMount, Mount, RetryPolicy, VolumeMount
+from tether.specs import (
+    AppDef,
+    BindMount,
+    DeviceMount,
+    Mount,
+    RetryPolicy,
+    Role,
+    VolumeMount,
+)
 
 
 class Stream(str, Enum):
@@ -147,6 +155,70 @@ class UnsupportedFeatureError(SpecError):
     """An AppDef asks for something its scheduler cannot do (raised at dryrun)."""
 
 
+@dataclass(frozen=True)
+class Shortfall:
+    """One thing an app needs that a backend's capabilities lack.
+
+    Attributes:
+        capability: The :class:`Capabilities` field that lacks it (``secrets``, ``mounts``...).
+        text: What is missing, naming the role and the app's field.
+    """
+
+    capability: str
+    text: str
+
+
+def shortfalls(app: AppDef, caps: Capabilities, backend: str) -> list[Shortfall]:
+    """What ``backend`` cannot run of ``app``, each with the capability that lacks it.
+
+    Args:
+        app: The app (already validated as a spec).
+        caps: The backend's capabilities.
+        backend: Its name, for the messages.
+
+    Returns:
+        The shortfalls (empty: the backend can run the app).
+    """
+    out: list[Shortfall] = []
+    if caps.max_roles is not None and len(app.roles) > caps.max_roles:
+        out.append(Shortfall("max_roles", f"the app has {len(app.roles)} roles; {backend} runs "
+                                          f"at most {caps.max_roles}"))  # fmt: skip
+    for role in app.roles:
+        out += _role_shortfalls(role, caps, backend)
+    return out
+
+
+def _role_shortfalls(role: Role, caps: Capabilities, backend: str) -> list[Shortfall]:
+    where = f"role {role.name!r}"
+    out: list[Shortfall] = []
+    if caps.needs_image and not role.image:
+        out.append(Shortfall("needs_image", f"{where}: image is empty; {backend} runs a "
+                                            "container image"))  # fmt: skip
+    if role.workspace is not None and not caps.workspaces:
+        out.append(Shortfall("workspaces", (
+            f"{where}: has a workspace ({role.workspace}), but {backend} does not build "
+            "workspaces; bake the code into the image and drop --workspace")))  # fmt: skip
+    if role.max_retries > 0 and role.retry_policy not in caps.retries:
+        allowed = sorted(p.value for p in caps.retries) or ["none (max_retries=0)"]
+        out.append(Shortfall("retries", (
+            f"{where}: retry_policy={role.retry_policy.value} is not supported by {backend} "
+            f"(supported: {', '.join(allowed)})")))  # fmt: skip
+    for m in role.mounts:
+        kind = mount_kind(m)
+        if kind not in caps.mounts:
+            allowed = sorted(k.value for k in caps.mounts) or ["none"]
+            out.append(Shortfall("mounts", (
+                f"{where}: mounts has a {kind.value} mount, which {backend} does not "
+                f"support (supported: {', '.join(allowed)})")))  # fmt: skip
+    if role.secrets and not caps.secrets:
+        out.append(Shortfall("secrets", (
+            f"{where}: secrets {sorted(role.secrets)} cannot be given by {backend} "
+            "(it has no secret references); pass them another way")))  # fmt: skip
+    if role.port_map and not caps.port_map:
+        out.append(Shortfall("port_map", f"{where}: port_map is not supported by {backend}"))
+    return out
+
+
 def check_app(app: AppDef, caps: Capabilities, backend: str) -> None:
     """Rejects what ``backend`` cannot run, naming the role, the field and what is allowed.
 
@@ -158,39 +230,7 @@ def check_app(app: AppDef, caps: Capabilities, backend: str) -> None:
     Raises:
         UnsupportedFeatureError: Listing every problem.
     """
-    errs: list[str] = []
-    if caps.max_roles is not None and len(app.roles) > caps.max_roles:
-        errs.append(f"the app has {len(app.roles)} roles; {backend} runs at most {caps.max_roles}")
-    for role in app.roles:
-        where = f"role {role.name!r}"
-        if caps.needs_image and not role.image:
-            errs.append(f"{where}: image is empty; {backend} runs a container image")
-        if role.workspace is not None and not caps.workspaces:
-            errs.append(
-                f"{where}: has a workspace ({role.workspace}), but {backend} does not build "
-                "workspaces; bake the code into the image and drop --workspace"
-            )
-        if role.max_retries > 0 and role.retry_policy not in caps.retries:
-            allowed = sorted(p.value for p in caps.retries) or ["none (max_retries=0)"]
-            errs.append(
-                f"{where}: retry_policy={role.retry_policy.value} is not supported by {backend} "
-                f"(supported: {', '.join(allowed)})"
-            )
-        for m in role.mounts:
-            kind = mount_kind(m)
-            if kind not in caps.mounts:
-                allowed = sorted(k.value for k in caps.mounts) or ["none"]
-                errs.append(
-                    f"{where}: mounts has a {kind.value} mount, which {backend} does not "
-                    f"support (supported: {', '.join(allowed)})"
-                )
-        if role.secrets and not caps.secrets:
-            errs.append(
-                f"{where}: secrets {sorted(role.secrets)} cannot be given by {backend} "
-                "(it has no secret references); pass them another way"
-            )
-        if role.port_map and not caps.port_map:
-            errs.append(f"{where}: port_map is not supported by {backend}")
+    errs = [s.text for s in shortfalls(app, caps, backend)]
     if errs:
         raise UnsupportedFeatureError(
             f"{backend} cannot run app {app.name!r}:\n  - " + "\n  - ".join(errs)

@@ -4,6 +4,8 @@ is ``tests/adapters/prefect/test_failover_kube.py``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tether.adapters.common import JobResult, SchedulerListError
@@ -72,6 +74,31 @@ def test_an_option_no_candidate_declares_is_refused() -> None:
     with pytest.raises(SchedulerListError, match=r"cfg: run option 'namespce' is not an "
                        r"option of any of the schedulers local_cwd, kubernetes"):  # fmt: skip
         state.result()
+
+
+def test_a_candidate_without_a_capability_the_app_needs_is_refused(tmp_path: Path) -> None:
+    """``flaky``'s role has no image: kubernetes, which runs images, could not run it, so the
+    task run fails before anything is submitted, naming the task, the field, the scheduler
+    and the capability."""
+    from prefect import flow
+
+    from tether.adapters.prefect import component_task
+
+    flaky = component_task("tests.adapters.recovering_app:flaky",
+                           scheduler=["local_cwd", "kubernetes"], cfg={"namespace": "ml"})
+
+    @flow
+    def runs() -> JobResult:
+        return flaky(ckpt=str(tmp_path / "ckpt"))
+
+    state = runs(return_state=True)
+    assert state.is_failed()
+    with pytest.raises(SchedulerListError, match=r"task '[^']+': scheduler: the failover list "
+                       r"local_cwd, kubernetes names schedulers that cannot run app 'flaky'"
+                       r"(.|\n)*kubernetes lacks the capability `needs_image`: role 'train': "
+                       r"image is empty"):  # fmt: skip
+        state.result()
+    assert not (tmp_path / "ckpt").exists()  # no attempt ran
 
 
 def test_a_list_naming_no_scheduler_fails_when_the_task_is_made() -> None:

@@ -312,7 +312,7 @@ class ComponentOperator(BaseOperator):
                                  "(on_finish_action deletes jobs anywhere)", self.scheduler)
             merge_run_defaults(cfg, opts, {TTL_OPTION: self.job_ttl})
         add_task_metadata(cfg, opts, ti)
-        check_candidates(runner, schedulers, cfg)  # each candidate takes what it declares
+        check_candidates(runner, schedulers, cfg, app=app)  # each takes what it declares
         for role in app.roles:  # the job carries the try that launched it
             role.env[ENV_TRY_NUMBER] = str(ti.try_number)
         return app, cfg

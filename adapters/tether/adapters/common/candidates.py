@@ -5,8 +5,9 @@ as ``tether run -s`` does: one scheduler, or several in the order to try
 (``["kubernetes", "local_cwd"]`` or ``"kubernetes,local_cwd"``). With several, the job runs
 as one logical job that moves to the next candidate when one refuses it for capacity (see
 ``docs/recovery.md``). :func:`check_candidates` refuses, before anything is submitted, an
-unknown scheduler (with close matches) and run options a candidate would not accept: each
-candidate gets the options it declares, and an option none declares is an error.
+unknown scheduler (with close matches), run options a candidate would not accept (each
+candidate gets the options it declares, and an option none declares is an error) and a
+candidate without a capability the step's app needs.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from tether.errors import SpecError
 from tether.runner import Runner
-from tether.specs import CfgVal, runopts
+from tether.specs import AppDef, CfgVal, runopts
 
 
 class SchedulerListError(SpecError):
@@ -79,18 +80,21 @@ def check_candidates(
     schedulers: Sequence[str],
     cfg: Mapping[str, CfgVal],
     step: str | None = None,
+    app: AppDef | None = None,
 ) -> None:
     """Refuses schedulers and run options the step's job could not be submitted with.
 
     Every candidate must be known; with several, every option must be declared by one of
-    them, and each candidate must accept the options it declares (their types, its required
-    ones). One scheduler alone checks its options when the job is submitted, as before.
+    them, each candidate must accept the options it declares (their types, its required
+    ones) and, given the app, have the capabilities it needs (``Runner.check_candidates``).
+    One scheduler alone checks its options and the app when the job is submitted, as before.
 
     Args:
         runner: The runner.
         schedulers: The candidates, in order.
         cfg: The step's run options.
         step: The step, named in errors.
+        app: The step's app, when it is built already.
 
     Raises:
         SchedulerListError: Naming the step, the field and what is allowed.
@@ -116,3 +120,8 @@ def check_candidates(
             own.resolve(given, sched)
         except ValueError as e:
             raise SchedulerListError(f"{_where(step)}cfg: {e}") from e
+    if app is not None:
+        try:
+            runner.check_candidates(app, schedulers)
+        except SpecError as e:  # its message starts with the field: ``scheduler: ...``
+            raise SchedulerListError(f"{_where(step)}{e}") from e

@@ -273,6 +273,7 @@ class _TaskCall:
         schedulers = scheduler_list(spec.resolve_scheduler(runner), step)
         check_candidates(runner, schedulers, spec.cfg, step)  # before anything is submitted
         app = spec.materialize(runner, arguments)
+        check_candidates(runner, schedulers, spec.cfg, step, app=app)  # its capabilities
         component_args = spec.component_args(arguments)
         same, nth = call_numbers(
             _flow_counters(), task_run.task_key, parameters_digest(component_args), task_run.id,
