@@ -118,6 +118,7 @@ CONTAINERS = [
     "tests/e2e/matrix/test_matrix_local_docker.py",
     "tests/e2e/test_aws_batch_watch.py",
     "tests/e2e/infra/test_reaper_podman.py",
+    "tests/e2e/test_aws_batch_recovery_e2e.py",
 ]
 CONTAINERS_CONTRACT = ["aws_batch", "local_docker"]
 """The backends whose contract cases the containers group runs (podman, moto)."""
