@@ -170,6 +170,18 @@ def test_sagemaker_exit_code_parsed() -> None:
         ("Job entrypoint command failed with exit code 4, last available logs: ...",
          C.APPLICATION, 4),
         ("", C.UNKNOWN, None),
+        # what the driver says of a replica whose task died with its node
+        ("Job entrypoint command failed with exit code 1, last available logs:\n"
+         "tether: role 'w' replica 0 its Ray task failed: ray.exceptions.NodeDiedError: "
+         "the node 3f2a was lost", C.NODE_LOST, None),
+        # a replica's own output is the application's, whatever it says
+        ("Job entrypoint command failed with exit code 1, last available logs:\n"
+         "\x1b[36m(run_replica pid=13347)\x1b[0m [w/0] the node 0a1b running my peer died\n"
+         "\x1b[36m(run_replica pid=13347)\x1b[0m tether: end of [w/0]\n"
+         "tether: role 'w' replica 0 exited with code 3", C.APPLICATION, 3),
+        ("Job entrypoint command failed with exit code 1, last available logs:\n"
+         "[w/1] preempted by the scheduler? no\ntether: role 'w' replica 1 exited with code 2",
+         C.APPLICATION, 2),
     ],
 )  # fmt: skip
 def test_ray_messages(message: str, cause: FailureCause, code: int | None) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from tether.schedulers.ray.driver import END_MARK, failed_replica, split_replica_line
 from tether.specs import AppState
 from tether.specs.failures import Failure, FailureCause, application_failure
 
@@ -41,21 +42,39 @@ a node was preempted. Otherwise the entrypoint's exit code (``...failed with exi
 makes it the application's."""
 
 
+def _own_lines(message: str) -> str:
+    """The message without the replicas' output: Ray's own words and tether's driver's.
+
+    A failed job's message ends with the last lines of its log, where the replicas' output
+    is too (``[role/k] ...``): an application that prints "node ... died" must not make its
+    own failure a lost node.
+    """
+    return "\n".join(
+        line for line in message.splitlines()
+        if split_replica_line(line) is None and END_MARK not in line
+    )  # fmt: skip
+
+
 def job_failure(ray_status: object, message: str) -> Failure | None:
-    """Why a FAILED Ray job failed, with Ray's message.
+    """Why a FAILED Ray job failed, with Ray's message (the replicas' output in it aside).
 
     Args:
         ray_status: ``JobStatus`` or its value.
         message: The Jobs API's message.
 
     Returns:
-        The failure; None unless the job FAILED.
+        The failure; None unless the job FAILED. The exit code of an application failure
+        is the failed replica's (the driver's last line), else the entrypoint's.
     """
     if app_state(ray_status) != AppState.FAILED:
         return None
     line = message.strip().splitlines()[0] if message.strip() else ""
+    own = _own_lines(message)
     for pattern, cause in MESSAGE_CAUSE:
-        if re.search(pattern, message, re.IGNORECASE):
+        if re.search(pattern, own, re.IGNORECASE):
             return Failure(cause, line)
-    code = re.search(r"exit code (-?\d+)", message)
+    replica = failed_replica(own)
+    if replica is not None:
+        return application_failure(replica[2], line)
+    code = re.search(r"exit code (-?\d+)", own)
     return application_failure(int(code.group(1)) if code else None, line)
