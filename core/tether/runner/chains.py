@@ -451,7 +451,10 @@ class Chains:
                 continue
             with journal.lock():
                 chain = journal.load() or chain
-                handle = self._submit(journal, chain)
+                try:
+                    handle = self._submit(journal, chain)
+                except CapacityError:  # recorded (a move after a placement timeout): over
+                    continue
             if handle is None:
                 continue
             left = self._placement(journal)  # the placement timeout, when one applies
