@@ -182,6 +182,11 @@ def test_sagemaker_exit_code_parsed() -> None:
         ("Job entrypoint command failed with exit code 1, last available logs:\n"
          "[w/1] preempted by the scheduler? no\ntether: role 'w' replica 1 exited with code 2",
          C.APPLICATION, 2),
+        # seen on a loaded machine: the driver's last line right after a replica's end mark
+        ("Job entrypoint command failed with exit code 1, last available logs:\n"
+         "\x1b[36m(run_replica pid=5490)\x1b[0m [w/0] the node 0a1b2c running my peer died\n"
+         "\x1b[36m(run_replica pid=5490)\x1b[0m tether: end of [w/0]tether: role 'w' replica "
+         "0 exited with code 3", C.APPLICATION, 3),
     ],
 )  # fmt: skip
 def test_ray_messages(message: str, cause: FailureCause, code: int | None) -> None:

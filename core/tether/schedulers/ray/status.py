@@ -42,16 +42,20 @@ a node was preempted. Otherwise the entrypoint's exit code (``...failed with exi
 makes it the application's."""
 
 
+_END_MARK = re.compile(re.escape(END_MARK) + r"\[[^\]]*\]")
+
+
 def _own_lines(message: str) -> str:
     """The message without the replicas' output: Ray's own words and tether's driver's.
 
     A failed job's message ends with the last lines of its log, where the replicas' output
     is too (``[role/k] ...``): an application that prints "node ... died" must not make its
-    own failure a lost node.
+    own failure a lost node. A replica's end mark is dropped, not its line: Ray's forwarding
+    may put the driver's last line right after it.
     """
     return "\n".join(
-        line for line in message.splitlines()
-        if split_replica_line(line) is None and END_MARK not in line
+        _END_MARK.sub("", line) for line in message.splitlines()
+        if split_replica_line(line) is None
     )  # fmt: skip
 
 
