@@ -34,6 +34,9 @@ Jobs (the role's, or every Job of the app) and creates their next attempt
 is restarted at most ``max_retries`` times; names are deterministic, so two processes that
 reconcile at once create each attempt once. When a failure is final, the app is FAILED and
 ``reconcile`` stops its other replicas (they would wait for the failed one forever).
+A Job with ``backoffLimit`` 0 whose running pod is *deleted* (the eviction API, its Node
+deleted), which Kubernetes before 1.26 replaces silently, is stopped by ``reconcile`` as
+``disrupted``, FAILED with the cause (``evicted``, ``node_lost``): see :mod:`.disruption`.
 
 **Status** comes from the Job conditions and the pods (the state tables
 :data:`POD_PHASE_STATE`, :data:`JOB_CONDITION_STATE`, :data:`VOLCANO_PHASE_STATE`,

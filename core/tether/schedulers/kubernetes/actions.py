@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote
 
 from tether.schedulers.kubernetes.client import (
     KubeApi,
@@ -22,6 +23,11 @@ from tether.schedulers.kubernetes.client import (
     core_path,
     path_for,
     quota_refusal,
+)
+from tether.schedulers.kubernetes.disruption import (
+    DISRUPTED,
+    disruption_failure,
+    encode_failure,
 )
 from tether.schedulers.kubernetes.fetch import (
     appwrapper_path,
@@ -33,6 +39,8 @@ from tether.schedulers.kubernetes.fetch import (
     volcano_path,
 )
 from tether.schedulers.kubernetes.naming import (
+    ANN_FAILURE,
+    ANN_POD,
     ANN_STOP_REASON,
     ANN_STOPPED,
     ANN_SUBMITTED,
@@ -47,6 +55,7 @@ from tether.schedulers.kubernetes.naming import (
 )
 from tether.schedulers.kubernetes.reconcile import job_active
 from tether.schedulers.kubernetes.render import KubernetesRequest
+from tether.schedulers.kubernetes.status import pod_failure
 from tether.schedulers.kubernetes.views import AppView
 from tether.specs import AppState
 
@@ -131,9 +140,36 @@ def apply_actions(api: KubeApi, view: AppView) -> None:
                 raise
     for obj, kind, reason in view.stops:
         stop_object(api, view, obj, kind, reason)
+    for job, value in view.records:
+        api.merge_patch(jobs_path(view.namespace, job["metadata"]["name"]),
+                        {"metadata": {"annotations": {ANN_POD: value}}})  # fmt: skip
+    for job, pod_name, node, pod in view.disruptions:
+        failure = disruption_failure(
+            pod_name, node, pod_failure(pod) if pod is not None else None, _node_exists(api, node)
+        )
+        log.info("%s: pod %s was deleted under Job %s (%s); stopping the Job", view.app_id,
+                 pod_name, job["metadata"]["name"], failure.describe())  # fmt: skip
+        stop_object(api, view, job, DISRUPTED, failure.reason,
+                    extra={ANN_FAILURE: encode_failure(failure)})  # fmt: skip
 
 
-def stop_object(api: KubeApi, view: AppView, obj: dict[str, Any], kind: str, why: str) -> None:
+def _node_exists(api: KubeApi, node: str) -> bool | None:
+    """Whether the Node exists; None when it cannot be read (e.g. no RBAC on Nodes)."""
+    try:
+        return api.get(f"/api/v1/nodes/{quote(node, safe='')}") is not None
+    except KubernetesApiError as e:
+        log.debug("could not read node %s: %s", node, e)
+        return None
+
+
+def stop_object(
+    api: KubeApi,
+    view: AppView,
+    obj: dict[str, Any],
+    kind: str,
+    why: str,
+    extra: Mapping[str, str] | None = None,
+) -> None:
     """Stops one object of the app, marking it ``tether.dev/stopped=<kind>`` with the reason.
 
     A ``batch/v1`` Job gets ``parallelism=0`` and ``activeDeadlineSeconds=1``, a Volcano Job
@@ -143,11 +179,12 @@ def stop_object(api: KubeApi, view: AppView, obj: dict[str, Any], kind: str, why
         api: The API.
         view: The app.
         obj: The object.
-        kind: ``cancelled``, ``failed`` or ``superseded``.
+        kind: ``cancelled``, ``failed``, ``superseded`` or ``disrupted``.
         why: The reason (cut to 1000 characters).
+        extra: Further annotations to set with the mark.
     """
     meta = obj["metadata"]
-    ann = {ANN_STOPPED: kind, ANN_STOP_REASON: why[:1000]}
+    ann = {ANN_STOPPED: kind, ANN_STOP_REASON: why[:1000], **(extra or {})}
     if obj.get("kind") == "Job" and obj.get("apiVersion") == "batch/v1":
         api.merge_patch(
             jobs_path(view.namespace, meta["name"]),

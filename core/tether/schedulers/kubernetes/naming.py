@@ -43,8 +43,13 @@ ANN_MAX_RETRIES = "tether.dev/max-retries"
 ANN_RETRY_POLICY = "tether.dev/retry-policy"
 ANN_PORT_NAMES = "tether.dev/port-names"
 ANN_STOPPED = "tether.dev/stopped"
-"""Set by tether when it stops an object: ``cancelled``, ``failed`` or ``superseded``."""
+"""Set by tether when it stops an object: ``cancelled``, ``failed``, ``superseded`` or
+``disrupted`` (its pod was deleted under it, see :mod:`~.disruption`)."""
 ANN_STOP_REASON = "tether.dev/stop-reason"
+ANN_POD = "tether.dev/pod"
+"""A Job's pod of record, ``POD@NODE``: the one pod tether saw it run (see :mod:`~.disruption`)."""
+ANN_FAILURE = "tether.dev/failure"
+"""Why tether stopped a disrupted Job: ``{"cause": ..., "reason": ...}`` (JSON)."""
 ANN_SUBMITTED = "tether.dev/submitted"
 """Submission time in seconds since the epoch (microseconds), set by ``schedule``: the
 ``creationTimestamp`` has one-second resolution, too coarse to order two submissions of one

@@ -16,7 +16,9 @@ from typing import Any
 
 from tether.schedulers.kubernetes.fields import annotations_of, meta_of, to_int, true_conditions
 from tether.schedulers.kubernetes.naming import (
+    ANN_FAILURE,
     ANN_NUM_RESTARTS,
+    ANN_POD,
     ANN_STOP_REASON,
     ANN_STOPPED,
     KUEUE_QUEUE_LABEL,
@@ -132,7 +134,8 @@ def next_attempt_job(job: Mapping[str, Any], attempt: int, num_restarts: int) ->
     annotations = {
         k: v
         for k, v in (meta.get("annotations") or {}).items()
-        if k not in (ANN_STOPPED, ANN_STOP_REASON) and not k.startswith("batch.kubernetes.io/")
+        if k not in (ANN_STOPPED, ANN_STOP_REASON, ANN_POD, ANN_FAILURE)
+        and not k.startswith("batch.kubernetes.io/")
     }
     annotations[ANN_NUM_RESTARTS] = str(num_restarts)
     rmeta = role_meta(spec["template"])

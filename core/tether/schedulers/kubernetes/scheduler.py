@@ -297,7 +297,7 @@ class KubernetesScheduler(Scheduler[KubernetesRequest, KubernetesOpts], ImageWor
                 raise
             log.warning("reconcile of %s skipped: %s", app_id, e)
             return
-        if view is not None and (view.stops or view.creates):
+        if view is not None and (view.stops or view.creates or view.records or view.disruptions):
             apply_actions(self._kube(), view)
 
     # ---- list / find ---------------------------------------------------------------------

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from tether.schedulers.kubernetes.disruption import DISRUPTED, disrupted_replica, plan_disruptions
 from tether.schedulers.kubernetes.fields import (
     annotations_of,
     created_at,
@@ -82,6 +83,7 @@ STOPPED_STATE: dict[str, AppState] = {
     "cancelled": AppState.CANCELLED,
     "failed": AppState.FAILED,
     "superseded": AppState.CANCELLED,
+    "disrupted": AppState.FAILED,
 }
 """The ``tether.dev/stopped`` annotation tether puts on what it stopped -> state."""
 
@@ -319,6 +321,8 @@ def job_replica(
         rep.failure = pv.failure
     stopped = ann.get(ANN_STOPPED)
     conds = true_conditions(job)
+    if stopped == DISRUPTED:
+        return disrupted_replica(rep, job, mine)
     if stopped in STOPPED_STATE:
         rep.stopped = stopped
         rep.state = STOPPED_STATE[stopped]
@@ -497,6 +501,8 @@ def _jobs(
             if id(job) not in current and job_active(job):
                 view.stops.append((job, "superseded", "replaced by a newer attempt"))
         plan_actions(view, metas)
+        if view.gang == GANG_NONE:  # Kueue deletes the pods of a Job it preempts itself
+            plan_disruptions(view, pods)
     elif view.state == AppState.FAILED:  # AppWrapper: stop what still runs, MCAD retries
         for rep in view.replicas:
             if rep.job is not None and job_active(rep.job) and rep.state == AppState.FAILED:

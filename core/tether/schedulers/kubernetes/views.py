@@ -78,6 +78,9 @@ class AppView:
         ui_url: The job's page in a dashboard (the ``dashboard_url`` option), if any.
         stops: ``(object, stopped-kind, reason)`` to stop.
         creates: Jobs to create (next attempts).
+        records: ``(Job, "POD@NODE")``: pods of record to note on their Jobs.
+        disruptions: ``(Job, pod, node, the pod or None)``: Jobs whose pod of record was
+            deleted under them, to stop as disrupted (see :mod:`~.disruption`).
     """
 
     namespace: str
@@ -97,6 +100,10 @@ class AppView:
     ui_url: str | None = None
     stops: list[tuple[dict[str, Any], str, str]] = field(default_factory=list)
     creates: list[dict[str, Any]] = field(default_factory=list)
+    records: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    disruptions: list[tuple[dict[str, Any], str, str, dict[str, Any] | None]] = field(
+        default_factory=list
+    )
 
     @property
     def app_id(self) -> str:
@@ -137,5 +144,5 @@ def describe_response(view: AppView) -> DescribeAppResponse:
         roles=view.roles,
         job_key=view.job_key,
         ui_url=view.ui_url,
-        actions_due=bool(view.stops or view.creates),
+        actions_due=bool(view.stops or view.creates or view.records or view.disruptions),
     )
