@@ -108,8 +108,7 @@ def test_ttl_seconds_after_finished_on_every_job() -> None:
 
 def test_recovery_policy_makes_a_disruption_fail_the_job() -> None:
     """With a recovery policy every Job fails at once on a pod with the DisruptionTarget
-    condition (the Job's own retries never restart a disrupted pod); without one, no pod
-    failure policy is rendered."""
+    condition (the Job's own retries never restart a disrupted pod)."""
     from tether.specs import RecoveryPolicy
 
     role = Role("w", image="busybox:1.36", entrypoint="echo", num_replicas=2, max_retries=2,
@@ -121,8 +120,29 @@ def test_recovery_policy_makes_a_disruption_fail_the_job() -> None:
         {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget"}]}]}
         for j in jobs)  # fmt: skip
     assert all(j["spec"]["template"]["spec"]["restartPolicy"] == "Never" for j in jobs)
+
+
+
+def test_without_a_recovery_policy_a_disruption_uses_up_no_pod_retry() -> None:
+    """Without a recovery policy, a Job that retries its pod (``REPLICA``) ignores a
+    disrupted pod (Kubernetes replaces it without counting it against ``backoffLimit``); a
+    Job tether restarts itself (``backoffLimit`` 0) gets no pod failure policy."""
+    role = Role("w", image="busybox:1.36", entrypoint="echo", num_replicas=2, max_retries=2,
+                retry_policy=RetryPolicy.REPLICA)  # fmt: skip
     _, plain = rendered(AppDef("rec", roles=[role]))
-    assert all("podFailurePolicy" not in o["spec"] for o in plain if o["kind"] == "Job")
+    jobs = [o for o in plain if o["kind"] == "Job"]
+    assert len(jobs) == 2 and all(j["spec"]["podFailurePolicy"] == {"rules": [
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]}
+        for j in jobs)  # fmt: skip
+    for policy in (RetryPolicy.ROLE, RetryPolicy.APPLICATION):
+        role = Role("w", image="busybox:1.36", entrypoint="echo", max_retries=2,
+                    retry_policy=policy)  # fmt: skip
+        _, objs = rendered(AppDef("rec", roles=[role]))
+        assert all("podFailurePolicy" not in o["spec"] for o in objs if o["kind"] == "Job")
+    no_retries = Role("w", image="busybox:1.36", entrypoint="echo",
+                      retry_policy=RetryPolicy.REPLICA)  # fmt: skip
+    _, objs = rendered(AppDef("rec", roles=[no_retries]))
+    assert all("podFailurePolicy" not in o["spec"] for o in objs if o["kind"] == "Job")
 
 
 def test_multi_role_multi_replica_headless_service_and_rank0_dns() -> None:

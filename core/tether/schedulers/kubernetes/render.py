@@ -164,6 +164,12 @@ DISRUPTION_FAILS_JOB: dict[str, Any] = {
 }
 """The Job's ``podFailurePolicy`` for an app with a recovery policy (see :func:`render_job`)."""
 
+DISRUPTION_NOT_COUNTED: dict[str, Any] = {
+    "rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]
+}
+"""The ``podFailurePolicy`` of a Job that retries its pod itself (``REPLICA``) in an app
+without a recovery policy: a disrupted pod is replaced without using up a retry."""
+
 
 def render_job(
     app: AppDef,
@@ -181,7 +187,12 @@ def render_job(
     with a recovery policy gets a ``podFailurePolicy`` (Kubernetes 1.26+; older apiservers
     drop the field): a pod with the ``DisruptionTarget`` condition (preempted, evicted, its
     node drained or lost) fails the Job at once, so the Job's own retries never restart a
-    disrupted pod and the pod keeps the cause tether's recovery reads.
+    disrupted pod and the pod keeps the cause tether's recovery reads. Without a recovery
+    policy, a Job that retries its pod itself (``backoffLimit`` > 0) gets ``Ignore`` on
+    ``DisruptionTarget`` instead: a preempted or evicted pod is replaced without counting
+    against ``max_retries``, which are for the program's own failures (as the Kubernetes
+    documentation suggests for disruptions); a Job tether restarts itself (``backoffLimit``
+    0) gets none, so a disrupted pod fails it with its cause and tether's retries apply.
     """
     labels = app_labels(name, job_key, opts)
     labels[LABEL_ROLE] = role_slug(role.name)
@@ -199,6 +210,8 @@ def render_job(
         spec["ttlSecondsAfterFinished"] = opts.ttl_seconds_after_finished
     if app.recovery is not None:
         spec["podFailurePolicy"] = DISRUPTION_FAILS_JOB
+    elif backoff > 0:
+        spec["podFailurePolicy"] = DISRUPTION_NOT_COUNTED
     if opts.gang == GANG_KUEUE:
         spec["suspend"] = True
     spec["template"] = template
