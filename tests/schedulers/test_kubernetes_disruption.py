@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.schedulers.test_kubernetes_status import jobs_of, make_app, pod_for, view
+from tests.schedulers.test_kubernetes_status import condition, jobs_of, make_app, pod_for, view
 from tether.schedulers.kubernetes.disruption import (
     DISRUPTED,
     disruption_failure,
@@ -125,3 +125,39 @@ def test_a_disrupted_job_ends_only_when_none_of_its_pods_runs() -> None:
     assert v.state == AppState.PENDING and "stopping 1 pod(s)" in v.msg
     v = view(name, [job], [pod_for(job, "Failed", n=1)])
     assert v.state == AppState.FAILED and v.replicas[0].failure == failure
+
+
+def _killed(job: dict[str, Any], finished: str, grace: int = 30) -> dict[str, Any]:
+    """A pod deleted at 00:00:00 (its deletionTimestamp after the grace period), Failed."""
+    pod = pod_for(job, "Failed", containerStatuses=[{"name": "c", "state": {"terminated": {
+        "exitCode": 143, "reason": "Error", "finishedAt": finished}}}])  # fmt: skip
+    pod["metadata"]["deletionTimestamp"] = f"2026-01-01T00:00:{grace:02d}Z"
+    pod["metadata"]["deletionGracePeriodSeconds"] = grace
+    return pod
+
+
+def test_a_job_failed_by_its_pods_deletion_reports_the_eviction() -> None:
+    """A real kubelet kills a deleted pod's container and reports the pod Failed before it
+    goes; a Job controller that sees that first fails the Job (BackoffLimitExceeded): the
+    exit code is the kill's, the cause the eviction."""
+    name, job = _one()
+    condition(job, "Failed", "BackoffLimitExceeded", "Job has reached the backoff limit")
+    v = view(name, [job], [_killed(job, "2026-01-01T00:00:01Z")])
+    assert v.state == AppState.FAILED
+    failure = v.replicas[0].failure
+    assert failure is not None and failure.cause == FailureCause.EVICTED, failure
+    assert failure.reason.startswith("PodDeleted:") and failure.exit_code == 143
+    # it ended before it was deleted: the program's own exit code
+    v = view(name, [job], [_killed(job, "2025-12-31T23:59:58Z")])
+    assert v.replicas[0].failure == Failure(FailureCause.APPLICATION, "exit code 143 (Error)", 143)
+
+
+def test_pods_tether_or_the_deadline_stopped_are_not_evictions() -> None:
+    name, job = _one()
+    job["metadata"]["annotations"].update({ANN_STOPPED: "superseded", ANN_STOP_REASON: "x"})
+    failure = view(name, [job], [_killed(job, "2026-01-01T00:00:01Z")]).replicas[0].failure
+    assert failure is not None and failure.cause == FailureCause.APPLICATION
+    name, job = _one()
+    condition(job, "Failed", "DeadlineExceeded", "Job was active longer than specified")
+    failure = view(name, [job], [_killed(job, "2026-01-01T00:00:01Z")]).replicas[0].failure
+    assert failure is not None and failure.cause == FailureCause.APPLICATION

@@ -25,9 +25,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
-from tether.schedulers.kubernetes.fields import annotations_of, meta_of, to_int
+from tether.schedulers.kubernetes.fields import (
+    annotations_of,
+    meta_of,
+    parse_time,
+    to_int,
+    true_conditions,
+)
 from tether.schedulers.kubernetes.naming import ANN_FAILURE, ANN_POD, ANN_STOP_REASON
 from tether.schedulers.kubernetes.pods import owned_by
 from tether.schedulers.kubernetes.reconcile import job_active
@@ -178,6 +185,47 @@ def disrupted_replica(rep: Replica, job: Mapping[str, Any], pods: list[dict[str,
     rep.state = AppState.PENDING if live else AppState.FAILED
     rep.msg = f"stopping {len(live)} pod(s) of the Job after: {reason}" if live else reason
     return rep
+
+
+def killed_by_deletion(pod: Mapping[str, Any], job: Mapping[str, Any]) -> Failure | None:
+    """The failure of a pod that ended because it was deleted (not because tether stopped
+    its Job: the caller checks that), when its Job failed before tether saw the deletion.
+
+    With a real kubelet the deleted pod's container is killed (exit code 137 or 143) and the
+    pod turns Failed before it disappears; a Job controller before 1.26 that sees that
+    failure before it replaced the pod fails a ``backoffLimit`` 0 Job with
+    ``BackoffLimitExceeded``. The exit code is then the kill's, not the program's: the pod
+    was evicted (``PodDeleted``).
+
+    Args:
+        pod: The replica's pod.
+        job: Its Job.
+
+    Returns:
+        ``evicted`` for a Failed pod being deleted whose container ended at or after the
+        deletion was asked (``deletionTimestamp`` less the grace period); else None. None
+        too when the Job's own deadline (``DeadlineExceeded``) deleted it.
+    """
+    meta, status = meta_of(pod), pod.get("status") or {}
+    deleted = parse_time(meta.get("deletionTimestamp"))
+    if deleted is None or _phase(pod) != "Failed":
+        return None
+    failed = true_conditions(job).get("Failed") or {}
+    if failed.get("reason") == "DeadlineExceeded":
+        return None
+    asked = deleted - timedelta(seconds=to_int(meta.get("deletionGracePeriodSeconds")))
+    for cs in status.get("containerStatuses") or []:
+        term = (cs.get("state") or {}).get("terminated") or {}
+        ended = parse_time(term.get("finishedAt"))
+        if ended is not None and ended >= asked.replace(microsecond=0):
+            code = term.get("exitCode")
+            return Failure(
+                FailureCause.EVICTED,
+                f"PodDeleted: pod {meta.get('name')} was deleted while it ran (the eviction "
+                f"API, a drain, or a delete); its container was killed, exit code {code}",
+                to_int(code) if code is not None else None,
+            )
+    return None
 
 
 def encode_failure(failure: Failure) -> str:

@@ -19,7 +19,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tether.schedulers.kubernetes.disruption import DISRUPTED, disrupted_replica, plan_disruptions
+from tether.schedulers.kubernetes.disruption import (
+    DISRUPTED,
+    disrupted_replica,
+    killed_by_deletion,
+    plan_disruptions,
+)
 from tether.schedulers.kubernetes.fields import (
     annotations_of,
     created_at,
@@ -329,6 +334,8 @@ def job_replica(
         rep.msg = ann.get(ANN_STOP_REASON, stopped)
         rep.retryable = False
         return rep
+    if pod is not None and rep.failure is not None and not rep.failure.is_infrastructure:
+        rep.failure = killed_by_deletion(pod, job) or rep.failure
     for ctype in ("Complete", "Failed"):
         if ctype in conds:
             rep.state = JOB_CONDITION_STATE[ctype]
