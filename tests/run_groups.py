@@ -71,6 +71,7 @@ KUBE = [
     "tests/e2e/test_kubernetes_failure_causes_e2e.py",
     "tests/e2e/test_kubernetes_recovery_e2e.py",
     "tests/e2e/test_kubernetes_disruption_e2e.py",
+    "tests/e2e/test_kubernetes_ddp_recovery_e2e.py",
     "tests/e2e/test_kube_log_follow.py",
     "tests/adapters/airflow/test_airflow_failover_kube.py",
     "tests/adapters/prefect/test_failover_kube.py",
