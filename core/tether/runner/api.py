@@ -4,23 +4,22 @@ Every caller (the CLI, the Airflow operator, the Prefect task, the KFP launcher 
 through it, so job identity, tracking wiring, outputs and cancellation behave the same
 everywhere.
 
-The Runner does itself what launches a job: render the native
-request (:meth:`Runner.dryrun`), submit it, and find or re-attach to a job by its job key
-(:meth:`Runner.run_or_attach`, by the one rule of :mod:`tether.runner.reattach`). It holds
-three collaborators and hands the rest on to them: its schedulers
-(:class:`~tether.runner.pool.SchedulerPool`), its components by name
-(:class:`~tether.runner.components.Components`: find, defaults, materialize) and what is
-done with an app already launched
-(:class:`~tether.runner.launched.LaunchedApps`: describe, logs, outputs, cancel); its
-``status``, ``wait``, ``watch`` and ``wait_any`` go through the process's watch hub
-(:mod:`tether.runner.follow`). The
-tracking environment of each role comes from :mod:`tether.runner.wiring`.
+The Runner holds its collaborators and hands each call on to the one whose job it is: its
+schedulers (:class:`~tether.runner.pool.SchedulerPool`), its components by name
+(:class:`~tether.runner.components.Components`: find, defaults, materialize), the launch
+path (:class:`~tether.runner.launch.Launcher`: render the native request, submit it, and
+find or re-attach to a job by its job key, by the one rule of :mod:`tether.runner.reattach`),
+the follow path (:class:`~tether.runner.following.Following`: ``status``, ``wait``,
+``watch`` and ``wait_any`` through the process's watch hub, :mod:`tether.runner.follow`),
+what is done with an app already launched (:class:`~tether.runner.launched.LaunchedApps`:
+describe, logs, outputs, cancel) and the logical jobs (``chain://...``,
+:class:`~tether.runner.chains.Chains`, loaded when first met). The tracking environment of
+each role comes from :mod:`tether.runner.wiring`.
 """
 
 from __future__ import annotations
 
 import builtins
-import copy
 import dataclasses
 import logging
 import warnings
@@ -30,24 +29,23 @@ from typing import TYPE_CHECKING, Any, Literal, Self, overload
 
 from tether.config import TetherConfig
 from tether.runner.components import Components
+from tether.runner.following import Following
+from tether.runner.launch import Launcher
 from tether.runner.launched import LaunchedApps
 from tether.runner.logical import check_candidates_can_run, is_chain_handle
 from tether.runner.pool import DEFAULT_SESSION, SchedulerPool
-from tether.runner.recording import app_fields, handle_fields, recorded
-from tether.runner.wiring import warn_default_image, wire_env
+from tether.runner.recording import handle_fields, recorded
 from tether.schedulers import get_scheduler_factories
-from tether.schedulers.api import JOB_KEY, ListAppResponse, Scheduler, Stream
+from tether.schedulers.api import ListAppResponse, Scheduler, Stream
 from tether.schedulers.capabilities import Capabilities
 from tether.specs import (
     AppDef,
     AppDryRunInfo,
     AppHandle,
     CfgVal,
-    make_app_handle,
     runopts,
 )
 from tether.workspace import Workspace
-from tether.workspace.api import WorkspaceMixin
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -90,6 +88,8 @@ class Runner:
         self._apps = LaunchedApps(self._pool)
         self._components = Components(lambda: self.config, component_defaults)
         self._chain_ops: Chains | None = None
+        self._follow = Following(self._pool, lambda: self._chains)
+        self._launch = Launcher(self._pool, name, lambda: self._chains, self.status)
 
     # ---- lifecycle and the schedulers it holds -------------------------------------------
     def __enter__(self) -> Self:
@@ -239,8 +239,6 @@ class Runner:
         return self.run(app, scheduler, cfg, workspace, parent_run_id, job_key)
 
     # ---- render and submit ---------------------------------------------------------------
-    @recorded("dryrun", lambda self, app, scheduler, cfg=None, workspace=None, *a, **k:
-              app_fields(app, scheduler, cfg, workspace))  # fmt: skip
     def dryrun(
         self,
         app: AppDef,
@@ -268,31 +266,8 @@ class Runner:
         Returns:
             The request; ``str()`` shows it with secrets redacted.
         """
-        sched = self._pool.get(scheduler)
-        # a copy, but overrides are not deep-copied (as TorchX): they may hold coroutines or
-        # futures; each role's copy gets its own dict of the same values
-        app = copy.deepcopy(app, {id(r.overrides): dict(r.overrides) for r in app.roles})
-        wire_env(app, scheduler, self._name, self.config, parent_run_id, job_key)
-        if job_key:
-            app.metadata[JOB_KEY] = job_key
-        ws = Workspace.from_str(workspace) if isinstance(workspace, str) else workspace
-        if ws is not None:
-            for role in app.roles:
-                if role.workspace is None:
-                    role.workspace = ws
-        warn_default_image(app, scheduler, sched.capabilities)
-        opts = sched.run_opts()
-        merged = self.config.apply(scheduler, cfg, opts)
-        if isinstance(sched, WorkspaceMixin) and any(r.workspace is not None for r in app.roles):
-            sched.build_workspaces(app.roles, opts.resolve(merged, scheduler))
-        info = sched.submit_dryrun(app, merged)
-        # schedule() finds the scheduler by the name this runner knows it under (a plugin's
-        # registered name may differ from its ``backend``)
-        info.scheduler = scheduler
-        return info
+        return self._launch.dryrun(app, scheduler, cfg, workspace, parent_run_id, job_key)
 
-    @recorded("schedule", lambda self, info: app_fields(info.app, info.scheduler, info.cfg),
-              after=handle_fields)  # fmt: skip
     def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> AppHandle:
         """Submits a request rendered by :meth:`dryrun`.
 
@@ -302,17 +277,7 @@ class Runner:
         Returns:
             The app handle.
         """
-        backend = dryrun_info.scheduler
-        if backend is None:
-            raise ValueError("dryrun_info was not produced by Runner.dryrun/submit_dryrun")
-        sched = self._pool.get(backend)
-        app_id = sched.schedule(dryrun_info)
-        handle = make_app_handle(backend, self._name, app_id)
-        if dryrun_info.app is not None:
-            self._pool.remember(handle, dryrun_info.app)
-        app_name = dryrun_info.app.name if dryrun_info.app else "?"
-        log.info("launched app %s as %s", app_name, handle)
-        return handle
+        return self._launch.schedule(dryrun_info)
 
     def find_job(
         self, scheduler: str, job_key: str, cfg: Mapping[str, CfgVal] | None = None
@@ -332,20 +297,7 @@ class Runner:
         Returns:
             Its handle and status, or None.
         """
-        from tether.runner.reattach import ExistingJob  # not on a dry run's path
-
-        chain = self._chains.find(job_key) if self._has_chain(job_key) else None
-        if chain is not None:
-            return chain
-        sched = self._pool.get(scheduler)
-        merged = self.config.apply(scheduler, cfg, sched.run_opts())
-        found: list[ListAppResponse] = sched.find_jobs(job_key, merged)
-        for entry in reversed(found):
-            handle = make_app_handle(scheduler, self._name, entry.app_id)
-            status = self.status(handle)
-            if status is not None:
-                return ExistingJob(handle, status)
-        return None
+        return self._launch.find_job(scheduler, job_key, cfg)
 
     @overload
     def run(
@@ -438,25 +390,10 @@ class Runner:
         Returns:
             The handle, and whether it is a job launched earlier.
         """
-        from tether.runner.reattach import Action, EarlierJob, RunOutcome, decide
-
-        if not isinstance(scheduler, str) or app.recovery is not None:
-            names = [scheduler] if isinstance(scheduler, str) else list(scheduler)
-            return self._chains.start(app, names, cfg, workspace, parent_run_id, job_key)
-        if job_key:
-            existing = self.find_job(scheduler, job_key, cfg)
-            earlier = None if existing is None else EarlierJob(existing.app_handle,
-                                                               existing.status)
-            decision = decide(earlier)
-            if existing is not None and decision.action is Action.ATTACH:
-                log.info("job key %r: re-attaching to %s instead of submitting a duplicate (%s)",
-                         job_key, existing.app_handle, decision.reason)
-                return RunOutcome(existing.app_handle, reattached=True)
-        info = self.dryrun(app, scheduler, cfg, workspace, parent_run_id, job_key)
-        return RunOutcome(self.schedule(info), reattached=False)
+        return self._launch.run_or_attach(app, scheduler, cfg, workspace, parent_run_id,
+                                          job_key)
 
     # ---- an app already launched (see LaunchedApps) --------------------------------------
-    @recorded("status", lambda self, app_handle: handle_fields(app_handle))
     def status(self, app_handle: AppHandle) -> AppStatus | None:
         """The app's status (from the process's watch when it follows the app, else read).
 
@@ -466,11 +403,7 @@ class Runner:
         Returns:
             The status, or None when the scheduler does not know the app.
         """
-        if is_chain_handle(app_handle):
-            return self._chains.status(app_handle)
-        from tether.runner import follow  # the watch hub loads when an app is followed
-
-        return follow.status(self._pool, app_handle)
+        return self._follow.status(app_handle)
 
     def wait(
         self, app_handle: AppHandle, wait_interval: float = 10, timeout: float | None = None
@@ -495,11 +428,7 @@ class Runner:
                 ``connection``, naming the backend and its last error; see
                 ``docs/scale.md``), rather than waiting in silence.
         """
-        if is_chain_handle(app_handle):  # the follower recovers (see tether.runner.chains)
-            return self._chains.wait(app_handle, wait_interval, timeout)
-        from tether.runner import follow  # the watch hub loads when an app is followed
-
-        return follow.wait(self._pool, app_handle, wait_interval, timeout)
+        return self._follow.wait(app_handle, wait_interval, timeout)
 
     def watch(
         self, app_handles: Iterable[AppHandle], timeout: float | None = None
@@ -520,10 +449,7 @@ class Runner:
             them raises ``WatchReadError`` when an app's backend cannot be read (as
             :meth:`wait`); so do ``awatch``, ``wait_any`` and ``open_watch``'s ``next``.
         """
-        from tether.runner import follow  # the watch hub loads when an app is followed
-
-        handles = builtins.list(app_handles)
-        return follow.watch(self._pool, handles, timeout, chains=self._chains_of(handles))
+        return self._follow.watch(app_handles, timeout)
 
     def open_watch(
         self, app_handles: Iterable[AppHandle], wait_interval: float = 10
@@ -545,11 +471,7 @@ class Runner:
         Returns:
             The watch.
         """
-        from tether.runner import follow  # the watch hub loads when an app is followed
-
-        handles = builtins.list(app_handles)
-        return follow.AppWatch(self._pool, handles, wait_interval,
-                               chains=self._chains_of(handles))
+        return self._follow.open_watch(app_handles, wait_interval)
 
     def awatch(
         self,
@@ -567,11 +489,7 @@ class Runner:
         Returns:
             The changes, to read with ``async for``.
         """
-        from tether.runner import follow  # the watch hub loads when an app is followed
-
-        handles = builtins.list(app_handles)
-        return follow.awatch(self._pool, handles, timeout, wait_interval,
-                             chains=self._chains_of(handles))
+        return self._follow.awatch(app_handles, timeout, wait_interval)
 
     def wait_any(
         self, app_handles: Iterable[AppHandle], timeout: float | None = None
@@ -585,10 +503,7 @@ class Runner:
         Returns:
             Its final event, or None after ``timeout``.
         """
-        from tether.runner import follow  # the watch hub loads when an app is followed
-
-        handles = builtins.list(app_handles)
-        return follow.wait_any(self._pool, handles, timeout, chains=self._chains_of(handles))
+        return self._follow.wait_any(app_handles, timeout)
 
     def reconcile(self, app_handle: AppHandle) -> None:
         """Applies what the scheduler's engine cannot do itself (see ``Scheduler.reconcile``).
@@ -602,17 +517,6 @@ class Runner:
         handle = self._attempt(app_handle)
         if handle is not None:
             self._apps.reconcile(handle)
-
-    def _chains_of(self, app_handles: Iterable[AppHandle]) -> Chains | None:
-        """The logical jobs, when a handle is one (a watch follows it through its attempts;
-        see :mod:`tether.runner.chain_watch`)."""
-        return self._chains if any(is_chain_handle(h) for h in app_handles) else None
-
-    def _has_chain(self, job_key: str) -> bool:
-        """Whether a logical job has a journal under ``job_key`` (without loading chains)."""
-        from tether.runner.journal import Journal
-
-        return Journal(job_key).path.exists()
 
     def _attempt(self, app_handle: AppHandle) -> AppHandle | None:
         """The handle a call acts on: the current attempt's for a logical handle."""

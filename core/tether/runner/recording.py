@@ -1,11 +1,13 @@
 """Which Runner calls record a TorchX runner event, and whether anything listens.
 
 ``Runner.dryrun``, ``schedule``, ``status``, ``describe``, ``list``, ``log_lines`` and
-``cancel`` are wrapped by :func:`recorded`. The event itself (:class:`TetherEvent` and its
-handlers, :mod:`tether.runner.event_log`) is built only when a handler would see it: the
-default destination, ``null``, drops every event unless a plugin of that name is installed,
-so a call under it skips the event and :mod:`tether.runner.event_log` is not imported (a
-dry run does not pay for it).
+``cancel`` record one (:func:`recorded` wraps the method that does the work: ``dryrun`` and
+``schedule`` of :class:`~tether.runner.launch.Launcher`, ``status`` of
+:class:`~tether.runner.following.Following`, the others the Runner's own). The event itself
+(:class:`TetherEvent` and its handlers, :mod:`tether.runner.event_log`) is built only when a
+handler would see it: the default destination, ``null``, drops every event unless a plugin of
+that name is installed, so a call under it skips the event and
+:mod:`tether.runner.event_log` is not imported (a dry run does not pay for it).
 """
 
 from __future__ import annotations
