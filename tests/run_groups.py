@@ -107,6 +107,7 @@ SLURM_RAY = [
     "tests/e2e/test_slurm_recovery_ddp_e2e.py",
     "tests/e2e/test_slurm_placement_e2e.py",
     "tests/e2e/test_ray_failure_causes_e2e.py",
+    "tests/adapters/airflow/test_airflow_links.py",
 ]
 SLURM_RAY_CONTRACT = ["slurm", "slurm_ssh", "slurm_rest", "ray"]
 """The backends whose contract cases the slurm+ray group runs (a backend adds its id here)."""
