@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Final
 
 from tether.errors import SpecError
 from tether.specs import (
@@ -47,11 +48,15 @@ class FollowMode(str, Enum):
     DESCRIBE_EACH = "describe_each"
 
 
-@dataclass(frozen=True)
 class Follow:
     """How a backend is followed by the process's watch hub.
 
-    Attributes:
+    A plain class, not a frozen dataclass, whose generated methods would be compiled when
+    this module is imported, at every command's start: its fields are read-only (``Final``)
+    and it compares and hashes by them (build a changed copy with ``Follow(...)``, not
+    ``dataclasses.replace``).
+
+    Args:
         mode: The mechanism (for docs, the CLI and the benchmark).
         source: Module holding ``follow_target(scheduler, app_id)``, which names the shared
             view an app belongs to and builds its reader (imported only when a job of the
@@ -60,9 +65,35 @@ class Follow:
             changes at once; the interval then only bounds how stale a time-based state is).
     """
 
-    mode: FollowMode = FollowMode.DESCRIBE_EACH
-    source: str | None = None
-    interval: float = 5.0
+    __slots__ = ("interval", "mode", "source")
+
+    def __init__(
+        self,
+        mode: FollowMode = FollowMode.DESCRIBE_EACH,
+        source: str | None = None,
+        interval: float = 5.0,
+    ) -> None:
+        self.mode: Final = mode
+        self.source: Final = source
+        self.interval: Final = interval
+
+    def _fields(self) -> tuple[FollowMode, str | None, float]:
+        return (self.mode, self.source, self.interval)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Follow):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return f"Follow(mode={self.mode!r}, source={self.source!r}, interval={self.interval!r})"
+
+
+DEFAULT_FOLLOW = Follow()
+"""The generic follow: one ``describe`` per followed job per interval (the default)."""
 
 
 class MountKind(str, Enum):
@@ -143,7 +174,7 @@ class Capabilities:
     job_identity: bool = True
     max_roles: int | None = None
     kubernetes_pods: bool = False
-    follow: Follow = Follow()
+    follow: Follow = DEFAULT_FOLLOW
 
     @property
     def retries(self) -> frozenset[RetryPolicy]:
@@ -155,17 +186,31 @@ class UnsupportedFeatureError(SpecError):
     """An AppDef asks for something its scheduler cannot do (raised at dryrun)."""
 
 
-@dataclass(frozen=True)
 class Shortfall:
-    """One thing an app needs that a backend's capabilities lack.
+    """One thing an app needs that a backend's capabilities lack (a plain class, as
+    :class:`Follow`; read-only, compares by its fields).
 
-    Attributes:
+    Args:
         capability: The :class:`Capabilities` field that lacks it (``secrets``, ``mounts``...).
         text: What is missing, naming the role and the app's field.
     """
 
-    capability: str
-    text: str
+    __slots__ = ("capability", "text")
+
+    def __init__(self, capability: str, text: str) -> None:
+        self.capability: Final = capability
+        self.text: Final = text
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Shortfall):
+            return NotImplemented
+        return (self.capability, self.text) == (other.capability, other.text)
+
+    def __hash__(self) -> int:
+        return hash((self.capability, self.text))
+
+    def __repr__(self) -> str:
+        return f"Shortfall(capability={self.capability!r}, text={self.text!r})"
 
 
 def shortfalls(app: AppDef, caps: Capabilities, backend: str) -> list[Shortfall]:

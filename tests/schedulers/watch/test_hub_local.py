@@ -18,6 +18,7 @@ import pytest
 
 from tether.runner import get_runner
 from tether.runner.api import Runner
+from tether.schedulers.capabilities import Follow
 from tether.schedulers.local.scheduler import LocalScheduler
 from tether.schedulers.watch import AsyncSubscription, JobEvent, Subscription, WatchHub
 from tether.specs import AppDef, AppState, Role
@@ -216,9 +217,9 @@ def test_an_apps_end_is_heard_at_once_not_at_the_next_scan(
     the end is still heard."""
     import dataclasses
 
+    follow = LocalScheduler.capabilities.follow
     slow = dataclasses.replace(
-        LocalScheduler.capabilities,
-        follow=dataclasses.replace(LocalScheduler.capabilities.follow, interval=3600.0),
+        LocalScheduler.capabilities, follow=Follow(follow.mode, follow.source, interval=3600.0)
     )
     monkeypatch.setattr(LocalScheduler, "capabilities", slow)
     hub = WatchHub()
