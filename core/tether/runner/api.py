@@ -9,8 +9,9 @@ schedulers (:class:`~tether.runner.pool.SchedulerPool`), its components by name
 (:class:`~tether.runner.components.Components`: find, defaults, materialize), the launch
 path (:class:`~tether.runner.launch.Launcher`: render the native request, submit it, and
 find or re-attach to a job by its job key, by the one rule of :mod:`tether.runner.reattach`),
-the follow path (:class:`~tether.runner.following.Following`: ``status``, ``wait``,
-``watch`` and ``wait_any`` through the process's watch hub, :mod:`tether.runner.follow`),
+the follow path (:class:`~tether.runner.following.Following`, loaded when an app is first
+followed: ``status``, ``wait``, ``watch`` and ``wait_any`` through the process's watch hub,
+:mod:`tether.runner.follow`),
 what is done with an app already launched (:class:`~tether.runner.launched.LaunchedApps`:
 describe, logs, outputs, cancel) and the logical jobs (``chain://...``,
 :class:`~tether.runner.chains.Chains`, loaded when first met). The tracking environment of
@@ -29,7 +30,6 @@ from typing import TYPE_CHECKING, Any, Literal, Self, overload
 
 from tether.config import TetherConfig
 from tether.runner.components import Components
-from tether.runner.following import Following
 from tether.runner.launch import Launcher
 from tether.runner.launched import LaunchedApps
 from tether.runner.logical import check_candidates_can_run, is_chain_handle
@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from tether.runner.chains import Chains
     from tether.runner.events import AppEvent
     from tether.runner.follow import AppWatch
+    from tether.runner.following import Following
     from tether.runner.reattach import ExistingJob, RunOutcome
     from tether.schedulers import SchedulerFactory
     from tether.specs import AppStatus
@@ -88,7 +89,7 @@ class Runner:
         self._apps = LaunchedApps(self._pool)
         self._components = Components(lambda: self.config, component_defaults)
         self._chain_ops: Chains | None = None
-        self._follow = Following(self._pool, lambda: self._chains)
+        self._follow_ops: Following | None = None
         self._launch = Launcher(self._pool, name, lambda: self._chains, self.status)
 
     # ---- lifecycle and the schedulers it holds -------------------------------------------
@@ -115,6 +116,16 @@ class Runner:
 
             self._chain_ops = Chains(self, self._name)
         return self._chain_ops
+
+    @property
+    def _follow(self) -> Following:
+        """The follow path (:mod:`tether.runner.following`, loaded when an app is first
+        followed: a dry run does not)."""
+        if self._follow_ops is None:
+            from tether.runner.following import Following
+
+            self._follow_ops = Following(self._pool, lambda: self._chains)
+        return self._follow_ops
 
     @property
     def session_name(self) -> str:
