@@ -44,6 +44,22 @@ def training(gate: str) -> AppDef:
     )])
 
 
+def training_in_image(gate: str, image: str = "localhost/tether:e2e") -> AppDef:
+    """:func:`training` as a container step (a KFP native step): ``python`` of an image that
+    has tether.
+
+    Args:
+        gate: The file whose creation lets the job finish.
+        image: The image.
+
+    Returns:
+        The app.
+    """
+    return AppDef("progress", roles=[Role(
+        "trainer", image=image, entrypoint="python", args=["-c", SCRIPT, gate],
+    )])
+
+
 def release_when(seen: Callable[[], bool], gate: Path, patience: float = 300.0) -> bool:
     """Creates ``gate`` once ``seen()`` is true (or ``patience`` seconds passed: the job must
     end either way, so the test never leaves it running).

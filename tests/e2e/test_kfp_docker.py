@@ -1,15 +1,19 @@
 """Native KFP steps run for real: kfp.local's DockerRunner against podman's Docker API.
 
 The image is a busybox rootfs imported into a private podman (nothing is pulled); see
-:mod:`tests.e2e.infra.podman`. Where podman cannot run the tests are skipped with the reason,
-except in CI (``CI`` set), where that is a failure.
+:mod:`tests.e2e.infra.podman`; a step whose job calls ``tether.runtime.report`` runs in the
+tether image built from this checkout (:mod:`tests.e2e.infra.tether_image`). Where podman
+cannot run the tests are skipped with the reason, except in CI (``CI`` set), where that is a
+failure.
 
 No ``from __future__ import annotations``: KFP reads the pipelines' real annotations.
 """
 
 import contextlib
+import json
 import os
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,8 +23,10 @@ import pytest
 pytest.importorskip("kfp")
 pytest.importorskip("docker")
 
+from tests.adapters import progress_app
 from tests.adapters.kfp import components as c
 from tests.e2e.infra.podman import BUSYBOX_IMAGE, PodmanService, PodmanUnavailable
+from tests.e2e.infra.tether_image import TetherImage
 
 pytestmark = [
     pytest.mark.e2e,
@@ -87,6 +93,87 @@ def kfp_docker(
         for container in started:
             with contextlib.suppress(Exception):
                 container.remove(force=True)
+
+
+@pytest.fixture
+def kfp_tether_image(
+    tether_image: TetherImage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
+    """``kfp.local`` with the DockerRunner on the podman that holds the tether image."""
+    from kfp import local
+    from kfp.local import config
+
+    monkeypatch.setenv("DOCKER_HOST", tether_image.docker_host)
+    started = _keep_containers_until_teardown(monkeypatch)
+    root = tmp_path / "kfp-root"
+    root.mkdir()
+    local.init(runner=local.DockerRunner(), pipeline_root=str(root))
+    try:
+        yield root
+    finally:
+        config.LocalExecutionConfig.instance = None
+        for container in started:
+            with contextlib.suppress(Exception):
+                container.remove(force=True)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def test_native_step_reports_live_into_its_metrics_artifact(
+        kfp_tether_image: Path, tether_image: TetherImage) -> None:
+    from kfp import dsl
+    from kfp.dsl import Metrics
+
+    from tether.adapters.kfp import KubernetesOptions, step
+
+    root = kfp_tether_image
+    train = step(progress_app.training_in_image, image=tether_image.image,
+                 k8s=KubernetesOptions(metrics=True))
+
+    @dsl.pipeline(name="native-metrics")
+    def pipeline(gate: str) -> Metrics:
+        assert train.plan(gate=gate).mode == "native"  # KFP starts the job, not tether
+        return train(gate=gate).outputs["tether_metrics"]
+
+    seen: dict[str, Any] = {}
+
+    def first_report_written() -> bool:
+        """The first report in the artifact's file and in the executor output, mid-run."""
+        for f in root.rglob("tether_metrics"):
+            if _read(f).get("step") == 1:
+                seen["file"] = _read(f)
+        for f in root.rglob("executor_output.json"):
+            entry = _read(f).get("artifacts", {}).get("tether_metrics", {}).get("artifacts")
+            if entry and entry[0].get("metadata", {}).get("step") == 1:
+                seen["metadata"] = entry[0]["metadata"]
+        return len(seen) == 2
+
+    gate = root / "gate"  # the pipeline root is mounted at the same path in the container
+    released: list[bool] = []
+    releaser = threading.Thread(daemon=True, target=lambda: released.append(
+        progress_app.release_when(first_report_written, gate)))
+    releaser.start()
+    try:
+        metrics = pipeline(gate=str(gate)).output
+    finally:
+        gate.touch()
+        releaser.join(timeout=60)
+
+    # the job waited at the gate until the test saw its first report in the step's artifact
+    assert released == [True], seen
+    assert seen["file"]["metrics"] == {"loss": 0.5} and seen["file"]["total"] == 4
+    assert seen["metadata"] == {"loss": 0.5, "step": 1.0, "total": 4.0}
+    # what KFP records when the step ends: the last report as the Metrics artifact's scalars
+    assert isinstance(metrics, Metrics)
+    assert metrics.metadata == {"loss": 0.125, "step": 4.0, "total": 4.0, "eta_s": 0.0}
+    saved = _read(Path(metrics.path))  # the artifact's file: the report itself
+    assert (saved["step"], saved["total"], saved["metrics"]) == (4, 4, {"loss": 0.125})
 
 
 def test_native_steps_run_in_containers(kfp_docker: Path, capfd: pytest.CaptureFixture[str]

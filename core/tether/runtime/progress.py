@@ -11,13 +11,15 @@ Inside a job launched by tether::
 Each report replaces the previous one in the app's outputs folder (the channel of job
 outputs, ``$TETHER_OUTPUTS_URL``); ``Runner.progress(handle)``, ``tether status`` and the
 Airflow, Prefect and KFP adapters show the latest; the job's trackers (``$TETHER_TRACKERS``)
-record each written report (MLflow: each metric at the report's step). Calling it every step
-is cheap: at most one
+record each written report (MLflow: each metric at the report's step). In a KFP native step
+compiled with ``KubernetesOptions(metrics=True)`` (KFP starts that job, not tether) each
+written report goes into the step's ``Metrics`` artifact
+(:mod:`tether.runtime.kfp_metrics`). Calling it every step is cheap: at most one
 report per ``$TETHER_PROGRESS_INTERVAL`` seconds (default 1) is written; the others are kept
 and the latest is written by the next report that is due, by ``flush=True``, or when the
 process exits. The first report and the one that reaches ``total`` are always written. Only
 rank 0 of a distributed job writes (the other ranks' calls return at once). Outside a tether
-job (no ``$TETHER_OUTPUTS_URL``) ``report`` does nothing.
+job (no ``$TETHER_OUTPUTS_URL``) and such a KFP step ``report`` does nothing.
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ import logging
 import os
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from tether.runtime.distributed import rank
+from tether.runtime.kfp_metrics import KfpMetrics, KfpMetricsSink
 from tether.tracker.env import ENV_JOB_ID
 from tether.tracker.outputs import ENV_OUTPUTS_URL
 from tether.tracker.progress import Progress, check_report, write_progress
@@ -42,6 +46,14 @@ ENV_PROGRESS_INTERVAL = "TETHER_PROGRESS_INTERVAL"
 DEFAULT_INTERVAL = 1.0
 
 
+@dataclass(frozen=True)
+class _Targets:
+    """Where this process's reports go: the app's outputs URL and/or a KFP step's artifact."""
+
+    url: str | None
+    kfp: KfpMetrics | None
+
+
 class _Reporter:
     """The reports of this process: rate limit, ETA and the one report waiting to be written."""
 
@@ -49,10 +61,11 @@ class _Reporter:
         self.lock = threading.Lock()
         self.seq = 0
         self.last_write = float("-inf")
-        self.pending: tuple[str, Progress] | None = None
+        self.pending: tuple[_Targets, Progress] | None = None
         self.first: tuple[float, int] | None = None  # (time, step) of the first step reported
         self.registered = False
         self.track_failed = False
+        self.kfp = KfpMetricsSink()
 
     def eta(self, now: float, step: int | None, total: int | None) -> float | None:
         if step is None or not total:
@@ -65,32 +78,36 @@ class _Reporter:
             return None
         return max(total - step, 0) * (now - t0) / (step - s0)
 
-    def add(self, url: str, progress: Progress, force: bool) -> bool:
+    def add(self, targets: _Targets, progress: Progress, force: bool) -> bool:
         interval = _interval()
         with self.lock:
             due = force or self.seq == 1 or progress.time - self.last_write >= interval
             if not due:
-                self.pending = (url, progress)
+                self.pending = (targets, progress)
                 if not self.registered:
                     atexit.register(self.flush)
                     self.registered = True
                 return False
             self.pending = None
             self.last_write = progress.time
-        write_progress(url, progress)
-        self.track(progress)
+        self.write(targets, progress)
         return True
+
+    def write(self, targets: _Targets, progress: Progress) -> None:
+        if targets.url:
+            write_progress(targets.url, progress)
+        if targets.kfp is not None:
+            self.kfp.write(targets.kfp, progress)
+        self.track(progress)
 
     def flush(self) -> None:
         with self.lock:
             pending, self.pending = self.pending, None
         if pending is not None:
             try:
-                write_progress(*pending)
+                self.write(*pending)
             except Exception as e:  # at exit: never turn a finished job into a failure
                 log.warning("cannot write the last progress report: %s", e)
-                return
-            self.track(pending[1])
 
     def track(self, progress: Progress) -> None:
         """Records a written report in the job's trackers; a tracker that fails is logged
@@ -137,15 +154,16 @@ def report(
 
     Returns:
         True when this report was written now; False when it waits for the next one that is
-        due (or the process's exit), or when nothing is written (not rank 0, not a tether job).
+        due (or the process's exit), or when nothing is written (not rank 0, neither a tether
+        job nor a KFP step with metrics).
 
     Raises:
         SpecTypeError: For a step, total or metric that is not a number.
         SpecError: For a negative step or total, or a metric that is not finite.
     """
     values = check_report(step, total, metrics)
-    url = os.environ.get(ENV_OUTPUTS_URL)
-    if not url or rank() != 0:
+    targets = _Targets(os.environ.get(ENV_OUTPUTS_URL) or None, _reporter.kfp.target())
+    if (targets.url is None and targets.kfp is None) or rank() != 0:
         return False
     now = time.time()
     with _reporter.lock:
@@ -155,4 +173,4 @@ def report(
             eta_s = _reporter.eta(now, step, total)
     done = step is not None and total is not None and step >= total
     progress = Progress(step=step, total=total, metrics=values, eta_s=eta_s, time=now, seq=seq)
-    return _reporter.add(url, progress, force=flush or done)
+    return _reporter.add(targets, progress, force=flush or done)

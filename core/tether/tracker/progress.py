@@ -60,6 +60,17 @@ class Progress:
             parts.append(f"eta {_duration(self.eta_s)}")
         return " ".join(parts) or "(no progress reported)"
 
+    def scalars(self) -> dict[str, float]:
+        """The report as named numbers: its metrics, then ``step``, ``total`` and ``eta_s``
+        when known (what a KFP ``Metrics`` artifact holds). A metric named like one of those
+        is kept; the report's own field does not replace it."""
+        out = dict(self.metrics)
+        for name, value in (("step", self.step), ("total", self.total),
+                            ("eta_s", self.eta_s)):
+            if value is not None and name not in out:
+                out[name] = float(value)
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data."""
         return {"step": self.step, "total": self.total, "metrics": dict(self.metrics),

@@ -15,7 +15,7 @@ _LAUNCHER = LauncherOptions(image=LAUNCHER_IMAGE, wait_interval=2.0, retries=1)
 
 def native_pipeline() -> Any:
     """Native steps: pipeline values, GPUs and a named resource, env, retries, a PVC, pod
-    settings, and macros."""
+    settings, macros, and the trainer's progress reports in its ``tether_metrics``."""
     from kfp import dsl
 
     hello = step(c.hello, image="localhost/bb:latest")
@@ -29,6 +29,7 @@ def native_pipeline() -> Any:
                           "effect": "NoSchedule"}],
             shm_size="8Gi",
             image_pull_secrets=["regcred"],
+            metrics=True,
         ),
     )
     tagged = step(c.tagged)

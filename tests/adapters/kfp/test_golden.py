@@ -65,11 +65,19 @@ def test_native_pipeline_golden(tmp_path: Path) -> None:
     execs = spec["deploymentSpec"]["executors"]
     hello = execs["exec-hello"]["container"]
     assert hello["image"] == "localhost/bb:latest"
-    assert hello["command"] == ["echo"]
+    assert hello["command"] == ["echo"]  # no metrics asked for: the command as it is
     assert hello["args"] == ["{{$.inputs.parameters['msg']}}"]
+    comps = spec["components"]
+    assert "outputDefinitions" not in comps["comp-hello"]
 
     trainer = execs["exec-trainer"]["container"]
     assert trainer["image"] == "registry.example.com/team/trainer:1.0"
+    # KubernetesOptions(metrics=True): the job's reports reach its Metrics artifact
+    assert trainer["command"] == [
+        "env", "TETHER_KFP_EXECUTOR_INPUT={{$}}",
+        "TETHER_KFP_METRICS_PATH={{$.outputs.artifacts['tether_metrics'].path}}", "python"]
+    metrics = comps["comp-trainer"]["outputDefinitions"]["artifacts"]["tether_metrics"]
+    assert metrics["artifactType"]["schemaTitle"] == "system.Metrics"
     assert trainer["args"][:6] == ["-m", "trainer.main", "--lr",
                                    "{{$.inputs.parameters['lr']}}", "--epochs", "5"]
     # ${app_id} -> run id - task id (hidden inputs), ${replica_id} -> 0

@@ -1,11 +1,12 @@
 """A launcher step's ``Metrics`` output artifact: the job's last progress report.
 
-Every launcher step has the output artifact ``tether_metrics`` (KFP's ``system.Metrics``).
-While the job runs, each new report (:func:`tether.runtime.report`) replaces the artifact's
-scalars (its metadata: each reported metric, plus ``step``, ``total`` and ``eta_s`` when
-known) and its file (the report as JSON). KFP stores the artifact when the step ends, so the
-run's UI shows the job's final metrics on the step; the step's log shows every report as it
-comes.
+Every launcher step has the output artifact ``tether_metrics`` (KFP's ``system.Metrics``; a
+native step has it with ``KubernetesOptions(metrics=True)``, written by the job itself:
+:mod:`tether.runtime.kfp_metrics`). While the job runs, each new report
+(:func:`tether.runtime.report`) replaces the artifact's scalars (its metadata:
+:meth:`~tether.tracker.progress.Progress.scalars`) and its file (the report as JSON). KFP
+stores the artifact when the step ends, so the run's UI shows the job's final metrics on the
+step; the step's log shows every report as it comes.
 
 This module does not import KFP: it writes to the artifact object KFP hands to the step.
 """
@@ -33,26 +34,6 @@ class MetricsArtifact(Protocol):
     def log_metric(self, metric: str, value: float) -> None: ...
 
 
-def scalars(progress: Progress) -> dict[str, float]:
-    """The scalars of a report the artifact holds: its metrics, then step, total and ETA.
-
-    A metric named like one of ``step``/``total``/``eta_s`` is kept; the report's own field
-    does not replace it.
-
-    Args:
-        progress: The report.
-
-    Returns:
-        Name to value.
-    """
-    out = dict(progress.metrics)
-    for name, value in (("step", progress.step), ("total", progress.total),
-                        ("eta_s", progress.eta_s)):
-        if value is not None and name not in out:
-            out[name] = float(value)
-    return out
-
-
 class MetricsRecorder:
     """Makes a step's ``Metrics`` artifact hold the job's latest report (a progress sink).
 
@@ -70,7 +51,7 @@ class MetricsRecorder:
 
     def __call__(self, progress: Progress) -> None:
         """Records ``progress`` in the artifact."""
-        values = scalars(progress)
+        values = progress.scalars()
         for name in self._written - values.keys():
             self.artifact.metadata.pop(name, None)
         for name, value in values.items():

@@ -9,6 +9,12 @@ to KFP: ``${app_id}`` becomes ``<run id>-<task id>`` (through the step's hidden 
 Pipeline values reach the container as KFP input placeholders (``str``, ``int``, ``float``
 and ``bool`` parameters the component passes into its command; see
 :mod:`tether.adapters.kfp.probe` and :func:`runtime_problems`).
+
+With ``KubernetesOptions(metrics=True)`` the step has the ``Metrics`` output artifact
+``tether_metrics`` and its command becomes ``env TETHER_KFP_EXECUTOR_INPUT={{$}}
+TETHER_KFP_METRICS_PATH=<the artifact's path> <entrypoint> <args>``: KFP fills both in and
+the job's :func:`tether.runtime.report` writes the artifact (:mod:`tether.runtime.kfp_metrics`);
+``env`` execs the entrypoint, so the job's argv, PID and signals are as without it.
 """
 
 from __future__ import annotations
@@ -21,12 +27,16 @@ from typing import TYPE_CHECKING, Any
 
 from tether.adapters.kfp.options import KubernetesOptions
 from tether.adapters.kfp.signature import (
+    EXECUTOR_INPUT_PLACEHOLDER,
+    METRICS_OUTPUT,
     RUN_ID_INPUT,
     TASK_ID_INPUT,
     StepInput,
     input_placeholder,
+    output_path_placeholder,
 )
 from tether.errors import SpecError
+from tether.runtime.kfp_metrics import ENV_EXECUTOR_INPUT, ENV_METRICS_PATH
 from tether.specs import AppDef, BindMount, DeviceMount, Role, VolumeMount, macros
 
 if TYPE_CHECKING:
@@ -106,6 +116,39 @@ def role_problems(role: Role) -> list[str]:
     return out
 
 
+def metrics_problems(role: Role) -> list[str]:
+    """Why the role's command cannot run through ``env`` (``KubernetesOptions(metrics=True)``).
+
+    Args:
+        role: The role.
+
+    Returns:
+        The problems.
+    """
+    where = f"role {role.name!r}"
+    if not role.entrypoint:
+        return [f"{where}: entrypoint is empty; KubernetesOptions(metrics=True) runs the "
+                "command through `env`, which needs the role's entrypoint (the image's own "
+                "ENTRYPOINT cannot be wrapped)"]
+    if "=" in role.entrypoint or role.entrypoint.startswith("-"):
+        return [f"{where}: entrypoint={role.entrypoint!r}; `env` would read it as a variable "
+                "or an option (KubernetesOptions(metrics=True))"]
+    return []
+
+
+def metrics_command(entrypoint: str) -> list[str]:
+    """The command of a step with the ``Metrics`` artifact: ``env`` hands the job its location.
+
+    Args:
+        entrypoint: The role's entrypoint.
+
+    Returns:
+        The command (the role's args follow it).
+    """
+    return ["env", f"{ENV_EXECUTOR_INPUT}={EXECUTOR_INPUT_PLACEHOLDER}",
+            f"{ENV_METRICS_PATH}={output_path_placeholder(METRICS_OUTPUT)}", entrypoint]
+
+
 def substitute_macros(role: Role) -> Role:
     """The role with macros replaced by what they are in a KFP step.
 
@@ -168,15 +211,17 @@ def _container_fn(
     inputs: Sequence[StepInput],
     hidden: Sequence[str],
     role: Role,
+    metrics: bool = False,
 ) -> Any:
     from kfp import dsl
 
+    if metrics:
+        command: list[str] | None = metrics_command(role.entrypoint)
+    else:
+        command = [role.entrypoint] if role.entrypoint else None
+
     def container(*_placeholders: Any) -> dsl.ContainerSpec:
-        return dsl.ContainerSpec(
-            image=role.image,
-            command=[role.entrypoint] if role.entrypoint else None,
-            args=list(role.args) or None,
-        )
+        return dsl.ContainerSpec(image=role.image, command=command, args=list(role.args) or None)
 
     from tether.adapters.kfp.artifacts import annotation_of
 
@@ -185,7 +230,15 @@ def _container_fn(
         inspect.Parameter(i.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                           annotation=annotation_of(i),
                           default=inspect.Parameter.empty if i in first else i.default)
-        for i in first + [i for i in inputs if i not in first]
+        for i in first
+    ]
+    if metrics:  # no default: before the inputs that have one
+        params.append(inspect.Parameter(METRICS_OUTPUT, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                        annotation=dsl.Output[dsl.Metrics]))
+    params += [
+        inspect.Parameter(i.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                          annotation=annotation_of(i), default=i.default)
+        for i in inputs if i not in first
     ]
     params += [inspect.Parameter(h, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str,
                                  default="") for h in hidden]
@@ -205,7 +258,8 @@ def build_native_component(
     description: str,
     inputs: Sequence[StepInput],
     role: Role,
-    interfaces: dict[tuple[str, ...], Any] | None = None,
+    interfaces: dict[tuple[Any, ...], Any] | None = None,
+    metrics: bool = False,
 ) -> tuple[BaseComponent, list[str]]:
     """Builds the container component of a native step.
 
@@ -222,6 +276,8 @@ def build_native_component(
         inputs: The component's inputs.
         role: The role, macros substituted (:func:`substitute_macros`).
         interfaces: The step's interfaces read so far, by hidden inputs (kept by the step).
+        metrics: Give the step the ``Metrics`` output artifact and run its command through
+            ``env`` (:func:`metrics_command`; check :func:`metrics_problems` first).
 
     Returns:
         The component, and the hidden inputs the task must fill (the run/task ids when
@@ -235,13 +291,14 @@ def build_native_component(
 
     used = set(_ANY_INPUT.findall(" ".join([role.entrypoint, *role.args])))
     hidden = [h for h in (RUN_ID_INPUT, TASK_ID_INPUT) if h in used]
-    fn = _container_fn(func_name, description, inputs, hidden, role)
+    fn = _container_fn(func_name, description, inputs, hidden, role, metrics)
     if interfaces is None:
         return component_factory.create_container_component_from_func(fn), hidden
-    interface = interfaces.get(tuple(hidden))
+    key = (*hidden, metrics)
+    interface = interfaces.get(key)
     if interface is None:
         interface = component_factory.extract_component_interface(fn, containerized=True)
-        interfaces[tuple(hidden)] = interface
+        interfaces[key] = interface
     container = structures.ContainerSpecImplementation.from_container_spec(fn())
     spec = dataclasses.replace(  # validates the placeholders against the inputs, as KFP does
         interface, implementation=structures.Implementation(container),

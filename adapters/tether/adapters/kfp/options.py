@@ -9,6 +9,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from tether.errors import SpecTypeError
+
 MODE_AUTO = "auto"
 MODE_NATIVE = "native"
 MODE_LAUNCHER = "launcher"
@@ -49,6 +51,12 @@ class KubernetesOptions:
             ``kubernetes`` scheduler does the same).
         shm_size: Size limit of ``/dev/shm`` (e.g. ``8Gi``); None for no limit.
         image_pull_secrets: Secrets to pull the image with.
+        metrics: Give the step the ``Metrics`` output artifact ``tether_metrics`` that every
+            launcher step has: the job's last :func:`tether.runtime.report`, written by the
+            job itself (:mod:`tether.runtime.kfp_metrics`). The container's command then
+            starts with ``env`` (coreutils or busybox; the image needs it), which hands the
+            job the artifact's location, so the role needs an entrypoint. Off by default:
+            a step whose job never reports keeps its command as it is.
     """
 
     accelerator_type: str = DEFAULT_ACCELERATOR_TYPE
@@ -58,8 +66,12 @@ class KubernetesOptions:
     shm: bool = True
     shm_size: str | None = None
     image_pull_secrets: list[str] = field(default_factory=list)
+    metrics: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.metrics, bool):
+            raise SpecTypeError(f"KubernetesOptions.metrics={self.metrics!r} is not allowed: "
+                                "use True or False")
         if not self.accelerator_type.strip():
             raise ValueError("KubernetesOptions.accelerator_type must not be empty")
         for i, tol in enumerate(self.tolerations):

@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tether.runtime.kfp_metrics import ARTIFACT as _METRICS_ARTIFACT
+
 REQUIRED: Any = inspect.Parameter.empty
 """The default of an input that has none."""
 
@@ -32,9 +34,10 @@ OUTPUTS_OUTPUT = "outputs"
 RESERVED_OUTPUTS = (HANDLE_OUTPUT, OUTPUTS_OUTPUT)
 """Outputs every launcher step has: the job's handle and all its outputs as a JSON object."""
 
-METRICS_OUTPUT = "tether_metrics"
-"""The ``Metrics`` output artifact every launcher step has: the metrics, step and total of
-the job's last progress report (:func:`tether.runtime.report`)."""
+METRICS_OUTPUT = _METRICS_ARTIFACT
+"""The ``Metrics`` output artifact every launcher step has (and native steps with
+``KubernetesOptions(metrics=True)``): the metrics, step and total of the job's last progress
+report (:func:`tether.runtime.report`)."""
 
 _SCALAR_TEXT = {str: "str", int: "int", float: "float", bool: "bool"}
 OUTPUT_TYPES: dict[str, type] = {
@@ -53,6 +56,24 @@ def input_placeholder(name: str) -> str:
         ``{{$.inputs.parameters['name']}}``.
     """
     return "{{$.inputs.parameters['" + name + "']}}"
+
+
+def output_path_placeholder(name: str) -> str:
+    """KFP's placeholder for the local path of output artifact ``name``.
+
+    Args:
+        name: The artifact's name.
+
+    Returns:
+        ``{{$.outputs.artifacts['name'].path}}``.
+    """
+    return "{{$.outputs.artifacts['" + name + "'].path}}"
+
+
+EXECUTOR_INPUT_PLACEHOLDER = "{{$}}"
+"""KFP's placeholder for the step's executor input as JSON (``dsl`` names it
+``PIPELINE_TASK_EXECUTOR_INPUT_PLACEHOLDER``; the KFP backend's launcher and ``kfp.local``
+both fill it in, unlike ``{{$.outputs.output_file}}``, which the backend's launcher leaves)."""
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from tether.adapters.kfp.native import (
     NativeStepError,
     apply_task_settings,
     build_native_component,
+    metrics_problems,
     role_problems,
     runtime_problems,
     substitute_macros,
@@ -164,7 +165,8 @@ class TetherStep:
     Create it with :func:`step`. Calling it with the component's arguments (keywords only)
     adds a task to the pipeline being defined and returns it; a launcher task's
     ``.outputs[name]`` are the job's declared outputs (plus ``app_handle`` and ``outputs``, a
-    JSON object of all of them).
+    JSON object of all of them); its ``.outputs["tether_metrics"]``, the job's last progress
+    report, a native task has too with ``KubernetesOptions(metrics=True)``.
     """
 
     def __init__(
@@ -214,7 +216,7 @@ class TetherStep:
         self.launcher = launcher or LauncherOptions()
         self.cache = cache
         self._launcher_component: BaseComponent | None = None
-        self._native_interfaces: dict[tuple[str, ...], Any] = {}
+        self._native_interfaces: dict[tuple[Any, ...], Any] = {}
         self._launcher_spec: LaunchSpec | None = None
         self._pods = False  # the scheduler's replicas are Kubernetes pods (its capability)
         self._check_scheduler()
@@ -396,6 +398,8 @@ class TetherStep:
                             warnings=warn)
         assert app is not None and role is not None
         problems = role_problems(app.roles[0])
+        if self.k8s.metrics:
+            problems += metrics_problems(app.roles[0])
         if problems:
             raise NativeStepError(
                 f"{self.component_name} cannot run as a native KFP step:{_bullets(problems)}\n"
@@ -482,7 +486,8 @@ class TetherStep:
             return task
         assert plan.role is not None
         component, used = build_native_component(
-            self.name, self.description, self.inputs, plan.role, self._native_interfaces
+            self.name, self.description, self.inputs, plan.role, self._native_interfaces,
+            metrics=self.k8s.metrics,
         )
         task = component(**given, **{h: hidden[h] for h in used})
         task.set_caching_options(self.cache)
@@ -584,7 +589,8 @@ def step(
             or a dict of name -> type (``str``, ``int``, ``float``, ``bool``, ``list``,
             ``dict``). Needs a launcher step.
         name: The step's name (default: from the component's name).
-        k8s: Pod settings of native steps (accelerator type, tolerations, /dev/shm...).
+        k8s: Pod settings of native steps (accelerator type, tolerations, /dev/shm, the
+            ``tether_metrics`` artifact...).
         launcher: Image and behaviour of launcher steps.
         cache: Let KFP reuse the result of an earlier execution with the same inputs, in
             both modes. Off by default: a job usually has effects outside the step (a model
