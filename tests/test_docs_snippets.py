@@ -196,6 +196,24 @@ CHECKS: dict[tuple[str, str], Check] = {
                                           "test_typed_pipeline_golden"),
     ("kfp.md", "tether kfp dryrun examples/pipelines/kfp_train.py:train_pipeline   "
                "# one line per step"): Commands(),
+    ("kfp.md", "from tether.adapters.kfp import KubernetesOptions, step"): Exec(
+        prelude="import pathlib\npathlib.Path('my_project').mkdir()\n"
+                "pathlib.Path('my_project/train.py').write_text('''\n"
+                "from tether.specs import AppDef, Role\n"
+                "def trainer(epochs: int = 1) -> AppDef:\n"
+                "    return AppDef('train', roles=[Role('train', image='img', "
+                "entrypoint='python', args=['-m', 'train', str(epochs)])])\n''')\n",
+        after="from kfp import compiler, dsl\n"
+              "import yaml\n"
+              "@dsl.pipeline\n"
+              "def pipeline(epochs: int = 2):\n"
+              "    assert train.plan(epochs=epochs).mode == 'native'\n"
+              "    train(epochs=epochs).outputs['tether_metrics']\n"
+              "compiler.Compiler().compile(pipeline, 'pipeline.yaml')\n"
+              "spec = next(yaml.safe_load_all(open('pipeline.yaml')))\n"
+              "c = spec['deploymentSpec']['executors']['exec-trainer']['container']\n"
+              "assert c['command'][0] == 'env' and c['command'][-1] == 'python', c\n"
+              "assert c['args'] == ['-m', 'train', \"{{$.inputs.parameters['epochs']}}\"], c\n"),
     ("kfp.md", "from typing import Annotated"): Exec(
         prelude="from tether.specs import AppDef\nfrom tether.adapters.kfp import step\n",
         after="step(train)\n"),
