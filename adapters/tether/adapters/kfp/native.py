@@ -75,11 +75,12 @@ def topology_problems(app: AppDef) -> list[str]:
     return []
 
 
-def role_problems(role: Role) -> list[str]:
+def role_problems(role: Role, metrics: bool = False) -> list[str]:
     """What of a role a KFP container step cannot express.
 
     Args:
         role: The role.
+        metrics: The step has the ``Metrics`` artifact (see :func:`metrics_problems`).
 
     Returns:
         One message per field, naming the role and the field.
@@ -113,7 +114,7 @@ def role_problems(role: Role) -> list[str]:
         if macros.app_id in v:
             out.append(f"{where}: env {k} uses {macros.app_id}; KFP cannot fill run-time "
                        "values into environment variables (pass it in args)")
-    return out
+    return out + (metrics_problems(role) if metrics else [])
 
 
 def metrics_problems(role: Role) -> list[str]:

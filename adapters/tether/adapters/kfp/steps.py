@@ -39,7 +39,6 @@ from tether.adapters.kfp.native import (
     NativeStepError,
     apply_task_settings,
     build_native_component,
-    metrics_problems,
     role_problems,
     runtime_problems,
     substitute_macros,
@@ -397,9 +396,7 @@ class TetherStep:
             return StepPlan(MODE_LAUNCHER, "; ".join(not_native), app, runtime=runtime,
                             warnings=warn)
         assert app is not None and role is not None
-        problems = role_problems(app.roles[0])
-        if self.k8s.metrics:
-            problems += metrics_problems(app.roles[0])
+        problems = role_problems(app.roles[0], metrics=self.k8s.metrics)
         if problems:
             raise NativeStepError(
                 f"{self.component_name} cannot run as a native KFP step:{_bullets(problems)}\n"
