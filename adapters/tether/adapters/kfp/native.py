@@ -229,8 +229,7 @@ def _container_fn(
     first = [i for i in inputs if i.required or i.artifact]
     params = [
         inspect.Parameter(i.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                          annotation=annotation_of(i),
-                          default=inspect.Parameter.empty if i in first else i.default)
+                          annotation=annotation_of(i))
         for i in first
     ]
     if metrics:  # no default: before the inputs that have one
