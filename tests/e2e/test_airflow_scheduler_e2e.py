@@ -8,7 +8,10 @@ with a REST ``PATCH``, the task's process killed with ``kill -9``. Jobs run on `
 API and the log files.
 
 The DAGs are in ``tests/e2e/airflow_dags/tether_e2e_dags.py``: each job ticks once a second
-until the test creates its gate file, so a test decides when a job ends.
+until the test creates its gate file, so a test decides when a job ends. The plugin
+``tests/e2e/airflow_plugins/tether_e2e_hold.py`` holds the scheduler, for the runs a test
+asks, between deciding a run's success and writing it. A wait that times out says what Airflow
+was doing (``AirflowStack.report``).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ pytestmark = [
 ]
 
 DAGS = Path(__file__).parent / "airflow_dags" / "tether_e2e_dags.py"
+HOLD_PLUGIN = Path(__file__).parent / "airflow_plugins" / "tether_e2e_hold.py"
 PASSWORD = "s3cr3t-" + uuid.uuid4().hex[:12]
 WAIT = 240.0  # seconds: a busy 2-core machine runs four Airflow components and the jobs
 KILLS = 20  # the issue: 0 duplicates over 20 forced retries
@@ -64,15 +68,21 @@ class Run:
 class Deployment:
     """The module's Airflow plus helpers to drive it and to look at the jobs."""
 
-    def __init__(self, stack: AirflowStack, runner: Runner) -> None:
+    def __init__(self, stack: AirflowStack, runner: Runner, holds: Path) -> None:
         self.stack = stack
         self.runner = runner
+        self.holds = holds
 
     # ---- Airflow ----------------------------------------------------------------------
-    def trigger(self, dag_id: str, cli: bool = False) -> Run:
+    def trigger(self, dag_id: str, cli: bool = False, hold: bool = False) -> Run:
+        """Triggers a DAG run (``airflow dags trigger`` with ``cli``, else the REST API);
+        with ``hold`` the scheduler waits for :meth:`release` once it decides the run's
+        success (``tests/e2e/airflow_plugins/tether_e2e_hold.py``)."""
         run_id = f"e2e-{uuid.uuid4().hex[:10]}"
         gate = self.stack.root / "gates" / run_id
         gate.mkdir(parents=True)
+        if hold:
+            (self.holds / f"{run_id}.hold").touch()
         conf = {"gate": str(gate)}
         if cli:
             out = self.stack.cli("dags", "trigger", dag_id, "--run-id", run_id,
@@ -90,6 +100,18 @@ class Deployment:
             {"dry_run": False, "dag_run_id": run.run_id, "task_ids": list(task_ids),
              "only_failed": False},
         )
+
+    def held(self, run: Run) -> bool:
+        """Whether the scheduler holds in the run's success (it decided, has not written)."""
+        return (self.holds / f"{run.run_id}.held").exists()
+
+    def release(self, run: Run) -> None:
+        """Lets the scheduler write the run's success, and holds it there no more."""
+        (self.holds / f"{run.run_id}.hold").unlink()
+        (self.holds / f"{run.run_id}.go").touch()
+
+    def run_state(self, run: Run) -> str:
+        return str(self.stack.get(f"/api/v2/dags/{run.dag_id}/dagRuns/{run.run_id}")["state"])
 
     def ti(self, run: Run, task_id: str) -> dict[str, Any]:
         return dict(self.stack.get(
@@ -123,52 +145,38 @@ class Deployment:
             return None
         return entry.get("value")
 
-    def wait(self, what: str, check: Callable[[], T | None], timeout: float = WAIT) -> T:
-        """Polls ``check`` until it returns a value (bounded; fails with Airflow's logs)."""
+    def wait(self, what: str, check: Callable[[], T | None], run: Run | None = None,
+             timeout: float = WAIT) -> T:
+        """Polls ``check`` until it returns a value (bounded). A timeout says what Airflow was
+        doing: ``run`` and its task instances, the components and their output."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while True:
             value = check()
             if value:
                 return value
+            if time.monotonic() >= deadline:
+                break
             time.sleep(1.0)
-        raise AssertionError(f"timed out waiting for {what}\n{self.stack.tail(2000)}")
+        runs = None if run is None else [(run.dag_id, run.run_id)]
+        raise AssertionError(f"timed out after {timeout:g}s waiting for {what}\n"
+                             f"{self.stack.report(runs)}")
 
     def wait_state(self, run: Run, task_id: str, states: tuple[str, ...],
-                   try_number: int | None = None) -> dict[str, Any]:
-        seen: list[dict[str, Any]] = []
-
+                   try_number: int | None = None, timeout: float = WAIT) -> dict[str, Any]:
+        """Waits until the task instance is in one of ``states`` (at ``try_number``)."""
         def check() -> dict[str, Any] | None:
             ti = self.ti(run, task_id)
-            seen[:] = [ti]
             ok = ti["state"] in states and (try_number is None or ti["try_number"] == try_number)
             return ti if ok else None
 
-        try:
-            return self.wait(
-                f"{run.dag_id}/{run.run_id}/{task_id} in {states} (try {try_number})", check)
-        except AssertionError as e:  # say what Airflow was doing: the TI and its DAG run
-            raise AssertionError(f"{e}\n{self.doing(run, seen[-1] if seen else None)}") from None
+        return self.wait(
+            f"{run.dag_id}/{run.run_id}/{task_id} in {states} (try {try_number})", check, run,
+            timeout)
 
     def wait_run_state(self, run: Run, states: tuple[str, ...]) -> None:
         """Waits until the DAG run itself is in one of ``states``."""
-        path = f"/api/v2/dags/{run.dag_id}/dagRuns/{run.run_id}"
-        try:
-            self.wait(f"DAG run {run.dag_id}/{run.run_id} in {states}",
-                      lambda: self.stack.get(path).get("state") in states)
-        except AssertionError as e:
-            raise AssertionError(f"{e}\n{self.doing(run, None)}") from None
-
-    def doing(self, run: Run, ti: dict[str, Any] | None) -> str:
-        """The task instance and DAG run as the REST API last showed them (a failed wait)."""
-        keys = ("state", "try_number", "queued_when", "scheduled_when", "start_date",
-                "end_date", "hostname", "pid", "note")
-        try:
-            dag_run = self.stack.get(f"/api/v2/dags/{run.dag_id}/dagRuns/{run.run_id}")
-        except AirflowError as e:
-            dag_run = {"error": str(e)}
-        run_keys = ("state", "queued_at", "start_date", "end_date", "clear_number", "error")
-        return (f"last task instance: {json.dumps({k: (ti or {}).get(k) for k in keys})}\n"
-                f"DAG run: {json.dumps({k: dag_run.get(k) for k in run_keys})}")
+        self.wait(f"DAG run {run.dag_id}/{run.run_id} in {states}",
+                  lambda: self.run_state(run) in states, run)
 
     def wait_deferred(self, run: Run, task_id: str, try_number: int) -> None:
         """Waits until the try is deferred and the scheduler has seen its worker exit.
@@ -187,6 +195,7 @@ class Deployment:
             f"the scheduler to see try {try_number} of {task_id} defer",
             lambda: seen.search(
                 self.stack.log_path("scheduler").read_text(errors="replace")) is not None,
+            run,
         )
 
     def wait_trigger_running(self, run: Run, task_id: str, try_number: int) -> None:
@@ -194,7 +203,7 @@ class Deployment:
         task log. Until the triggerer loads a trigger (on a loaded machine it once took
         minutes) there is no trigger whose ``on_kill`` a clear or mark-failed could call."""
         self.wait(f"the trigger of try {try_number} of {task_id} to stream the job's lines",
-                  lambda: "sh/0 tick" in self.log(run, task_id, try_number))
+                  lambda: "sh/0 tick" in self.log(run, task_id, try_number), run)
 
     def wait_running_job(self, run: Run, task_id: str, running: bool = True) -> str:
         """Waits until the task's job runs (``running``) or was submitted; returns its handle
@@ -206,7 +215,7 @@ class Deployment:
             status = self.runner.status(str(handle))
             return str(handle) if status and status.state == AppState.RUNNING else None
 
-        return self.wait(f"the job of {run.run_id}/{task_id} to run", check)
+        return self.wait(f"the job of {run.run_id}/{task_id} to run", check, run)
 
     # ---- jobs -------------------------------------------------------------------------
     def jobs_of(self, run: Run, task_id: str, tries: int = KILLS + 2) -> list[str]:
@@ -219,8 +228,9 @@ class Deployment:
         status = self.runner.status(handle)
         return status.state if status else None
 
-    def wait_job_state(self, handle: str, state: AppState) -> None:
-        self.wait(f"job {handle} {state.name}", lambda: self.state(handle) == state)
+    def wait_job_state(self, run: Run, handle: str, state: AppState) -> None:
+        """Waits until the job ``handle`` (of a task of ``run``) is in ``state``."""
+        self.wait(f"job {handle} {state.name}", lambda: self.state(handle) == state, run)
 
 
 @pytest.fixture(scope="module")
@@ -229,7 +239,10 @@ def airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     root = tmp_path_factory.mktemp("airflow-e2e")
     (root / "empty.tetherconfig").write_text("")
     state = root / "tether-state"
+    holds = root / "holds"
+    holds.mkdir()
     env = {
+        "TETHER_E2E_HOLD_DIR": str(holds),
         "TETHER_STATE_DIR": str(state),
         "TETHERCONFIG": str(root / "empty.tetherconfig"),
         "AIRFLOW_CONN_TETHER_E2E_DB": json.dumps(
@@ -242,11 +255,11 @@ def airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
         for var in ("TETHER_TRACKERS", "TETHER_PARENT_RUN_ID", "TETHER_OUTPUTS_ROOT"):
             mp.delenv(var, raising=False)
         # state_dir given: tests/conftest.py points $TETHER_STATE_DIR elsewhere per test
-        with AirflowStack(root, [DAGS], env=env) as stack, get_runner(
+        with AirflowStack(root, [DAGS], env=env, plugins=[HOLD_PLUGIN]) as stack, get_runner(
             state_dir=str(state)
         ) as runner:
             try:
-                yield Deployment(stack, runner)
+                yield Deployment(stack, runner, holds)
             finally:
                 for app in runner.list("local_cwd"):  # no job outlives the module
                     if not app.state.is_terminal():
@@ -259,11 +272,9 @@ def test_clear_after_success_runs_a_new_job(airflow: Deployment) -> None:
     first = airflow.xcom(run, "quick", "app_handle")
     assert str(airflow.xcom(run, "quick", "try")) == "1"
 
-    # Clear once the DAG run has finished, as a user clears a finished run. A clear that lands
-    # between the task's success and the scheduler marking the run success leaves the run
-    # running (Airflow re-queues only finished runs); on sqlite (no row locks) the scheduler,
-    # which read the task as succeeded, then marks the run success with the cleared task
-    # never scheduled: try 2 never comes (the timeout this test once hit).
+    # Clear once the DAG run has finished, as a user clears a finished run: a clear that lands
+    # after the scheduler read the task's success and before it wrote the run's success is
+    # lost (Airflow 3.3; the next test shows it).
     airflow.wait_run_state(run, ("success",))
     airflow.clear(run, "quick")
     airflow.wait_state(run, "quick", ("success",), try_number=2)
@@ -274,6 +285,49 @@ def test_clear_after_success_runs_a_new_job(airflow: Deployment) -> None:
     assert sorted(airflow.jobs_of(run, "quick")) == sorted([first, second])
     assert airflow.state(first) == airflow.state(second) == AppState.SUCCEEDED
     assert "recorded it: it runs anew" in airflow.log(run, "quick", 2)
+
+
+def test_a_clear_as_the_run_finishes_is_lost_and_clearing_again_runs_it(
+    airflow: Deployment,
+) -> None:
+    """Airflow 3.3's behaviour, not tether's (docs/airflow.md): the scheduler decides a run's
+    success from the task instances it read, then writes it. A clear in that window resets
+    the task but leaves the run alone (it is still running), and the scheduler's write then
+    makes the run a success whose cleared task has no state and is never scheduled. The hold
+    plugin keeps the window open; on a loaded machine it is open for a moment after each
+    task ends. Clearing again, the run now finished, runs try 2 and a new job. A timed-out
+    wait for try 2 says so. If this fails after an Airflow upgrade, Airflow closed the
+    window: update docs/airflow.md and test_clear_after_success_runs_a_new_job."""
+    run = airflow.trigger("tether_e2e_quick", hold=True)
+    airflow.wait("the scheduler to decide the run's success", lambda: airflow.held(run), run)
+    assert airflow.ti(run, "quick")["state"] == "success"
+    assert airflow.run_state(run) == "running"  # decided, not written
+    first = airflow.xcom(run, "quick", "app_handle")
+    airflow.clear(run, "quick")
+    assert (airflow.ti(run, "quick")["state"], airflow.run_state(run)) == (None, "running")
+    airflow.release(run)
+    airflow.wait_run_state(run, ("success",))
+    lost = airflow.ti(run, "quick")
+    assert (lost["state"], lost["try_number"]) == (None, 1)  # the clear is lost
+
+    # what a wait for try 2 reports: the run, its task, the components, their output
+    with pytest.raises(AssertionError) as failed:
+        airflow.wait_state(run, "quick", ("success",), try_number=2, timeout=0.1)
+    report = str(failed.value)
+    assert f"DAG run tether_e2e_quick/{run.run_id}: state=success clear_number=1" in report
+    assert (f"task quick[-1]: state=None try_number=1 max_tries=1 hostname={lost['hostname']} "
+            f"pid={lost['pid']}") in report
+    assert "scheduler running (pid " in report and "triggerer running (pid " in report
+    assert re.search(r"scheduler \w+ \(last 20\d\d-", report), report[:3000]  # its heartbeat
+    assert f"DagRun Finished: dag_id=tether_e2e_quick, logical_date=None, run_id={run.run_id}" \
+        in report.split("--- api-server ---")[0]  # the scheduler's lines about the run
+    assert "--- scheduler ---" in report and "--- dag-processor ---" in report
+
+    airflow.clear(run, "quick")  # the run is finished now: Airflow queues it again
+    airflow.wait_state(run, "quick", ("success",), try_number=2)
+    second = airflow.xcom(run, "quick", "app_handle")
+    assert second and second != first
+    assert sorted(airflow.jobs_of(run, "quick")) == sorted([first, second])
 
 
 def test_clear_while_running_reattaches_in_both_modes(airflow: Deployment) -> None:
@@ -287,7 +341,7 @@ def test_clear_while_running_reattaches_in_both_modes(airflow: Deployment) -> No
         def reattached(t: str = task, h: str = handle) -> bool:
             return f"re-attached to tether job {h}" in airflow.log(run, t, 2)
 
-        airflow.wait(f"try 2 of {task} to re-attach", reattached)
+        airflow.wait(f"try 2 of {task} to re-attach", reattached, run)
         assert airflow.state(handle) == AppState.RUNNING
         if task == "deferred":
             airflow.wait_deferred(run, task, 2)
@@ -310,7 +364,7 @@ def test_worker_kill9_after_submit_reattaches_without_duplicates(airflow: Deploy
             started = "submitted tether job" in t or "re-attached to tether job" in t
             return t if started and "sh/0 tick" in t else None
 
-        text = airflow.wait(f"try {try_number} to follow the job", following)
+        text = airflow.wait(f"try {try_number} to follow the job", following, run)
         if try_number == 1:
             handle = str(airflow.xcom(run, "victim", "app_handle"))
         else:
@@ -334,7 +388,7 @@ def test_execution_timeout_cancels_the_job_in_both_modes(airflow: Deployment) ->
                for task in ("sync", "deferred")}
     for task, handle in handles.items():
         airflow.wait_state(run, task, ("failed",), try_number=1)
-        airflow.wait_job_state(handle, AppState.CANCELLED)
+        airflow.wait_job_state(run, handle, AppState.CANCELLED)
         assert f"execution_timeout reached: cancelling tether job {handle}" in airflow.log(
             run, task, 1)
         assert "sh/0 finished" not in airflow.log_files(run, task)
@@ -352,7 +406,7 @@ def test_mark_failed_cancels_the_job_in_both_modes(airflow: Deployment) -> None:
             {"new_state": "failed"},
         )
     for task, handle in handles.items():
-        airflow.wait_job_state(handle, AppState.CANCELLED)
+        airflow.wait_job_state(run, handle, AppState.CANCELLED)
         assert airflow.ti(run, task)["state"] == "failed"
         assert f"cancelling tether job {handle} (the task instance is failed)" in (
             airflow.log(run, task, 1))
@@ -365,6 +419,7 @@ def test_kill_while_no_triggerer_runs_the_trigger(airflow: Deployment) -> None:
     and cancels its job."""
     airflow.stack.stop_component("triggerer")
     try:
+        assert "triggerer stopped" in airflow.stack.report(runs=())  # a failed wait says so
         failed, cleared = airflow.trigger("tether_e2e_gate"), airflow.trigger("tether_e2e_gate")
         handles = {}
         for run in (failed, cleared):
@@ -379,18 +434,18 @@ def test_kill_while_no_triggerer_runs_the_trigger(airflow: Deployment) -> None:
         kept = handles[cleared.run_id]
         airflow.wait("try 2 to re-attach with no trigger ever run",
                      lambda: f"re-attached to tether job {kept}" in airflow.log(
-                         cleared, "deferred", 2))
+                         cleared, "deferred", 2), cleared)
         airflow.wait_deferred(cleared, "deferred", 2)
         assert airflow.state(handles[failed.run_id]) == AppState.RUNNING  # nothing ran yet
     finally:
         airflow.stack.start_component("triggerer")
     handle = handles[failed.run_id]
-    airflow.wait_job_state(handle, AppState.CANCELLED)
+    airflow.wait_job_state(failed, handle, AppState.CANCELLED)
     # the trigger's own check as it started (Airflow 3.3 also calls on_kill when it drops
     # the trigger a moment later; the check covers a trigger that starts after that cancel)
     airflow.wait("the trigger's start check", lambda: (
         f"killed before its trigger ran: cancelling tether job {handle} (the task instance "
-        "is failed)") in airflow.log_files(failed, "deferred"))
+        "is failed)") in airflow.log_files(failed, "deferred"), failed)
     assert airflow.ti(failed, "deferred")["state"] == "failed"
     cleared.open("deferred")
     airflow.wait_state(cleared, "deferred", ("success",), try_number=2)
@@ -404,7 +459,7 @@ def test_deferred_logs_are_live_and_secrets_never_logged(airflow: Deployment) ->
     airflow.wait_deferred(run, "deferred", 1)
     # the trigger streams the job's lines into the task log while the job runs
     airflow.wait("live job lines in the deferred task's log",
-                 lambda: "sh/0 tick 2" in airflow.log(run, "deferred", 1))
+                 lambda: "sh/0 tick 2" in airflow.log(run, "deferred", 1), run)
     assert airflow.state(handle) == AppState.RUNNING  # its gate is closed: it cannot end
     assert "sh/0 tick" in airflow.log_files(run, "deferred")  # the trigger's log file
 
@@ -436,10 +491,10 @@ def test_progress_reports_show_in_the_task_log_while_the_job_runs(airflow: Deplo
         handle = airflow.wait_running_job(run, task)
         airflow.wait(f"the first report in the log of {task}",
                      lambda t=task: "tether progress: 1/4 (25%) loss=0.5" in airflow.log(
-                         run, t, 1))
+                         run, t, 1), run)
         # the XCom holds the report while the job runs (the worker's, the triggerer's push)
         live = airflow.wait(f"the first report as the XCom of {task}",
-                            lambda t=task: airflow.xcom(run, t, "tether_progress"))
+                            lambda t=task: airflow.xcom(run, t, "tether_progress"), run)
         assert (live["step"], live["total"], live["metrics"]) == (1, 4, {"loss": 0.5}), live
         assert live["text"] == "1/4 (25%) loss=0.5", live
         assert airflow.state(handle) == AppState.RUNNING  # its gate is closed: it cannot end

@@ -14,6 +14,11 @@ out an admin token without a password (``GET /auth/token``), as ``airflow standa
 All components share one JWT secret (the workers' execution-API tokens are checked by the
 api-server).
 
+A wait that times out should say what Airflow was doing: :meth:`AirflowStack.report` gives
+the DAG runs' and task instances' rows (read from the metadata database, so it works while the
+api-server hangs), whether each component's process is alive, the components' heartbeats and
+the tail of each component's output.
+
 Run ``python -m tests.e2e.infra.airflow DAGS_DIR`` to start one by hand.
 """
 
@@ -26,12 +31,13 @@ import secrets
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -41,6 +47,10 @@ from tests.e2e.infra.reaper import forget, start_service
 START_TIMEOUT_S = 300.0
 STOP_GRACE_S = 15.0
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+RUN_COLUMNS = ("state", "clear_number", "queued_at", "start_date", "end_date",
+               "last_scheduling_decision")
+TI_COLUMNS = ("task_id", "map_index", "state", "try_number", "max_tries", "hostname", "pid",
+              "queued_dttm", "start_date", "end_date", "next_method", "trigger_id")
 
 
 def free_port() -> int:
@@ -70,6 +80,7 @@ class AirflowStack:
     Args:
         root: A fresh directory for everything (``airflow/`` home, ``logs/``).
         dags: DAG files to copy into the DAGs folder.
+        plugins: Plugin files to copy into ``$AIRFLOW_HOME/plugins``.
         env: Extra environment for every component (and the tasks they run), e.g.
             ``AIRFLOW_CONN_*`` connections or ``TETHER_STATE_DIR``.
         parallelism: The LocalExecutor's worker slots.
@@ -87,6 +98,7 @@ class AirflowStack:
         dags: list[Path],
         env: Mapping[str, str] | None = None,
         parallelism: int = 8,
+        plugins: Iterable[Path] = (),
     ) -> None:
         self.root = Path(root)
         self.home = self.root / "airflow"
@@ -94,6 +106,7 @@ class AirflowStack:
         self.port = 0
         self.url = ""
         self._dags = list(dags)
+        self._plugins = list(plugins)
         self._extra_env = dict(env or {})
         self._parallelism = parallelism
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -113,6 +126,7 @@ class AirflowStack:
                 "AIRFLOW_HOME": str(self.home),
                 "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home}/airflow.db",
                 "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
+                "AIRFLOW__CORE__PLUGINS_FOLDER": str(self.home / "plugins"),
                 "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
                 "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
                 "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
@@ -161,6 +175,10 @@ class AirflowStack:
         self.dags_folder.mkdir(parents=True, exist_ok=True)
         for src in self._dags:
             shutil.copy(src, self.dags_folder / src.name)
+        if self._plugins:
+            (self.home / "plugins").mkdir(exist_ok=True)
+        for src in self._plugins:
+            shutil.copy(src, self.home / "plugins" / src.name)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = self._make_env()
@@ -191,11 +209,89 @@ class AirflowStack:
                 parts.append(f"--- {name} ---\n{path.read_text(errors='replace')[-n:]}")
         return "\n".join(parts)
 
+    def processes(self) -> dict[str, str]:
+        """Each component's process: ``running (pid N)``, ``exited with RC (pid N)`` or
+        ``stopped`` (by :meth:`stop_component`, or never started)."""
+        out = {}
+        for name in COMPONENTS:
+            proc = self._procs.get(name)
+            if proc is None:
+                out[name] = "stopped"
+            elif proc.poll() is None:
+                out[name] = f"running (pid {proc.pid})"
+            else:
+                out[name] = f"exited with {proc.returncode} (pid {proc.pid})"
+        return out
+
+    def report(self, runs: Iterable[tuple[str, str]] | None = None, n: int = 2000) -> str:
+        """What Airflow is doing, for a failed wait: each component's process and heartbeat,
+        the DAG runs with their task instances (from the metadata database, so it works while
+        the api-server hangs), the scheduler's last lines about each run and the tail of every
+        component's output.
+
+        Args:
+            runs: ``(dag_id, run_id)`` pairs; ``None`` for the five latest DAG runs.
+            n: Characters of each component's output to show.
+
+        Returns:
+            The report (several lines).
+        """
+        lines = ["What Airflow was doing:", "components: " + "; ".join(
+            f"{name} {state}" for name, state in self.processes().items())]
+        lines.append("heartbeats: " + self._heartbeats())
+        try:
+            lines += self._run_rows(runs)
+        except sqlite3.Error as e:
+            lines.append(f"could not read the metadata database: {e}")
+        return "\n".join(lines) + "\n" + self.tail(n)
+
+    def _heartbeats(self) -> str:
+        try:
+            health = self.request("GET", "/api/v2/monitor/health", auth=False, timeout=10)
+        except (AirflowError, OSError, ValueError) as e:
+            return f"the api-server did not answer /api/v2/monitor/health: {e}"
+        parts = []
+        for name, info in sorted(health.items()):
+            info = info or {}
+            beat = next((v for k, v in info.items() if k.startswith("latest")), None)
+            parts.append(f"{name} {info.get('status')} (last {beat})")
+        return "; ".join(parts)
+
+    def _run_rows(self, runs: Iterable[tuple[str, str]] | None) -> list[str]:
+        db = sqlite3.connect(f"file:{self.home / 'airflow.db'}?mode=ro", uri=True, timeout=10)
+        try:
+            db.execute("BEGIN")  # one snapshot: the run and its tasks as of one instant
+            if runs is None:
+                runs = db.execute("SELECT dag_id, run_id FROM dag_run ORDER BY id DESC LIMIT 5")
+            lines = []
+            for dag_id, run_id in list(runs):
+                row = db.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM dag_run "
+                                 "WHERE dag_id = ? AND run_id = ?", (dag_id, run_id)).fetchone()
+                if row is None:
+                    lines.append(f"DAG run {dag_id}/{run_id}: not in the database")
+                    continue
+                lines.append(f"DAG run {dag_id}/{run_id}: " + _fields(RUN_COLUMNS, row))
+                for ti in db.execute(f"SELECT {', '.join(TI_COLUMNS)} FROM task_instance "
+                                     "WHERE dag_id = ? AND run_id = ? ORDER BY task_id, map_index",
+                                     (dag_id, run_id)):
+                    lines.append(f"  task {ti[0]}[{ti[1]}]: " + _fields(TI_COLUMNS[2:], ti[2:]))
+                lines += self._scheduler_lines(run_id)
+            return lines
+        finally:
+            db.close()
+
+    def _scheduler_lines(self, run_id: str, count: int = 8) -> list[str]:
+        path = self.log_path("scheduler")
+        text = path.read_text(errors="replace") if path.exists() else ""
+        mine = [line[:400] for line in text.splitlines() if run_id in line][-count:]
+        return [f"  the scheduler's last {len(mine)} lines about it:",
+                *(f"    {line}" for line in mine)]
+
     def _check_alive(self) -> None:
         for name, proc in self._procs.items():
             if proc.poll() is not None:
                 raise AirflowError(
-                    f"airflow {name} exited with {proc.returncode}:\n{self.tail()}"
+                    f"airflow {name} exited with {proc.returncode}:\n{self.report(runs=())}"
                 )
 
     def _wait_until_up(self) -> None:
@@ -218,7 +314,8 @@ class AirflowStack:
             except (AirflowError, OSError, KeyError):
                 pass
             time.sleep(1.0)
-        raise AirflowError(f"Airflow did not come up in {START_TIMEOUT_S:g}s:\n{self.tail()}")
+        raise AirflowError(
+            f"Airflow did not come up in {START_TIMEOUT_S:g}s:\n{self.report(runs=())}")
 
     def start_component(self, name: str) -> None:
         """Starts one component (``scheduler``, ``triggerer``...), its output appended to
@@ -286,7 +383,8 @@ class AirflowStack:
         return self._token
 
     def request(
-        self, method: str, path: str, body: Any = None, auth: bool = True, raw: bool = False
+        self, method: str, path: str, body: Any = None, auth: bool = True, raw: bool = False,
+        timeout: float = 60.0,
     ) -> Any:
         """One REST call; returns the decoded JSON (or the text with ``raw``).
 
@@ -302,7 +400,7 @@ class AirflowStack:
             headers["Authorization"] = f"Bearer {self.token()}"
         req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=60) as r:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
                 text = r.read().decode()
         except urllib.error.HTTPError as e:
             raise AirflowError(
@@ -326,6 +424,10 @@ class AirflowStack:
             [*cli, *args], env=self.env, capture_output=True, text=True, timeout=timeout,
             cwd=self.root,
         )
+
+
+def _fields(names: Iterable[str], values: Iterable[Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in zip(names, values, strict=True))
 
 
 def _main() -> None:
