@@ -254,7 +254,7 @@ class AirflowStack:
         for name, info in sorted(health.items()):
             info = info or {}
             beat = next((v for k, v in info.items() if k.startswith("latest")), None)
-            parts.append(f"{name} {info.get('status')} (last {beat})")
+            parts.append(f"{name} {info.get('status')}" + (f" (last {beat})" if beat else ""))
         return "; ".join(parts)
 
     def _run_rows(self, runs: Iterable[tuple[str, str]] | None) -> list[str]:
