@@ -5,9 +5,9 @@ Prints ``{"tether": seconds per task, "native": seconds per task}`` (median over
 one after the other in one flow per side; an ephemeral Prefect API in a temporary home).
 
 The note splits the overhead: local_cwd's submit (the supervisor host forks a supervisor per
-job), following the job (the job itself plus local_cwd's log tail, which wakes when the job
-ends, and its exit wait), and the adapter's own part (everything else: materializing the
-AppDef, the job key, the last log batch, the log cursor and the summary artifact).
+job), following the job (the job itself and local_cwd's noticing its end, up to the moment
+the job's final result is known), and the adapter's own part (everything else: materializing
+the AppDef, the job key, the last log lines and the summary artifact).
 """
 
 from __future__ import annotations
@@ -64,16 +64,27 @@ def main() -> None:
 
     setattr(Runner, "schedule", timed_schedule)  # noqa: B010
 
-    # time spent following the job: the job's own run and local_cwd's log tail and exit wait
+    # time spent following the job: the job's own run and local_cwd's noticing its end, up to
+    # the moment its final result is known (what the adapter does after that, sending the
+    # last log lines and the summary, is the adapter's)
     follow_times: list[float] = []
     original_follow = ComponentJob.follow
 
     def timed_follow(self: ComponentJob, *a: Any, **kw: Any) -> Any:
         start = time.perf_counter()
+        final: list[float] = []
+        on_final = kw.get("on_final")
+
+        def seen_final(result: Any) -> None:
+            final.append(time.perf_counter())
+            if on_final is not None:
+                on_final(result)
+
+        kw["on_final"] = seen_final
         try:
             return original_follow(self, *a, **kw)
         finally:
-            follow_times.append(time.perf_counter() - start)
+            follow_times.append((final[0] if final else time.perf_counter()) - start)
 
     setattr(ComponentJob, "follow", timed_follow)  # noqa: B010
 
@@ -107,9 +118,9 @@ def main() -> None:
                    f"{overhead_ms:.0f} ms/task (ratio "
                    f"{medians['tether'] / max(medians['native'], 1e-9):.1f}x); per task: "
                    f"{submit_ms:.0f} ms local_cwd's submit (a supervisor forked by the "
-                   f"supervisor host), {follow_ms:.0f} ms following the job (the job, the "
-                   f"log tail and exit wait), {adapter_ms:.0f} ms the rest over a plain task "
-                   "(the adapter: AppDef, job key, last log batch, log cursor, summary)")
+                   f"supervisor host), {follow_ms:.0f} ms following the job (the job and its "
+                   f"end seen), {adapter_ms:.0f} ms the rest over a plain task "
+                   "(the adapter: AppDef, job key, last log lines, summary)")
     print(json.dumps(out))
     sys.stdout.flush()
 

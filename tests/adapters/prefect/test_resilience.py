@@ -86,12 +86,9 @@ def _apps() -> list[Any]:
 
 
 def _kill_9_mid_job(tmp_path: Path, marker: str) -> tuple[Any, Path, int]:
-    """Starts a crashy flow run, waits until its job runs and its log cursor is saved, kills
-    the flow-run process with SIGKILL and marks the run CRASHED (the worker's part)."""
-    from prefect.client.orchestration import get_client
+    """Starts a crashy flow run, waits until its job runs and its first line is in Prefect,
+    kills the flow-run process with SIGKILL and marks the run CRASHED (the worker's part)."""
     from prefect.states import Crashed
-
-    from tether.adapters.prefect.logship import cursor_name
 
     pidfile, release = tmp_path / "pid", tmp_path / "release"
     flow_run_id = _create_flow_run("tether-crashy", pidfile=str(pidfile), release=str(release),
@@ -102,12 +99,6 @@ def _kill_9_mid_job(tmp_path: Path, marker: str) -> tuple[Any, Path, int]:
         wait_for_logs(flow_run_id, f"waiting {marker}", timeout=30)
         (app,) = _apps()
         assert app.job_key
-
-        def cursor_saved() -> bool:
-            with get_client(sync_client=True) as client:
-                return client.read_variable_by_name(cursor_name(app.job_key)) is not None
-
-        wait_until(cursor_saved, 30, "the log cursor")
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=30)

@@ -5,8 +5,9 @@ worker) and a later one that re-attaches must neither repeat nor drop log lines.
 :class:`LogCursor` counts the lines delivered per replica (``role/replica``, the prefix of
 every formatted line); :meth:`LogCursor.unseen` reads a job's lines past it. Where it is kept
 between followers is the caller's choice, passed in as a :class:`CursorStore`: Airflow keeps
-it in an XCom of the task instance, Prefect in a variable, a script in a file
-(:class:`FileCursorStore`), and a follower with nothing to resume keeps none.
+it in an XCom of the task instance, a script in a file (:class:`FileCursorStore`), and a
+follower with nothing to resume keeps none; Prefect keeps none either, and counts the job's
+lines its API holds instead (:func:`tether.adapters.prefect.logship.shipped_cursor`).
 
 Only the counting lives here; moving the cursor is the job of whoever delivers a line (a
 line read but not yet shown must not count).

@@ -297,6 +297,7 @@ class JobSession:
         drain_timeout: float = 10.0,
         skip: LogCursor | None = None,
         on_progress: ProgressSink | None = None,
+        on_final: Callable[[JobResult], None] | None = None,
     ) -> JobResult:
         """Streams logs into ``sink`` on a helper thread and waits in short slices.
 
@@ -317,6 +318,8 @@ class JobSession:
             skip: Log cursor of an earlier follower: those lines are not delivered again.
             on_progress: Receives each new progress report of the job while it runs, and
                 its last one once it has ended.
+            on_final: Called with the result as soon as the job is final, before its last
+                log lines are drained (to start what does not need them, e.g. a summary).
 
         Returns:
             The result (whatever the final state).
@@ -339,6 +342,8 @@ class JobSession:
                 if ev is None and not watch.open:  # already heard final: read it once
                     result = self.result()
                     break
+        if on_final is not None:
+            on_final(result)
         if pump is not None:
             pump.drain(poll_interval, drain_timeout)
         if progress is not None and result.progress is not None:

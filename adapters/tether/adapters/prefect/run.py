@@ -33,7 +33,7 @@ from tether.adapters.prefect.identity import (
     tag_with_flow_run,
     task_job_key,
 )
-from tether.adapters.prefect.logship import LogShipper, VariableCursorStore
+from tether.adapters.prefect.logship import LogShipper, shipped_cursor
 from tether.runner import Runner, get_runner
 from tether.specs import AppStatus
 
@@ -315,24 +315,31 @@ class _TaskCall:
 
         artifacts = ProgressArtifacts(self.client, self.art_name, self.task_run.flow_run_id,
                                       self.task_run.id)
-        result = session.follow(
-            shipper, self.spec.poll_interval,
-            should_stop=lambda: self._should_stop(shipper, session.app_handle),
-            skip=shipper.cursor,
-            on_progress=lambda progress: self._show_progress(artifacts, progress),
-        )
-        # the summary goes out while the last log lines and the cursor are sent
-        summary = threading.Thread(
-            target=contextvars.copy_context().run,
-            args=(_publish_summary, self.art_name, session, result, self.logger, self.client,
-                  self.task_run, artifacts),
-            name="tether-summary",
-        )
-        summary.start()
+        summaries: list[threading.Thread] = []
+
+        def publish(result: JobResult) -> None:
+            # the summary goes out while the last log lines are read and sent
+            thread = threading.Thread(
+                target=contextvars.copy_context().run,
+                args=(_publish_summary, self.art_name, session, result, self.logger,
+                      self.client, self.task_run, artifacts),
+                name="tether-summary",
+            )
+            thread.start()
+            summaries.append(thread)
+
         try:
+            result = session.follow(
+                shipper, self.spec.poll_interval,
+                should_stop=lambda: self._should_stop(shipper, session.app_handle),
+                skip=shipper.cursor,
+                on_progress=lambda progress: self._show_progress(artifacts, progress),
+                on_final=publish,
+            )
             shipper.close()
         finally:
-            summary.join()
+            for thread in summaries:
+                thread.join()
         return result
 
 
@@ -347,27 +354,28 @@ def _flush_quietly(shipper: LogShipper) -> None:
 def _shipper(
     client: Any, session: JobSession, flow_run_id: Any, task_run_id: Any, logger: Any
 ) -> LogShipper:
-    """The log sink of a job: resumes from the cursor of an earlier attempt that re-attached."""
-    store = (VariableCursorStore(client, session.key, session.app_handle or "")
-             if session.key else None)
-    cursor = LogCursor()
-    if session.reattached and store is not None:
-        try:
-            cursor = LogCursor.load(store)
-        except Exception as e:
-            logger.warning("cannot read the log cursor of %s: %s", session.app_handle, e)
-        if cursor.seen:
-            logger.info("resuming the logs of %s after %d line(s) already shown",
-                        session.app_handle, sum(cursor.seen.values()))
-
-    def echo(text: str) -> None:
-        logger.info(text, extra={"send_to_api": False})
-
+    """The log sink of a job: one that re-attached skips the lines earlier attempts shipped
+    (counted from the Prefect API: :func:`~.logship.shipped_cursor`); a new job reads
+    nothing."""
     from prefect.settings import PREFECT_LOGGING_TO_API_ENABLED
 
     if not PREFECT_LOGGING_TO_API_ENABLED.value():  # logs to the API are switched off
         flow_run_id = None
-    return LogShipper(client, flow_run_id, task_run_id, cursor, store, echo=echo)
+    handle = session.app_handle or ""
+    cursor = LogCursor()
+    if session.reattached and flow_run_id is not None:
+        try:
+            cursor = shipped_cursor(client, flow_run_id, handle)
+        except Exception as e:  # the lines then show again: better than losing them
+            logger.warning("cannot count the log lines of %s already shown: %s", handle, e)
+        if cursor.seen:
+            logger.info("resuming the logs of %s after %d line(s) already shown",
+                        handle, sum(cursor.seen.values()))
+
+    def echo(text: str) -> None:
+        logger.info(text, extra={"send_to_api": False})
+
+    return LogShipper(client, flow_run_id, task_run_id, handle, cursor, echo=echo)
 
 
 def _stop(task_name: str, job: JobSession, exc: BaseException, logger: Any) -> None:

@@ -114,7 +114,7 @@ class TaskSpec:
             The AppDef.
         """
         return materialize(
-            self.component,
+            self.fn,  # resolved once, when the task was defined
             self.component_args(arguments),
             image=self.image,
             env=self.env or None,
