@@ -85,3 +85,25 @@ def test_a_line_after_a_quiet_spell_is_sent_before_the_job_ends() -> None:
         assert shipper.sent == 1
         shipper.close()
         assert shipped_cursor(client, flow_run_id, handle).seen == {"main/0": 2}
+
+
+def test_a_task_writes_its_jobs_lines_and_no_cursor_variable() -> None:
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+
+    from tether.adapters.prefect import component_task
+
+    sh = component_task("utils.sh", scheduler="local_cwd")
+    marker = uuid.uuid4().hex
+
+    @flow
+    def one() -> str:
+        return sh(f"echo first {marker}; echo second {marker}").app_handle
+
+    state = one(return_state=True)
+    assert state.is_completed(), state.message
+    handle = state.result()
+    with get_client(sync_client=True) as client:
+        flow_run_id = state.state_details.flow_run_id
+        assert shipped_cursor(client, flow_run_id, handle).seen == {"sh/0": 2}
+        assert not [v.name for v in client.read_variables() if v.name.startswith("tether")]
