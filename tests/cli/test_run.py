@@ -78,7 +78,7 @@ def test_detach_prints_the_handle_and_returns_then_manage_the_app(
     assert res.out.splitlines() == [handle] and handle.startswith("local_cwd://")
     assert "launched" in res.err
     status = tether("status", handle)
-    assert status.code == 0 and ("RUNNING" in status.out or "PENDING" in status.out)
+    assert status.code == 0 and any(s in status.out for s in ("RUNNING", "PENDING", "SUBMITTED"))
     listed = tether("list", "-s", "local_cwd")
     assert handle in listed.out
     cancelled = tether("cancel", "--wait", handle)

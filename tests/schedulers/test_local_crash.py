@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.schedulers.local_started import wait_started
 from tether.schedulers.local.proctable import pid_alive
 from tether.schedulers.local.scheduler import LocalScheduler, create_scheduler
 from tether.specs import AppDef, RetryPolicy, Role
@@ -186,11 +187,13 @@ def test_sigkill_supervisor_at_random_instants_leaves_no_orphan_and_no_stuck_app
     orphans = stuck = 0
     before_pid = in_launch = after_fork = 0
     details: list[str] = []
-    # calibrate: how long until the supervisor reports the replicas started
+    # calibrate: how long until the supervisor records the replicas started (schedule
+    # returns before, once the supervisor claimed the app)
     marker = f"tether-crash-{uuid.uuid4().hex}"
     info = sched.submit_dryrun(crash_app(marker), cfg)
     t0 = time.monotonic()
     app_id = sched.schedule(info)
+    wait_started(sched.store, app_id)
     span = 2.0 * (time.monotonic() - t0)
     sched.cancel(app_id)
     assert not survivors((marker,))

@@ -2,12 +2,15 @@
 
 A gate (:mod:`tether.schedulers.local.gates`) holds the supervisor of an app of 8 replicas at
 one step: claimed, about to fork replica k, replica k forked but not ``exec``'ed (held in the
-child), replica k running but unrecorded, every replica running but unrecorded. The test kills
-the supervisor there, lets the launcher report the failure and cancels the app, as a user
-would. Then no process of the app may be left, whatever instant the supervisor died at: a
-child held before its ``exec`` must be gone before its gate opens (else it would run its
-replica as an orphan), and no replica may run. Both ways a supervisor starts are covered:
-forked by the supervisor host, and as its own process.
+child), replica k running but unrecorded, every replica running but unrecorded. ``schedule``
+has returned by then (it returns once the claim is on disk). The test kills the supervisor
+there and cancels the app, as a user would. Then no process of the app may be left, whatever
+instant the supervisor died at: a child held before its ``exec`` must be gone before its gate
+opens (else it would run its replica as an orphan), and no replica may run. Both ways a
+supervisor starts are covered: forked by the supervisor host, and as its own process.
+
+Also here: what ``describe``, ``log_iter`` and ``cancel`` do right after ``schedule``
+returned, while the replicas are not started yet.
 """
 
 from __future__ import annotations
@@ -72,14 +75,15 @@ def carrying(marker: str) -> list[int]:
     return out
 
 
-def held_at(gates: Path, step: str, th: threading.Thread) -> int:
-    """The pid of the process held at ``step``, once one is."""
+def held_at(gates: Path, step: str, errors: list[BaseException]) -> int:
+    """The pid of the process held at ``step``, once one is (``schedule`` may have returned
+    meanwhile: it returns once the supervisor claimed the app, before the replicas start)."""
     held = gates / f"{step}.held"
     deadline = time.monotonic() + 60
     while True:
         with contextlib.suppress(OSError, ValueError):
             return int(held.read_text())
-        assert th.is_alive(), "the launch ended before the step was reached"
+        assert not errors, f"the launch failed before the step was reached: {errors}"
         assert time.monotonic() < deadline, f"no process reached the gate {step}"
         time.sleep(0.005)
 
@@ -122,26 +126,26 @@ def test_a_supervisor_killed_at_any_step_of_its_launch_leaves_no_process(
     th = threading.Thread(target=launch)
     th.start()
     try:
-        held = held_at(gates, step, th)
+        held = held_at(gates, step, errors)
+        # the app is claimed (on disk) at every step: schedule() has returned, or does now
+        th.join(60)
+        assert not th.is_alive() and errors == [], f"schedule() did not return: {errors}"
         rec = s.store.load(app_id)
         assert rec is not None and rec.supervisor_pid is not None, "claimed before any step"
         sup = rec.supervisor_pid
         os.kill(sup, signal.SIGKILL)
         while pid_alive(sup):
             time.sleep(0.005)
-        # what a user does next (racing the launcher, which recovers the app itself once
-        # its socket closes: a fork held before its exec keeps it open)
-        s.cancel(app_id)
+        d = s.describe(app_id)  # a read: failed, with the cause, before anyone reconciles
+        assert d is not None and d.state == AppState.FAILED, d
+        assert f"supervisor pid {sup} died" in d.msg, d.msg
+        s.cancel(app_id)  # what a user does next
         if held != sup:  # a child held before its exec: it must not get to run the replica
             assert not pid_alive(held), f"the fork of {step} survived its supervisor"
     finally:
         with contextlib.suppress(FileNotFoundError):
             (gates / step).unlink()  # opens the gate (a survivor would go on now)
         th.join(120)
-    assert not th.is_alive(), "schedule() returned"
-    if errors:  # the launcher recovered the app first, or found it cancelled
-        assert isinstance(errors[0], RuntimeError), errors
-        assert "did not start the replicas" in str(errors[0])
     left = carrying(marker)
     for pid in left:
         with contextlib.suppress(ProcessLookupError):
@@ -150,3 +154,71 @@ def test_a_supervisor_killed_at_any_step_of_its_launch_leaves_no_process(
     d = s.describe(app_id)
     assert d is not None and d.state in (AppState.FAILED, AppState.CANCELLED), d
     assert "the app's processes are stopped" in d.msg or "had died" in d.msg, d.msg
+
+
+@pytest.mark.parametrize("via", ["host", "own-process"])
+@pytest.mark.parametrize("step", ["claimed", "spawned-r-0"])
+def test_an_app_schedule_returned_reads_pending_and_a_cancel_keeps_it_from_starting(
+    step: str, via: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``schedule`` returns once the supervisor claimed the app, before the replicas start
+    (the supervisor is held right after its claim, or once replica 0 runs). Until the
+    replicas are recorded started, ``describe`` shows the app SUBMITTED with every replica
+    PENDING and ``log_iter`` gives no lines (no error); a cancel then stops the app, and no
+    replica that had not started yet starts."""
+    from tether.schedulers.local import procs
+
+    monkeypatch.setenv(host.ENABLE_ENV, "1" if via == "host" else "0")
+    marker = f"tether-gate-{uuid.uuid4().hex}"
+    ran = tmp_path / "ran"
+    ran.mkdir()
+    s = gated_scheduler(tmp_path / "state", monkeypatch, step)
+    job = AppDef("early", roles=[Role(
+        "r", entrypoint="sh", num_replicas=3,
+        args=["-c", f'touch {ran}/"$TETHER_REPLICA_ID"; sleep 600; echo {marker}'])])
+    info = s.submit_dryrun(job, {"grace_period": 0.5})
+    app_id = info.request.app_id
+    gates = s.store.app_dir(app_id) / GATES_DIR
+    returned: list[str] = []
+    launch = threading.Thread(target=lambda: returned.append(s.schedule(info)))
+    launch.start()
+    try:
+        launch.join(60)  # the supervisor stays held: schedule() must not wait for it
+        assert returned == [app_id], "schedule() waited for the replicas to start"
+        sup = held_at(gates, step, [])
+        d = s.describe(app_id)
+        assert d is not None and d.state == AppState.SUBMITTED, d
+        assert [r.state for rs in d.roles_statuses for r in rs.replicas] == [
+            AppState.PENDING
+        ] * 3
+        assert list(s.log_iter(app_id, "r", 2)) == []
+        # cancel (it waits for the supervisor to stop the app); the gate opens once the
+        # supervisor was signalled: the next thing it does is look at its signals
+        signalled = threading.Event()
+        kill = os.kill
+
+        def kill_then_tell(pid: int, sig: int) -> None:
+            kill(pid, sig)
+            if pid == sup:
+                signalled.set()
+
+        cancel = threading.Thread(target=s.cancel, args=(app_id,))
+        with monkeypatch.context() as m:
+            m.setattr(procs.os, "kill", kill_then_tell)
+            cancel.start()
+            assert signalled.wait(60), "cancel did not signal the supervisor"
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            (gates / step).unlink()
+        launch.join(60)
+    cancel.join(60)
+    assert not cancel.is_alive(), "cancel did not return"
+    d = s.describe(app_id)
+    assert d is not None and d.state == AppState.CANCELLED, d
+    assert [r.state for rs in d.roles_statuses for r in rs.replicas] == [
+        AppState.CANCELLED
+    ] * 3
+    assert not pid_alive(sup)
+    started = {"claimed": set(), "spawned-r-0": {"0"}}[step]  # (0 may be stopped first)
+    assert {p.name for p in ran.iterdir()} <= started, "a replica started after the cancel"
+    assert carrying(marker) == []

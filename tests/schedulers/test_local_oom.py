@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.schedulers.local_started import wait_started
 from tether.schedulers.api import DescribeAppResponse
 from tether.schedulers.local.proctable import pid_alive
 from tether.schedulers.local.scheduler import LocalScheduler, create_scheduler
@@ -91,8 +92,8 @@ def test_out_of_memory_the_supervisor_degrades_and_replicas_keep_running(
              retry_policy=RetryPolicy.REPLICA),
     ])
     app_id = s.schedule(s.submit_dryrun(app, {"grace_period": 0.5}))
-    rec = s.store.load(app_id)
-    assert rec is not None and rec.supervisor_pid is not None
+    rec = wait_started(s.store, app_id)
+    assert rec.supervisor_pid is not None
     sup = rec.supervisor_pid
     workers = [r for r in rec.replicas if r.role == "w"]
     assert all(r.pid is not None for r in workers)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.schedulers.local_started import wait_started
 from tether.schedulers.local.scheduler import LocalScheduler, create_scheduler
 from tether.schedulers.local.state import CorruptRecordError
 from tether.specs import AppDef, AppState, Role
@@ -275,8 +276,8 @@ def test_a_supervisor_whose_app_directory_was_deleted_still_ends() -> None:
     s = create_scheduler("robust")
     app_id = s.schedule(s.submit_dryrun(
         AppDef("gone", roles=[Role("r", entrypoint="sleep", args=["60"])]), FAST))
-    rec = s.store.load(app_id)
-    assert rec is not None and rec.supervisor_pid is not None
+    rec = wait_started(s.store, app_id)  # running: no file is being made as it is removed
+    assert rec.supervisor_pid is not None
     sup, start = rec.supervisor_pid, rec.supervisor_start_time
     shutil.rmtree(s.store.app_dir(app_id))
     os.kill(sup, sig.SIGTERM)  # what cancel sends (cancel itself needs the record)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.schedulers.local_started import wait_started
 from tether.schedulers.api import JOB_KEY, Stream
 from tether.schedulers.local.render import LocalRequest
 from tether.schedulers.local.scheduler import LocalScheduler, create_scheduler
@@ -142,11 +143,14 @@ def test_multi_role_app_runs_each_replica_with_its_env_macros_and_cwd(
     assert [r.name for r in desc.roles] == ["trainer", "ps"]
 
 
-def test_describe_right_after_submit_is_running_or_succeeded(sched: LocalScheduler) -> None:
+def test_describe_right_after_submit_knows_the_app(sched: LocalScheduler) -> None:
+    """``submit`` returns once the supervisor claimed the app (maybe before the replicas
+    started): the app is SUBMITTED until then, never unknown."""
     for code in ("pass", "import time; time.sleep(2)"):
         app_id = sched.submit(AppDef("quick", [py("r", code, num_replicas=3)]), FAST)
         d = sched.describe(app_id)
-        assert d is not None and d.state in (AppState.RUNNING, AppState.SUCCEEDED)
+        assert d is not None
+        assert d.state in (AppState.SUBMITTED, AppState.RUNNING, AppState.SUCCEEDED), d
         assert all(r.state != AppState.UNKNOWN for rs in d.roles_statuses for r in rs.replicas)
 
 
@@ -222,7 +226,7 @@ def test_the_record_identifies_every_started_process_also_after_a_restart(
     sched: LocalScheduler, tmp_path: Path
 ) -> None:
     """Other processes (cancel, recovery) tell a replica from a reuse of its pid by the start
-    time in the record: it is there for every replica once ``schedule`` returns, also for
+    time in the record: it is there for every replica once the start is confirmed, also for
     one that exited at once, and for a restarted replica's new process."""
     from tether.schedulers.local.proctable import pid_alive, read_stat
 
@@ -232,8 +236,7 @@ def test_the_record_identifies_every_started_process_also_after_a_restart(
                      then="time.sleep(0 if (me, starts) == ('w-1', 1) else 30)")
     role = py("w", code, num_replicas=2, max_retries=1, retry_policy=RetryPolicy.REPLICA)
     app_id = sched.submit(AppDef("identities", [quick, role]), FAST)
-    rec = sched.store.load(app_id)
-    assert rec is not None
+    rec = wait_started(sched.store, app_id)
     for rep in rec.replicas:
         assert rep.pid is not None and rep.start_time is not None, rep
     first_w1 = (rec.replica("w", 1).pid, rec.replica("w", 1).start_time)  # type: ignore[union-attr]

@@ -11,7 +11,7 @@ fork a supervisor::
     send {state, cwd, env, ...}     check its code is current
                              <---   "F" (about to fork)
                                     fork -> setsid -> fork   adopt cwd, umask, env, log
-    wait for "R"             <-------------------------------  "R" once replicas started
+    wait for "R"             <-------------------------------  "R" once the app is claimed
 
 Crash safety does not depend on the host: the app's record is written before the request,
 and a supervisor only runs an app that no supervisor has claimed yet (the claim is taken
@@ -159,7 +159,7 @@ def request_supervisor(
         host_log: Where a host started now writes its own messages.
 
     Returns:
-        A socket that delivers ``R`` once the replicas were started (EOF when the supervisor
+        A socket that delivers ``R`` once the supervisor claimed the app (EOF when it
         ended before), or None when the host was not usable: then nothing was forked and the
         caller starts the supervisor itself.
     """

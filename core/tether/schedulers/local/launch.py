@@ -5,8 +5,10 @@ store, then calls :func:`start_supervisor`: the supervisor host
 (:mod:`tether.schedulers.local.host`) forks the app's supervisor, or, when the host is off,
 cannot be reached, or its supervisor ended before it claimed the app, the supervisor is started
 as its own process (``python -m tether.schedulers.local.supervisor``). Either way the launcher
-waits until the supervisor reports the replicas started. What to do when it does not (stop
-what it started, record why, raise) is the scheduler's.
+waits until the supervisor reports that it claimed the app (its pid and the replicas' intent
+fsync'ed), not until the replicas started: from the claim on, whatever happens to the app is
+recorded or recovered without the launcher. What to do when the supervisor reports nothing
+(stop what it started, record why, raise) is the scheduler's.
 
 Imported by ``schedule`` only: a dryrun needs none of this.
 """
@@ -30,7 +32,7 @@ from tether.schedulers.local.state import HOST_LOG, SUPERVISOR_LOG, StateStore, 
 from tether.specs import AppDef, AppState, CfgVal
 
 SUPERVISOR_START_TIMEOUT_S = 120.0
-"""How long ``schedule`` waits for the supervisor to report the replicas started."""
+"""How long ``schedule`` waits for the supervisor to report that it claimed the app."""
 SUPERVISOR_EXIT_WAIT_S = 5.0
 """When a claimed supervisor reported nothing, how long ``schedule`` waits for it to be gone
 from the process table before it stops it as one that hangs."""
@@ -86,7 +88,7 @@ def start_supervisor(
     store: StateStore, record: AppRecord, app_dir: Path, log_dirs: list[str]
 ) -> bool:
     """Starts the app's supervisor (forked by the host, else its own process) and waits
-    until it reports the replicas started.
+    until it reports that it claimed the app (the replicas start after).
 
     The replicas' log directories are made here while the supervisor starts (on a host
     with more than one core, at the same time): the supervisor makes any that are still
@@ -99,7 +101,7 @@ def start_supervisor(
         log_dirs: The replicas' log directories.
 
     Returns:
-        Whether the supervisor reported the replicas started within
+        Whether the supervisor reported the app claimed (or found it ended) within
         :data:`SUPERVISOR_START_TIMEOUT_S`.
 
     Raises:

@@ -183,7 +183,13 @@ class LocalScheduler(Scheduler[LocalRequest, LocalOpts], WorkspaceMixin[None]):
 
     # ---- submit ------------------------------------------------------------------------
     def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
-        """Starts the app's supervisor and returns once the replicas were started.
+        """Starts the app's supervisor and returns once it claimed the app.
+
+        The supervisor's claim (its pid and every replica's intent) is on disk by then, so
+        the app is never lost: it runs, or ``describe`` shows why not. The replicas start
+        right after; until the record confirms them started, ``describe`` shows the app
+        ``SUBMITTED`` and its replicas ``PENDING``, and a ``cancel`` keeps those not yet
+        started from starting.
 
         Args:
             dryrun_info: What :meth:`submit_dryrun` returned.
@@ -238,7 +244,7 @@ class LocalScheduler(Scheduler[LocalRequest, LocalOpts], WorkspaceMixin[None]):
         super().close()
 
     def _start_supervisor(self, record: AppRecord, app_dir: Path, log_dirs: list[str]) -> None:
-        """Starts the app's supervisor and waits until it reports the replicas started (see
+        """Starts the app's supervisor and waits until it reports the app claimed (see
         :func:`~tether.schedulers.local.launch.start_supervisor`); when it does not, stops
         what it started, records the app FAILED and raises."""
         from tether.schedulers.local.launch import (

@@ -20,8 +20,12 @@ launcher), runs in its own session (a terminal's Ctrl-C never reaches it) and:
   grace period;
 * is a child subreaper, so processes that escape their replica's group are reparented to it
   and stopped when the app ends;
-* exits once the app reached a final state. It writes ``R`` to ``--ready-fd`` once the
-  replicas were recorded as started (or the app already ended).
+* exits once the app reached a final state. It writes ``R`` to ``--ready-fd`` as soon as
+  it claimed the app (its pid and every replica's intent on disk, fsync'ed), before it starts
+  the replicas, or when it found the app ended or claimed by another supervisor. From the
+  claim on, the app is this process's: readers see it ``SUBMITTED`` (its replicas
+  ``PENDING``) until the record confirms the replicas started, a cancel signals this
+  process (which then starts no more replicas), and its death is seen and recovered.
 
 When a replica's main process exits, what is left of its process group is stopped, as a
 container runtime stops a container whose main process exited.
@@ -96,7 +100,7 @@ class Supervisor:
 
     Args:
         state_path: The app's ``state.json``.
-        ready_fd: A pipe to write ``R`` to once the replicas were started (or -1).
+        ready_fd: A pipe to write ``R`` to once the app is claimed (or -1).
     """
 
     def __init__(self, state_path: Path, ready_fd: int = -1) -> None:
@@ -151,6 +155,13 @@ class Supervisor:
         while self.signals:
             sig = self.signals.pop(0)
             if sig in (signal.SIGTERM, signal.SIGINT):
+                self._cancel(f"cancelled (the supervisor got {signal.Signals(sig).name})")
+
+    def _take_cancel(self) -> None:
+        """Acts on a SIGTERM/SIGINT received so far (a cancel) at once; every signal stays
+        queued for :meth:`_handle_signals` (the event loop's, which also reaps on SIGCHLD)."""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            if sig in self.signals:
                 self._cancel(f"cancelled (the supervisor got {signal.Signals(sig).name})")
 
     # -- state ----------------------------------------------------------------------------
@@ -216,13 +227,15 @@ class Supervisor:
             # the pid and the intent first, durably: from now on others can tell whether
             # this supervisor lives, and find what it starts (see procs.recover)
             self.store.save(self.rec, fsync=True)
+        # the app is this supervisor's now, on disk: the launcher may return (readers see it
+        # PENDING until the confirmation below; a cancel from now on reaches this process)
+        self._signal_ready()
         self.gates.hold("claimed")
-        self._handle_signals()
-        if not self.cancelling:
-            for rep in self.rec.replicas:
-                if self.failing:
-                    break
-                self._start(rep)
+        for rep in self.rec.replicas:
+            self._take_cancel()  # a cancel that came in meanwhile: start no more replicas
+            if self.failing or self.cancelling:
+                break
+            self._start(rep)
         self.gates.hold("started")
         if self.failing or self.cancelling:
             for rep in self.rec.replicas:
@@ -234,7 +247,6 @@ class Supervisor:
             self.rec.state = AppState.RUNNING.name
         self._progress()
         self._save(fsync=True)  # confirmed: every started replica's pid and start time
-        self._signal_ready()
         log.info("app %s: %d replica(s) started", self.app_id, len(self.attempts))
         while not (self.rec.app_state.is_terminal() and not self.attempts):
             try:
@@ -530,7 +542,7 @@ def serve(state_path: Path, ready_fd: int = -1) -> NoReturn:
 
     Args:
         state_path: The app's ``state.json``.
-        ready_fd: Gets ``R`` once the replicas were started (or -1).
+        ready_fd: Gets ``R`` once the app is claimed (or -1).
     """
     logging.basicConfig(
         level=logging.INFO,
