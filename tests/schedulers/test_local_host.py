@@ -23,8 +23,9 @@ import textwrap
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -34,6 +35,7 @@ from tether.schedulers.local.scheduler import LocalScheduler, create_scheduler
 from tether.specs import AppDef, AppState, Role
 
 FAST = {"grace_period": 0.2}
+T = TypeVar("T")
 
 
 @pytest.fixture(autouse=True)
@@ -57,10 +59,11 @@ def _host_on(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def host_pids() -> list[int]:
-    """Live hosts serving this process's address (its forks, the supervisors, have the same
-    command line and another name)."""
+    """Live hosts serving this process's address. Its forks have the same command line and
+    are told apart: the supervisors and the spare by their names, a fork being made (not
+    named yet) by its parent, the host."""
     name = host.address()[1:].decode()
-    out = []
+    found: dict[int, int] = {}  # pid -> parent
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -70,10 +73,38 @@ def host_pids() -> list[int]:
             stat = read_stat(int(entry))
             with open(f"/proc/{entry}/comm", "rb") as f:
                 comm = f.read().strip()
-            if (name.encode() in cmd and comm != host.SUPERVISOR_NAME and stat is not None
-                    and not stat.dead):
+            if (name.encode() in cmd and comm not in (host.SUPERVISOR_NAME, host.SPARE_NAME)
+                    and stat is not None and not stat.dead):
+                found[int(entry)] = stat.ppid
+    return sorted(pid for pid, parent in found.items() if parent not in found)
+
+
+def spare_pids() -> list[int]:
+    """Live spares of the host serving this process's address."""
+    name = host.address()[1:]
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{entry}/comm", "rb") as f:
+                if f.read().strip() != host.SPARE_NAME:
+                    continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+            stat = read_stat(int(entry))
+            if name in cmd and stat is not None and not stat.dead:
                 out.append(int(entry))
     return out
+
+
+def eventually(what: str, check: Callable[[], T], timeout: float = 30.0) -> T:
+    """``check()`` once it is truthy (looked at every 10 ms, for ``timeout`` seconds)."""
+    deadline = time.monotonic() + timeout
+    while not (value := check()):
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+    return value
 
 
 def finish(s: LocalScheduler, app_id: str) -> AppState:
@@ -454,3 +485,33 @@ def test_the_switch_turns_the_host_off(monkeypatch: pytest.MonkeyPatch) -> None:
         assert not host.enabled()
     monkeypatch.setenv(host.IDLE_ENV, "2.5")
     assert host.idle_seconds() == 2.5
+
+
+def test_a_launch_is_taken_by_the_waiting_spare_and_the_spare_goes_with_the_host() -> None:
+    """The host keeps a spare waiting: a launch makes that very process its supervisor (no
+    fork while the launcher waits), and a new spare waits for the next one. A killed spare
+    costs no launch (the host serves it itself, then forks a spare again), and a spare does
+    not outlive its host."""
+    s = create_scheduler("host")
+    finish(s, s.schedule(s.submit_dryrun(AppDef("w", roles=[Role("r", entrypoint="true")]),
+                                         FAST)))
+    (spare,) = eventually("a spare waits", spare_pids)
+    app_id = s.schedule(s.submit_dryrun(
+        AppDef("one", roles=[Role("r", entrypoint="sleep", args=["30"])]), FAST))
+    rec = s.store.load(app_id)
+    assert rec is not None and rec.supervisor_pid == spare, "the spare became the supervisor"
+    (nxt,) = eventually("a new spare waits", lambda: [p for p in spare_pids() if p != spare])
+    s.cancel(app_id)
+    assert finish(s, app_id) == AppState.CANCELLED
+
+    os.kill(nxt, signal.SIGKILL)
+    eventually("the spare is gone", lambda: not pid_alive(nxt))
+    app_id = s.schedule(s.submit_dryrun(
+        AppDef("two", roles=[Role("r", entrypoint="true")]), FAST))
+    assert finish(s, app_id) == AppState.SUCCEEDED
+    eventually("a spare waits again", spare_pids)
+
+    (h,) = host_pids()
+    left = spare_pids()
+    os.kill(h, signal.SIGKILL)
+    eventually("the spare exited with its host", lambda: not any(pid_alive(p) for p in left))

@@ -3,15 +3,22 @@
 A new Python interpreter that imports the supervisor takes 60-80 ms, more than everything
 else a local launch does. So the first launch starts a small, single-threaded host process
 (one per user, Python interpreter, tether installation, cgroup and resource limits) that has
-the supervisor imported and listens on an abstract Unix socket; every launch then asks it to
-fork a supervisor::
+the supervisor imported and listens on an abstract Unix socket. A fork of it, the *spare*
+(forked twice ahead of time: a session of its own, nobody's child; named ``tether-spare``),
+waits on that socket for the next launch and becomes its supervisor; the host then forks the
+next spare. So a launch costs no fork and no switch through the host::
 
-    launcher                        host                     supervisor (forked twice)
+    launcher                        spare (forked ahead)            host
     connect, check peer uid  --->   accept, check peer uid
     send {state, cwd, env, ...}     check its code is current
-                             <---   "F" (about to fork)
-                                    fork -> setsid -> fork   adopt cwd, umask, env, log
-    wait for "R"             <-------------------------------  "R" once the app is claimed
+                             <---   "F" (taking it)          "T" ---> fork the next spare
+                                    adopt cwd, umask, env, log
+    wait for "R"             <---   "R" once the app is claimed
+
+While it has no spare (one could not be forked, or was killed within the last
+:data:`SPARE_RETRY_S`), the host serves a launch itself: it answers ``F`` and forks the
+supervisor twice (fork -> setsid -> fork). A spare exits when the host does; one that finds
+the code changed has the host stop listening and exit before it answers "stale".
 
 Crash safety does not depend on the host: the app's record is written before the request,
 and a supervisor only runs an app that no supervisor has claimed yet (the claim is taken
@@ -57,6 +64,14 @@ MAX_REQUEST = 64 * 1024 * 1024
 """The largest request the host reads (an environment is far smaller)."""
 FORKING = b"F"
 STALE = b"S"
+TAKEN = b"T"
+SPARE_NAME = b"tether-spare"
+"""The process name (``comm``) of the host's spare: the fork that waits for the next request."""
+SPARE_RETRY_S = 1.0
+"""After a spare ended without taking a request (killed), how long the host serves requests
+itself before it forks another."""
+RETIRE_WAIT_S = 5.0
+"""How long a spare that found the code changed waits for the host to stop listening."""
 _LEN = struct.Struct("!I")
 _CRED = struct.Struct("3i")
 log = logging.getLogger(__name__)
@@ -351,7 +366,10 @@ def _handle(listener: socket.socket, conn: socket.socket, files: dict[str, int])
 
 
 def serve_host(addr: bytes, ready_fd: int, idle_s: float) -> int:
-    """Listens on ``addr`` and forks supervisors until idle for ``idle_s`` seconds.
+    """Listens on ``addr`` and has supervisors forked until idle for ``idle_s`` seconds.
+
+    A spare (see :func:`_fork_spare`) waits for each next request; the host serves a
+    request itself only while it has none.
 
     Args:
         addr: The abstract socket address (from :func:`address`).
@@ -361,6 +379,9 @@ def serve_host(addr: bytes, ready_fd: int, idle_s: float) -> int:
     Returns:
         The exit code.
     """
+    import gc
+    import select
+
     import tether.schedulers.local.supervisor  # noqa: F401 (what each fork runs, loaded once)
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -371,24 +392,156 @@ def serve_host(addr: bytes, ready_fd: int, idle_s: float) -> int:
         return 0
     listener.listen(128)
     files = _loaded_files()
+    gc.freeze()  # what the forks share: no collection of theirs writes to (copies) its pages
     _tell(ready_fd, b"R")
-    listener.settimeout(idle_s)
+    spare: socket.socket | None = None
+    idle_until = time.monotonic() + idle_s
+    spare_at = 0.0  # no spare before this time (one was killed)
     while True:
-        try:
-            conn, _ = listener.accept()
-        except TimeoutError:
+        now = time.monotonic()
+        if spare is None and now >= spare_at:
+            spare = _fork_spare(listener, files)
+            if spare is None:  # out of processes or memory: serve requests meanwhile
+                spare_at = now + SPARE_RETRY_S
+        if now >= idle_until:
             return 0
-        except InterruptedError:
+        wait = idle_until - now if spare is not None else min(idle_until, spare_at) - now
+        watched = spare if spare is not None else listener
+        ready, _, _ = select.select([watched], [], [], max(wait, 0.0))
+        if not ready:
             continue
-        try:
-            keep = _handle(listener, conn, files)
-        except Exception as e:  # one bad request must not end the host
-            print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} request failed: {e!r}", flush=True)
-            keep = True
-        finally:
-            conn.close()
-        if not keep:
+        if spare is not None:  # the spare took a request, found the code old, or died
+            try:
+                said = spare.recv(1)
+            except OSError:
+                said = b""
+            if said == STALE:
+                listener.close()  # first: the spare answers the launcher once ours closes
+                spare.close()
+                return 0
+            spare.close()
+            spare = None
+            if said == TAKEN:
+                idle_until = time.monotonic() + idle_s
+            else:
+                spare_at = time.monotonic() + SPARE_RETRY_S
+            continue
+        idle_until = time.monotonic() + idle_s
+        if not _accept_and_handle(listener, files):
             return 0
+
+
+def _accept_and_handle(listener: socket.socket, files: dict[str, int]) -> bool:
+    """The host serves a request itself. Returns False when it must exit (its code is old)."""
+    try:
+        conn, _ = listener.accept()
+    except (BlockingIOError, InterruptedError):
+        return True
+    try:
+        return _handle(listener, conn, files)
+    except Exception as e:  # one bad request must not end the host
+        print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} request failed: {e!r}", flush=True)
+        return True
+    finally:
+        conn.close()
+
+
+# ---- the spare ----------------------------------------------------------------------------
+def _fork_spare(listener: socket.socket, files: dict[str, int]) -> socket.socket | None:
+    """Forks the spare: a supervisor-to-be that waits for the next request itself.
+
+    It is forked twice, as a supervisor would be (a session of its own, whose leader exited,
+    nobody's child), before any request: so taking one costs no fork and no process switch
+    through the host. It accepts on the host's socket (the host does not, while it has a
+    spare) and tells the host on their socket pair when it took a request (``T``, then it
+    closes its end) or found the code changed (``S``); it exits when the host's end closes.
+
+    Args:
+        listener: The host's listening socket.
+        files: The host's modules and their mtimes (see :func:`_loaded_files`).
+
+    Returns:
+        The host's end of the pair, or None when the spare could not be forked.
+    """
+    ours, theirs = socket.socketpair()
+    try:
+        pid = os.fork()
+    except OSError:
+        ours.close()
+        theirs.close()
+        return None
+    if pid == 0:
+        try:
+            _set_name(SPARE_NAME)  # before its fork: the spare has its name from the start
+            ours.close()
+            os.setsid()
+            if os.fork() == 0:
+                _wait_as_spare(listener, theirs, files)
+        finally:
+            os._exit(0)
+    theirs.close()
+    os.waitpid(pid, 0)
+    return ours
+
+
+def _wait_as_spare(listener: socket.socket, host_end: socket.socket,
+                   files: dict[str, int]) -> NoReturn:
+    """The spare's loop: takes the next request (becomes its supervisor), or exits with the
+    host."""
+    import select
+
+    try:
+        while True:
+            ready, _, _ = select.select([listener, host_end], [], [])
+            if listener not in ready:
+                break  # the host exited (idle, killed) or went away
+            try:
+                conn, _ = listener.accept()
+            except (BlockingIOError, InterruptedError):
+                continue
+            with conn:
+                _take(listener, host_end, conn, files)  # returns for what is no request
+    finally:
+        os._exit(0)
+
+
+def _take(listener: socket.socket, host_end: socket.socket, conn: socket.socket,
+          files: dict[str, int]) -> None:
+    """In the spare: becomes the supervisor a request asks for (never returns then), answers
+    one of a changed code base (and exits), or returns for anything that is no request."""
+    try:
+        if _peer_uid(conn) != os.getuid():
+            return
+        conn.settimeout(ANSWER_TIMEOUT_S)
+        req = _read_request(conn)
+    except Exception:  # junk, or the launcher went away: the spare waits for the next one
+        return
+    if _changed(files):
+        with contextlib.suppress(OSError):  # the host stops listening first...
+            host_end.sendall(STALE)
+            _readable(host_end, RETIRE_WAIT_S)  # ...and exits: its end closes
+        listener.close()  # so the launcher's next connect finds no old host
+        with contextlib.suppress(OSError):
+            conn.sendall(STALE)
+        os._exit(0)
+    listener.close()  # the supervisor serves no other launcher
+    with contextlib.suppress(OSError):
+        host_end.sendall(TAKEN)  # the host forks the next spare
+    host_end.close()
+    try:
+        conn.sendall(FORKING)
+    except OSError:
+        os._exit(0)  # the launcher went away before F: it starts nothing, nor does this
+    conn.settimeout(None)
+    _become_supervisor(conn, req)
+
+
+def _readable(sock: socket.socket, timeout: float) -> bool:
+    """Whether ``sock`` becomes readable (data or EOF) within ``timeout`` seconds."""
+    import select
+
+    ready, _, _ = select.select([sock], [], [], timeout)
+    return bool(ready)
 
 
 def _tell(fd: int, what: bytes) -> None:
