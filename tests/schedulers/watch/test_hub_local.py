@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.schedulers.local_started import wait_started
 from tether.runner import get_runner
 from tether.runner.api import Runner
 from tether.schedulers.capabilities import Follow
@@ -93,6 +94,7 @@ def test_runner_watch_and_wait_any_follow_many_jobs() -> None:
 def test_a_job_deleted_out_of_band_ends_with_a_clear_message(tmp_path: Path) -> None:
     with get_runner() as runner:
         handle, sched, app_id = _launch(runner, _sleeper(60))
+        wait_started(sched.store, app_id)  # no file is being made while it is copied
         app_dir = sched.store.app_dir(app_id)
         kept = tmp_path / "kept"
         with Subscription(WatchHub()) as sub:
