@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 from importlib.metadata import EntryPoint
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,20 +23,27 @@ HEAVY = (
 """Modules `tether --help` and `tether builtins` must not import."""
 
 
-def imported_modules(*argv: str) -> set[str]:
+def _probe(argv: list[str], report: str, marker: str) -> Any:
+    """Runs ``tether`` with ``argv`` in a new interpreter; ``report`` (code run after it)
+    prints ``marker=<json>`` to stderr, whose value is returned."""
     code = (
-        "import sys, json\n"
+        "import sys, json, dataclasses, enum\n"
         "from tether.cli.main import main\n"
         "try:\n"
-        f"    main({list(argv)!r})\n"
+        f"    main({argv!r})\n"
         "except SystemExit:\n"
         "    pass\n"
-        "print('MODULES=' + json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
+        + report
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, timeout=60)
-    line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("MODULES="))
-    return set(json.loads(line[len("MODULES="):]))
+    line = next(ln for ln in proc.stderr.splitlines() if ln.startswith(f"{marker}="))
+    return json.loads(line[len(marker) + 1:])
+
+
+def imported_modules(*argv: str) -> set[str]:
+    return set(_probe(list(argv), "print('MODULES=' + json.dumps(sorted(sys.modules)), "
+                                  "file=sys.stderr)\n", "MODULES"))
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["builtins"], ["run", "--help"]])
@@ -105,22 +113,14 @@ cost before the redesign; one more on this path needs its cost weighed (measure 
 
 
 def test_a_dryrun_makes_only_the_dataclasses_and_enums_it_needs() -> None:
-    code = (
-        "import sys, json, dataclasses, enum\n"
-        "from tether.cli.main import main\n"
-        "try:\n"
-        "    main(['run', '--dryrun', '-s', 'local_cwd', 'utils.echo', '--msg', 'hi'])\n"
-        "except SystemExit:\n"
-        "    pass\n"
+    report = (
         "made = [f'{n}.{a}' for n, m in list(sys.modules.items()) if n.startswith('tether.')\n"
         "        for a, o in vars(m).items() if isinstance(o, type) and o.__module__ == n\n"
         "        and (dataclasses.is_dataclass(o) or issubclass(o, enum.Enum))]\n"
         "print('CLASSES=' + json.dumps(sorted(made)), file=sys.stderr)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True, timeout=60)
-    line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("CLASSES="))
-    made = set(json.loads(line[len("CLASSES="):]))
+    argv = ["run", "--dryrun", "-s", "local_cwd", "utils.echo", "--msg", "hi"]
+    made = set(_probe(argv, report, "CLASSES"))
     assert made, "the probe found no class at all"
     assert made <= DRYRUN_CLASSES, sorted(made - DRYRUN_CLASSES)
 

@@ -75,16 +75,14 @@ def _keep_containers_until_teardown(monkeypatch: pytest.MonkeyPatch) -> list[Any
     return started
 
 
-@pytest.fixture
-def kfp_docker(
-    podman: PodmanService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Path]:
-    """``kfp.local`` with the DockerRunner (containers run by podman)."""
+@contextlib.contextmanager
+def _kfp_local_docker(root: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """``kfp.local`` with the DockerRunner, pipeline root ``root``; containers removed after."""
     from kfp import local
     from kfp.local import config
 
     started = _keep_containers_until_teardown(monkeypatch)
-    root = tmp_path / "kfp-root"
+    root.mkdir(exist_ok=True)
     local.init(runner=local.DockerRunner(), pipeline_root=str(root))
     try:
         yield root
@@ -93,6 +91,15 @@ def kfp_docker(
         for container in started:
             with contextlib.suppress(Exception):
                 container.remove(force=True)
+
+
+@pytest.fixture
+def kfp_docker(
+    podman: PodmanService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
+    """``kfp.local`` with the DockerRunner (containers run by podman)."""
+    with _kfp_local_docker(tmp_path / "kfp-root", monkeypatch) as root:
+        yield root
 
 
 @pytest.fixture
@@ -100,21 +107,9 @@ def kfp_tether_image(
     tether_image: TetherImage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Path]:
     """``kfp.local`` with the DockerRunner on the podman that holds the tether image."""
-    from kfp import local
-    from kfp.local import config
-
     monkeypatch.setenv("DOCKER_HOST", tether_image.docker_host)
-    started = _keep_containers_until_teardown(monkeypatch)
-    root = tmp_path / "kfp-root"
-    root.mkdir()
-    local.init(runner=local.DockerRunner(), pipeline_root=str(root))
-    try:
+    with _kfp_local_docker(tmp_path / "kfp-root", monkeypatch) as root:
         yield root
-    finally:
-        config.LocalExecutionConfig.instance = None
-        for container in started:
-            with contextlib.suppress(Exception):
-                container.remove(force=True)
 
 
 def _read(path: Path) -> dict[str, Any]:
