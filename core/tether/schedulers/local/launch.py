@@ -6,7 +6,8 @@ store, then calls :func:`start_supervisor`: the supervisor host
 cannot be reached, or its supervisor ended before it claimed the app, the supervisor is started
 as its own process (``python -m tether.schedulers.local.supervisor``). Either way the launcher
 waits until the supervisor reports that it claimed the app (its pid and the replicas' intent
-fsync'ed), not until the replicas started: from the claim on, whatever happens to the app is
+in the app's record; the supervisor fsyncs it before it starts a replica), not until the
+replicas started: from the claim on, whatever happens to the app is
 recorded or recovered without the launcher. What to do when the supervisor reports nothing
 (stop what it started, record why, raise) is the scheduler's.
 

@@ -185,11 +185,11 @@ class LocalScheduler(Scheduler[LocalRequest, LocalOpts], WorkspaceMixin[None]):
     def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
         """Starts the app's supervisor and returns once it claimed the app.
 
-        The supervisor's claim (its pid and every replica's intent) is on disk by then, so
-        the app is never lost: it runs, or ``describe`` shows why not. The replicas start
-        right after; until the record confirms them started, ``describe`` shows the app
-        ``SUBMITTED`` and its replicas ``PENDING``, and a ``cancel`` keeps those not yet
-        started from starting.
+        The supervisor's claim (its pid and every replica's intent) is in the app's record
+        by then (and on disk before any replica starts), so the app is never lost: it runs,
+        or ``describe`` shows why not. The replicas start right after; until the record
+        confirms them started, ``describe`` shows the app ``SUBMITTED`` and its replicas
+        ``PENDING``, and a ``cancel`` keeps those not yet started from starting.
 
         Args:
             dryrun_info: What :meth:`submit_dryrun` returned.

@@ -259,6 +259,29 @@ class StateStore:
         if fsync:
             fsync_dir(path.parent)
 
+    def sync(self, app_id: str) -> None:
+        """Flushes the app's record as it stands (and its rename) to disk.
+
+        ``save(record)`` then ``sync`` is as durable as ``save(record, fsync=True)`` once
+        ``sync`` returns, while other processes see the record from the rename on: the
+        supervisor publishes its claim that way and makes it durable before it starts a
+        replica. A record replaced meanwhile (by a cancel) is flushed instead: it was written
+        from the claimed one.
+
+        Args:
+            app_id: The app.
+
+        Raises:
+            OSError: When the record cannot be opened or flushed.
+        """
+        path = self.state_path(app_id)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_dir(path.parent)
+
     def load(self, app_id: str) -> AppRecord | None:
         """Reads an app's record.
 

@@ -21,11 +21,12 @@ launcher), runs in its own session (a terminal's Ctrl-C never reaches it) and:
 * is a child subreaper, so processes that escape their replica's group are reparented to it
   and stopped when the app ends;
 * exits once the app reached a final state. It writes ``R`` to ``--ready-fd`` as soon as
-  it claimed the app (its pid and every replica's intent on disk, fsync'ed), before it starts
-  the replicas, or when it found the app ended or claimed by another supervisor. From the
-  claim on, the app is this process's: readers see it ``SUBMITTED`` (its replicas
-  ``PENDING``) until the record confirms the replicas started, a cancel signals this
-  process (which then starts no more replicas), and its death is seen and recovered.
+  it claimed the app (its pid and every replica's intent in its record, fsync'ed right
+  after, before it starts the replicas), or when it found the app ended or claimed by
+  another supervisor. From the claim on, the app is this process's: readers see it
+  ``SUBMITTED`` (its replicas ``PENDING``) until the record confirms the replicas started,
+  a cancel signals this process (which then starts no more replicas), and its death is
+  seen and recovered.
 
 When a replica's main process exits, what is left of its process group is stopped, as a
 container runtime stops a container whose main process exited.
@@ -80,6 +81,9 @@ READ_CHUNK = 1024 * 1024
 """Bytes read from a replica's pipe at a time."""
 SAVE_RETRY_S = 1.0
 """After a failed write of the app's record, how long until the next try."""
+CONFIRM_SYNC_S = 0.1
+"""The confirmation record is flushed to disk this many seconds after it was written (a
+replica that ends sooner is recorded final first, and the app needs no flush)."""
 
 
 def _set_child_subreaper() -> None:
@@ -118,6 +122,7 @@ class Supervisor:
         self.secret_values: set[str] = set()
         self.save_error = ""
         self.save_retry_at = 0.0
+        self.sync_due: float | None = None  # when the confirmation must be flushed
         self.restart_delayed = ""  # why the pending restarts wait (out of a resource)
         self.restart_retry_at = 0.0
         self._wake_r, self._wake_w = os.pipe()
@@ -195,6 +200,24 @@ class Supervisor:
             log.info("the record of app %s is written again", self.app_id)
         self.save_error = ""
 
+    def _sync_soon(self) -> None:
+        """Has :meth:`_step` flush the record ``CONFIRM_SYNC_S`` from now.
+
+        A replica that ends sooner is reaped without waiting for the disk; its final record
+        then replaces the confirmation (final records are not fsync'ed: see
+        :meth:`StateStore.save`). The intent, which recovery needs, was flushed before the
+        replicas started.
+        """
+        if not self.save_error:
+            self.sync_due = time.monotonic() + CONFIRM_SYNC_S
+
+    def _sync(self) -> None:
+        self.sync_due = None
+        try:
+            self.store.sync(self.app_id)
+        except OSError as e:  # the record stands (renamed); only its durability is missing
+            log.warning("cannot flush the record of app %s: %s", self.app_id, e)
+
     def _signal_ready(self) -> None:
         if self.ready_fd >= 0:
             with contextlib.suppress(OSError):
@@ -224,12 +247,15 @@ class Supervisor:
             self.rec.supervisor_sid = os.getsid(0)
             for rep in self.rec.replicas:
                 rep.launching = True
-            # the pid and the intent first, durably: from now on others can tell whether
-            # this supervisor lives, and find what it starts (see procs.recover)
-            self.store.save(self.rec, fsync=True)
-        # the app is this supervisor's now, on disk: the launcher may return (readers see it
-        # PENDING until the confirmation below; a cancel from now on reaches this process)
+            # the pid and the intent first: from the rename on others can tell whether this
+            # supervisor lives, and find what it starts (see procs.recover)
+            self.store.save(self.rec)
+        # the app is this supervisor's now: the launcher may return (readers see it PENDING
+        # until the confirmation below; a cancel from now on reaches this process). The claim
+        # is made durable before any replica starts; the launcher need not wait for that,
+        # since a crash of the host that could lose it ends the launcher too
         self._signal_ready()
+        self.store.sync(self.app_id)
         self.gates.hold("claimed")
         for rep in self.rec.replicas:
             self._take_cancel()  # a cancel that came in meanwhile: start no more replicas
@@ -246,7 +272,8 @@ class Supervisor:
         if not self.rec.app_state.is_terminal():
             self.rec.state = AppState.RUNNING.name
         self._progress()
-        self._save(fsync=True)  # confirmed: every started replica's pid and start time
+        self._save()  # confirmed: every started replica's pid and start time...
+        self._sync_soon()  # ...flushed to disk a little later, off the job's way
         log.info("app %s: %d replica(s) started", self.app_id, len(self.attempts))
         while not (self.rec.app_state.is_terminal() and not self.attempts):
             try:
@@ -273,6 +300,11 @@ class Supervisor:
             t for a in self.attempts.values() for t in (a.kill_at, a.close_at) if t is not None
         ]
         timeout = min([1.0, *(max(0.0, t - now) for t in deadlines)])
+        if self.sync_due is not None:
+            if now >= self.sync_due:
+                self._sync()
+            else:
+                timeout = min(timeout, self.sync_due - now)
         events = self.sel.select(timeout)
         woken = not events  # a timeout: look at everything
         for key, _ in events:
