@@ -90,6 +90,21 @@ def test_record_round_trip_and_atomic_save(tmp_path: Path) -> None:
     assert store.load(rec.app_id) is None and store.job_app_ids("job") == []
 
 
+def test_sync_flushes_the_record_as_it_stands_and_names_a_missing_one(tmp_path: Path) -> None:
+    store = StateStore(tmp_path)
+    rec = record()
+    store.create(rec)
+    rec.state = AppState.RUNNING.name
+    store.save(rec)  # visible from the rename on; sync makes it durable without rewriting it
+    before = store.state_path(rec.app_id).stat()
+    store.sync(rec.app_id)
+    after = store.state_path(rec.app_id).stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert store.load(rec.app_id) == rec
+    with pytest.raises(FileNotFoundError):
+        store.sync("gone-abc12345")
+
+
 def test_readers_never_see_a_torn_record(tmp_path: Path) -> None:
     path = tmp_path / "state.json"
     atomic_write_json(path, {"n": 0, "pad": "x" * 100_000})
