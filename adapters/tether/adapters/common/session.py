@@ -81,6 +81,7 @@ class JobSession:
         self.reattached = False
         self._cancelled = threading.Event()
         self.stop_reason: str | None = None
+        self.final_status: AppStatus | None = None
 
     @classmethod
     def attach(cls, app_handle: str, runner: Runner | None = None) -> JobSession:
@@ -319,7 +320,8 @@ class JobSession:
             on_progress: Receives each new progress report of the job while it runs, and
                 its last one once it has ended.
             on_final: Called with the result as soon as the job is final, before its last
-                log lines are drained (to start what does not need them, e.g. a summary).
+                log lines are drained (to start what does not need them, e.g. a summary);
+                the final status is in :attr:`final_status` by then.
 
         Returns:
             The result (whatever the final state).
@@ -337,10 +339,12 @@ class JobSession:
                 self._check_stop(should_stop)
                 ev = watch.next(timeout=poll_interval)
                 if ev is not None and (ev.final or ev.state == AppState.UNKNOWN):
+                    self.final_status = ev.status
                     result = self.result(ev.status)
                     break
                 if ev is None and not watch.open:  # already heard final: read it once
-                    result = self.result()
+                    self.final_status = self.status()
+                    result = self.result(self.final_status)
                     break
         if on_final is not None:
             on_final(result)

@@ -397,6 +397,8 @@ def _stop(task_name: str, job: JobSession, exc: BaseException, logger: Any) -> N
 
 
 def _final_status(job: JobSession) -> AppStatus | None:
+    if job.final_status is not None:  # what the follow saw end (no second read)
+        return job.final_status
     try:
         return job.status()
     except Exception:
