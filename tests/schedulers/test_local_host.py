@@ -80,8 +80,10 @@ def host_pids() -> list[int]:
 
 
 def spare_pids() -> list[int]:
-    """Live spares of the host serving this process's address."""
+    """Live spares of the host serving this process's address. The host's first fork has
+    the spare's name too until it exits (it forks the spare): a child of a host is not one."""
     name = host.address()[1:]
+    hosts = set(host_pids())
     out = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -93,7 +95,7 @@ def spare_pids() -> list[int]:
             with open(f"/proc/{entry}/cmdline", "rb") as f:
                 cmd = f.read().split(b"\0")
             stat = read_stat(int(entry))
-            if name in cmd and stat is not None and not stat.dead:
+            if name in cmd and stat is not None and not stat.dead and stat.ppid not in hosts:
                 out.append(int(entry))
     return out
 
