@@ -194,7 +194,10 @@ def test_trigger_streams_lines_while_the_job_runs(tmp_path: Path) -> None:
         gate.touch()
         return await waiting
 
-    event = asyncio.run(main())
+    try:
+        event = asyncio.run(main())
+    finally:
+        gate.touch()  # a failed check leaves no job waiting for its gate
     assert event["state"] == "SUCCEEDED"
     job_lines = [line for line in out.lines if line.startswith("worker/0 ")]
     assert job_lines == [f"worker/0 early {i}" for i in range(3)] + [
