@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.schedulers.local_started import wait_running
 from tether.runner import ENV_JOB_ID, UnknownAppError, fan_in, get_runner
 from tether.specs import AppDef, AppState, Role
 
@@ -104,9 +105,9 @@ def test_wait_timeout_returns_running_status() -> None:
     with get_runner() as runner:
         handle = runner.run(app, "local_cwd")
         try:
+            wait_running(runner, handle)  # SUBMITTED until its start is confirmed
             st = runner.wait(handle, wait_interval=0.1, timeout=0.5)
-            # the app as it stands (SUBMITTED until its start is confirmed, under load)
-            assert st is not None and st.state in (AppState.SUBMITTED, AppState.RUNNING)
+            assert st is not None and st.state == AppState.RUNNING
         finally:
             runner.cancel(handle)
         st = runner.wait(handle, wait_interval=0.1, timeout=30)

@@ -14,6 +14,7 @@ pytest.importorskip("tether.schedulers.local")
 pytest.importorskip("mlflow")
 
 from tests.adapters.progress_app import training
+from tests.schedulers.local_started import wait_running
 from tether.runner import get_runner
 from tether.specs import AppState
 from tether.tracker.backend.fsspec import create as create_fsspec
@@ -70,8 +71,7 @@ def test_reports_are_recorded_by_fsspec_and_mlflow_while_the_job_runs(
                              lambda: fsspec_tracker.progress(handle))
             assert (live["step"], live["total"], live["metrics"]) == (1, 4, {"loss": 0.5})
             assert _history(mlruns, handle, "loss") == [(1, 0.5)]
-            status = runner.status(handle)  # still going: the report came live
-            assert status is not None and not status.state.is_terminal()
+            wait_running(runner, handle)  # live: the job runs, held at its gate
         finally:
             gate.touch()
         status = runner.wait(handle, wait_interval=0.1, timeout=240)

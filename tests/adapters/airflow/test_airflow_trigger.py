@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.schedulers.local_started import wait_running
 from tests.schedulers.watch.counting import CountingHub
 from tether.adapters.airflow.trigger import TetherJobTrigger
 from tether.runner import get_runner
@@ -168,6 +169,12 @@ async def _until(pred: Any, timeout: float = 30.0, why: Any = None) -> None:
         await asyncio.sleep(0.05)
 
 
+def _state(handle: str) -> AppState | None:
+    with get_runner() as runner:
+        status = runner.status(handle)
+    return status.state if status is not None else None
+
+
 def _job_report(handle: str) -> str:
     """The job's state and log, for a failure message."""
     with get_runner() as runner:
@@ -187,10 +194,8 @@ def test_trigger_streams_lines_while_the_job_runs(tmp_path: Path) -> None:
         waiting = asyncio.create_task(_first_event(trigger))
         # the early lines reach the log while the job still waits for the gate
         await _until(lambda: "worker/0 early 2" in out.lines)
-        with get_runner() as runner:
-            status = runner.status(handle)
-        # still going (SUBMITTED until its supervisor's record confirms the start)
-        assert status is not None and not status.state.is_terminal()
+        # running, gate closed (SUBMITTED until its supervisor's record confirms the start)
+        await _until(lambda: _state(handle) == AppState.RUNNING, why=lambda: _job_report(handle))
         gate.touch()
         return await waiting
 
@@ -340,8 +345,7 @@ def test_killing_a_cleared_deferred_task_leaves_the_job_for_the_next_try() -> No
     trigger = Cleared(app_handle=handle, poll_interval=0.1, dag_id="d", run_id="r", task_id="t")
     asyncio.run(trigger.on_kill())
     with get_runner() as runner:
-        status = runner.status(handle)
-        assert status is not None and not status.state.is_terminal()  # left running
+        wait_running(runner, handle)  # left running: it turns RUNNING, not CANCELLED
         runner.cancel(handle)
 
 
