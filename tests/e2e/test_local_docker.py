@@ -177,7 +177,8 @@ def test_app_without_its_network_is_described_from_its_containers(
         sched: LocalDockerScheduler) -> None:
     """While any container of an app exists, the app exists: podman's API can miss an
     existing network for a moment, and a network removed outside tether leaves only the
-    containers. Neither may turn a running job into "no such app"."""
+    containers. Neither may turn a running job into "no such app", nor drop it from a
+    listing."""
     app = AppDef("nonet", roles=[sh("main", "sleep 600")], metadata={JOB_KEY: "dag/run/nonet"})
     req = sched.submit_dryrun(app, {"stop_timeout": 1}).request
     api = sched.api
@@ -189,6 +190,9 @@ def test_app_without_its_network_is_described_from_its_containers(
         desc = wait_state(sched, req.app_id, lambda s: s == AppState.RUNNING)
         assert desc.job_key == "dag/run/nonet"
         assert [r.state for r in desc.roles_statuses[0].replicas] == [AppState.RUNNING]
+        # listed too (a job key's re-attach lookup is a listing)
+        assert req.app_id in {a.app_id for a in sched.list()}
+        assert [a.app_id for a in sched.find_jobs("dag/run/nonet")] == [req.app_id]
         sched.cancel(req.app_id)
         assert wait_state(sched, req.app_id).state == AppState.CANCELLED
     finally:

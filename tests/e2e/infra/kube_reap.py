@@ -48,12 +48,41 @@ def _pids_referencing(node_dir: Path) -> list[int]:
     return found
 
 
-def _kill_all(pids: list[int]) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in pids):
+def _mount_namespace(pid: int | str) -> str | None:
+    """``mnt:[inode]`` of a living process; None when it is gone or a zombie (its
+    namespaces already released)."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/mnt")
+    except OSError:
+        return None
+
+
+def _pids_in(namespaces: set[str]) -> list[int]:
+    """Living processes in any of the mount namespaces ``namespaces``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and _mount_namespace(entry.name) in namespaces:
+            found.append(int(entry.name))
+    return found
+
+
+def _kill_node_processes(node_dir: Path) -> None:
+    """SIGKILLs the node's processes until none is left: those naming its directory, and
+    every process in their private mount namespaces (a shim may fork a ``runc`` after the
+    first scan; a process there need not name the directory). A process killed is gone for
+    this purpose once it no longer holds a namespace (a zombie waiting for its reaper)."""
+    pids = _pids_referencing(node_dir)
+    shared = {_mount_namespace("self"), _mount_namespace(1)}
+    namespaces = {ns for ns in map(_mount_namespace, pids) if ns is not None} - shared
+    deadline = time.monotonic() + 30
+    while True:
+        alive = {p for p in (*pids, *_pids_referencing(node_dir), *_pids_in(namespaces))
+                 if _mount_namespace(p) is not None and p != os.getpid()}  # fmt: skip
+        if not alive or time.monotonic() > deadline:
+            return
+        for pid in alive:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
         time.sleep(0.05)
 
 
@@ -164,7 +193,7 @@ def teardown_dir(node_dir: Path) -> None:
     """
     _runc_containers(node_dir / "containerd" / "runc")
     netns = _netns_paths(node_dir)
-    _kill_all(_pids_referencing(node_dir))
+    _kill_node_processes(node_dir)
     _remove_netns(netns)
     _unmount_all(node_dir)
     _remove_bridge(node_dir)

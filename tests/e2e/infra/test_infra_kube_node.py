@@ -181,6 +181,13 @@ def _in_mount_namespace(ns: str) -> list[int]:
     return found
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return f"{pid} (gone)"
+
+
 def test_killed_run_is_reaped_at_next_start(real_kube: RealKube) -> None:
     """A node whose test process died (kubelet and containerd killed, a pod still running
     under its shim) is removed completely by the next start: no process, mount, bridge,
@@ -221,7 +228,8 @@ def test_killed_run_is_reaped_at_next_start(real_kube: RealKube) -> None:
         node._procs.clear()
         node.stop()
     assert node.name in reaped
-    assert _in_mount_namespace(mount_ns) == []  # its mounts went with it
+    left = _in_mount_namespace(mount_ns)
+    assert left == [], [_cmdline(pid) for pid in left]  # its mounts went with it
     assert _node_traces(node) == {
         "processes": [], "mounts": [], "bridge": False, "cgroups": [], "dir": False,
     }  # fmt: skip

@@ -361,12 +361,20 @@ class LocalDockerScheduler(Scheduler[DockerRequest, LocalDockerOpts], ImageWorks
         return [a for a in self._listing(f"{LABEL_JOB_KEY}={job_key}") if a.job_key == job_key]
 
     def _listing(self, label: str) -> builtins.list[ListAppResponse]:
-        out: builtins.list[ListAppResponse] = []
-        for net in self.api.networks(filters={"label": [label]}):
-            labels = net.get("Labels") or {}
+        # An app is its network and its containers, and either may be missing from one
+        # listing: podman's network cache is reloaded from the CNI directory that other
+        # podman processes write, and a network removed outside tether leaves the containers.
+        # The union finds every app, as describe does.
+        found: dict[str, Mapping[str, str]] = {}
+        nets = self.api.networks(filters={"label": [label]})
+        boxes = self.api.containers(all=True, filters={"label": [label]})
+        for obj in (*nets, *boxes):
+            labels = obj.get("Labels") or {}
             app_id = labels.get(LABEL_APP_ID)
-            if labels.get(LABEL_MANAGED_BY) != MANAGED_BY or not app_id:
-                continue
+            if labels.get(LABEL_MANAGED_BY) == MANAGED_BY and app_id:
+                found.setdefault(app_id, labels)
+        out: builtins.list[ListAppResponse] = []
+        for app_id, labels in found.items():
             desc = self.describe(app_id)
             if desc is None:
                 continue
