@@ -1,8 +1,10 @@
 """A tether step as a KFP component object: ``component_spec``, YAML, sub-pipelines.
 
 :meth:`TetherStep.as_component` wraps one call of the step, with every parameter not fixed
-by the caller as an input and the step's declared outputs and output artifacts as outputs,
-in a KFP graph component (a one-step pipeline). It is a real
+by the caller as an input and the step's declared outputs, output artifacts and, when its task
+has it, the ``Metrics`` artifact ``tether_metrics`` (every launcher step; a native step with
+``KubernetesOptions(metrics=True)``) as outputs, in a KFP graph component (a one-step
+pipeline). It is a real
 KFP component: it has a ``component_spec``, compiles to YAML that
 ``kfp.components.load_component_from_text`` loads back, and can be called inside another
 pipeline like any component. Unlike a bare container or Python component it keeps what a
@@ -21,10 +23,17 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from tether.adapters.kfp.signature import StepInput
+from tether.adapters.kfp.signature import METRICS_OUTPUT, StepInput
 
 if TYPE_CHECKING:
     from kfp.dsl.graph_component import GraphComponent
+
+
+class ComponentPlan(Protocol):
+    """What is read of the plan of the step's call (``StepPlan`` has it)."""
+
+    @property
+    def metrics(self) -> bool: ...
 
 
 class ComponentStep(Protocol):
@@ -48,6 +57,8 @@ class ComponentStep(Protocol):
 
     def check_names(self, kwargs: Mapping[str, Any]) -> None: ...
 
+    def plan_open(self, fixed: Mapping[str, Any], names: Sequence[str]) -> ComponentPlan: ...
+
     def __call__(self, **kwargs: Any) -> Any: ...
 
 
@@ -64,7 +75,9 @@ def as_component(step: ComponentStep, name: str | None = None, **fixed: Any) -> 
         The component.
 
     Raises:
-        StepArgumentError: For a fixed name the component does not take.
+        StepArgumentError: For a fixed name the component does not take, or arguments the
+            step's call refuses.
+        NativeStepError: When that call must be native but cannot be.
     """
     from kfp import dsl
 
@@ -81,13 +94,18 @@ def as_component(step: ComponentStep, name: str | None = None, **fixed: Any) -> 
         for i in ordered
     ]
 
-    outputs = _outputs(step)
+    # the outputs are declared before KFP calls the body: the call's plan says what it has
+    metrics = step.plan_open(fixed, [p.name for p in params]).metrics
+    outputs = _outputs(step, metrics)
     returns: Any = NamedTuple("Outputs", outputs) if outputs else None
 
     def body(*args: Any, **kwargs: Any) -> Any:
         bound = dict(zip([p.name for p in params], args, strict=False))
         bound.update(kwargs)
         task = step(**fixed, **bound)
+        if (METRICS_OUTPUT in task.outputs) != metrics:  # plan_open is the call's plan
+            raise AssertionError(f"step {step.name!r}: its task's {METRICS_OUTPUT} output "
+                                 "differs from its plan's")
         if returns is None:
             return None
         return returns(**{name: task.outputs[name] for name, _ in outputs})
@@ -100,12 +118,17 @@ def as_component(step: ComponentStep, name: str | None = None, **fixed: Any) -> 
     return dsl.pipeline(name=pipeline_name, description=body.__doc__)(body)
 
 
-def _outputs(step: ComponentStep) -> list[tuple[str, Any]]:
-    """The component's outputs: the step's declared outputs and output artifacts."""
+def _outputs(step: ComponentStep, metrics: bool) -> list[tuple[str, Any]]:
+    """The component's outputs: the step's declared outputs, output artifacts and, with
+    ``metrics``, its ``Metrics`` artifact."""
+    from kfp.dsl import Metrics
+
     from tether.adapters.kfp.signature import OUTPUT_TYPES
 
     out: list[tuple[str, Any]] = [(n, OUTPUT_TYPES[t]) for n, t in step.outputs]
     out += [(i.name, i.artifact_class) for i in step.inputs if i.artifact == "output"]
+    if metrics:
+        out.append((METRICS_OUTPUT, Metrics))
     return out
 
 

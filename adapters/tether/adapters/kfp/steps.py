@@ -106,6 +106,8 @@ class StepPlan:
             nothing else would keep it from being native).
         resources: For native steps, resource fields set from a pipeline value (``gpu`` /
             ``cpu`` -> parameter).
+        metrics: Whether the task has the ``tether_metrics`` output artifact (every launcher
+            task; a native one with ``KubernetesOptions(metrics=True)``).
     """
 
     mode: str
@@ -115,6 +117,7 @@ class StepPlan:
     runtime: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     resources: dict[str, str] = field(default_factory=dict)
+    metrics: bool = False
 
 
 def _check_secrets(secrets: Mapping[str, SecretRef] | None) -> dict[str, SecretRef]:
@@ -281,20 +284,20 @@ class TetherStep:
                     f"(parameters: {', '.join(self._by_name) or 'none'})"
                 )
 
-    def _check_args(self, kwargs: Mapping[str, Any]) -> None:
+    def _check_args(self, kwargs: Mapping[str, Any], runtime: Sequence[str]) -> None:
         self.check_names(kwargs)
         for i in self.inputs:
             if i.artifact == "output" and i.name in kwargs:
                 raise StepArgumentError(
                     f"{self.component_name}: {i.name!r} is an output artifact; do not pass it, "
                     f"read it from the task: task.outputs[{i.name!r}]")
-            if i.artifact == "input" and i.name in kwargs and not _is_runtime(kwargs[i.name]):
+            if i.artifact == "input" and i.name in kwargs and i.name not in runtime:
                 raise StepArgumentError(
                     f"{self.component_name}: {i.name!r} is an input artifact; wire an artifact "
                     f"to it (an upstream task's output, or dsl.importer), not "
                     f"{kwargs[i.name]!r}")
-        missing = [i.name for i in self.inputs
-                   if i.required and i.artifact != "output" and i.name not in kwargs]
+        missing = [i.name for i in self.inputs if i.required and i.artifact != "output"
+                   and i.name not in kwargs and i.name not in runtime]
         if missing:
             raise StepArgumentError(
                 f"{self.component_name} is missing required argument(s): {', '.join(missing)}"
@@ -368,12 +371,33 @@ class TetherStep:
             NativeStepError: When the step must be native (forced, or chosen) but the role
                 has fields a KFP container step cannot express.
         """
-        self._check_args(kwargs)
-        runtime = [n for n, v in kwargs.items() if _is_runtime(v)]
-        runtime += [i.name for i in self.inputs if i.artifact == "output"]
+        return self._plan(kwargs, [n for n, v in kwargs.items() if _is_runtime(v)])
+
+    def plan_open(self, fixed: Mapping[str, Any], names: Sequence[str]) -> StepPlan:
+        """How a call runs whose arguments are ``fixed`` and, for ``names``, pipeline values
+        (the call in :meth:`as_component`), without the pipeline values at hand.
+
+        Args:
+            fixed: The constants.
+            names: The parameters given pipeline values, in the call's order.
+
+        Returns:
+            The plan (the same as :meth:`plan` of that call).
+
+        Raises:
+            StepArgumentError: As :meth:`plan`.
+            NativeStepError: As :meth:`plan`.
+        """
+        return self._plan(fixed, list(names))
+
+    def _plan(self, kwargs: Mapping[str, Any], runtime: list[str]) -> StepPlan:
+        """:meth:`plan`, the parameters in ``runtime`` being pipeline values (those among
+        ``kwargs`` stand in for them; the others are not given)."""
+        self._check_args(kwargs, runtime)
+        runtime = runtime + [i.name for i in self.inputs if i.artifact == "output"]
         app, resources, value_problems = self._app_for(kwargs, runtime)
         if self.mode == MODE_LAUNCHER:
-            return StepPlan(MODE_LAUNCHER, "mode='launcher'", app, runtime=runtime)
+            return StepPlan(MODE_LAUNCHER, "mode='launcher'", app, runtime=runtime, metrics=True)
         not_native = self._submission_reasons()
         role: Role | None = None
         if app is None:
@@ -394,7 +418,7 @@ class TetherStep:
             # only the pipeline values keep this step from being native: say so
             warn = value_problems if len(not_native) == len(value_problems) else []
             return StepPlan(MODE_LAUNCHER, "; ".join(not_native), app, runtime=runtime,
-                            warnings=warn)
+                            warnings=warn, metrics=True)
         assert app is not None and role is not None
         problems = role_problems(app.roles[0], metrics=self.k8s.metrics)
         if problems:
@@ -405,7 +429,7 @@ class TetherStep:
         reason = ("mode='native'" if self.mode == MODE_NATIVE else
                   f"one role of one replica on {self.scheduler}")
         return StepPlan(MODE_NATIVE, reason, app, role=role, runtime=runtime,
-                        resources=resources)
+                        resources=resources, metrics=self.k8s.metrics)
 
     # ---- tasks -------------------------------------------------------------------------
     def launch_spec(self) -> LaunchSpec:
@@ -495,7 +519,9 @@ class TetherStep:
     # ---- as a KFP component ----------------------------------------------------------------
     def as_component(self, name: str | None = None, **fixed: Any) -> GraphComponent:
         """The step as a KFP component (a one-step pipeline) whose inputs are the
-        parameters not fixed here (:mod:`tether.adapters.kfp.component`).
+        parameters not fixed here and whose outputs are its task's: declared outputs, output
+        artifacts and ``tether_metrics`` when the task has it
+        (:mod:`tether.adapters.kfp.component`).
 
         Args:
             name: The component's name.
