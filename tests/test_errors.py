@@ -51,7 +51,7 @@ BUILTIN_BASES = {
     "tether.adapters.kfp.inherit.LauncherTaskError": "ValueError",
     "tether.adapters.kfp.native.NativeStepError": "ValueError",
     "tether.adapters.kfp.ship.ShipError": "ValueError",
-    "tether.adapters.kfp.steps.StepArgumentError": "ValueError",
+    "tether.adapters.kfp.stepchecks.StepArgumentError": "ValueError",
     "tether.adapters.prefect.reap.ReapError": "ValueError",
     "tether.adapters.prefect.run.JobStoppedError": "RuntimeError",
     "tether.components.args.ComponentArgError": "ValueError",

@@ -33,9 +33,9 @@ from __future__ import annotations
 
 from tether.adapters.kfp.native import NativeStepError
 from tether.adapters.kfp.options import KubernetesOptions, LauncherOptions
+from tether.adapters.kfp.stepchecks import StepArgumentError
 from tether.adapters.kfp.steps import (
     LauncherFallbackWarning,
-    StepArgumentError,
     StepPlan,
     TetherStep,
     step,

@@ -55,8 +55,6 @@ class ComponentStep(Protocol):
     @property
     def outputs(self) -> Sequence[tuple[str, str]]: ...
 
-    def check_names(self, kwargs: Mapping[str, Any]) -> None: ...
-
     def plan_open(self, fixed: Mapping[str, Any], names: Sequence[str]) -> ComponentPlan: ...
 
     def __call__(self, **kwargs: Any) -> Any: ...
@@ -83,7 +81,6 @@ def as_component(step: ComponentStep, name: str | None = None, **fixed: Any) -> 
 
     from tether.adapters.kfp.artifacts import annotation_of
 
-    step.check_names(fixed)
     # output artifacts are the task's outputs, not inputs of the component
     open_inputs = [i for i in step.inputs if i.name not in fixed and i.artifact != "output"]
     ordered = [i for i in open_inputs if i.required] + [i for i in open_inputs if not i.required]
@@ -94,7 +91,8 @@ def as_component(step: ComponentStep, name: str | None = None, **fixed: Any) -> 
         for i in ordered
     ]
 
-    # the outputs are declared before KFP calls the body: the call's plan says what it has
+    # the outputs are declared before KFP calls the body: the call's plan says which it
+    # has (and checks the fixed names first)
     metrics = step.plan_open(fixed, [p.name for p in params]).metrics
     outputs = _outputs(step, metrics)
     returns: Any = NamedTuple("Outputs", outputs) if outputs else None

@@ -12,12 +12,12 @@ in as KFP input placeholders) and picks the mode:
   and waits (:mod:`tether.adapters.kfp.launcher`, :mod:`tether.adapters.kfp.launch`).
 
 ``mode="native"`` or ``mode="launcher"`` forces one; a forced native step that cannot be
-expressed fails when the pipeline is compiled, naming the role and the field.
+expressed fails when the pipeline is compiled, naming the role and the field. The step's
+settings and each call's arguments are checked by :mod:`tether.adapters.kfp.stepchecks`.
 """
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import logging
 import warnings
@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tether.adapters.common import (
-    check_candidates,
     component_params,
     materialize,
     resolve_component,
@@ -49,7 +48,6 @@ from tether.adapters.kfp.options import (
     MODE_AUTO,
     MODE_LAUNCHER,
     MODE_NATIVE,
-    MODES,
     KubernetesOptions,
     LauncherOptions,
 )
@@ -67,9 +65,18 @@ from tether.adapters.kfp.signature import (
     step_inputs,
 )
 from tether.adapters.kfp.spec import ENV_NAMESPACE, LaunchSpec
+from tether.adapters.kfp.stepchecks import (
+    StepArgumentError,
+    check_args,
+    check_mode,
+    check_names,
+    check_native_outputs,
+    check_native_schedulers,
+    check_scheduler,
+    check_secrets,
+)
 from tether.adapters.kfp.stepdryrun import StepDryRun, dryrun_step
-from tether.errors import SpecError
-from tether.specs import AppDef, CfgVal, InvalidRunConfigException, Role, SecretRef
+from tether.specs import AppDef, CfgVal, Role, SecretRef
 
 if TYPE_CHECKING:
     from kfp.dsl.base_component import BaseComponent
@@ -78,10 +85,6 @@ if TYPE_CHECKING:
 
 
 log = logging.getLogger(__name__)
-
-
-class StepArgumentError(SpecError):
-    """A step was called with arguments the component does not take or is missing."""
 
 
 class LauncherFallbackWarning(UserWarning):
@@ -118,17 +121,6 @@ class StepPlan:
     warnings: list[str] = field(default_factory=list)
     resources: dict[str, str] = field(default_factory=dict)
     metrics: bool = False
-
-
-def _check_secrets(secrets: Mapping[str, SecretRef] | None) -> dict[str, SecretRef]:
-    out: dict[str, SecretRef] = {}
-    for env_name, ref in (secrets or {}).items():
-        if not isinstance(ref, SecretRef):
-            raise StepArgumentError(
-                f"secrets[{env_name!r}] = {type(ref).__name__}: give a "
-                "tether.specs.SecretRef(name, key), never the secret's value")
-        out[str(env_name)] = ref
-    return out
 
 
 def _is_runtime(value: Any) -> bool:
@@ -187,10 +179,7 @@ class TetherStep:
         artifacts: Mapping[str, Any] | None = None,
         secrets: Mapping[str, SecretRef] | None = None,
     ) -> None:
-        if mode not in MODES:
-            close = difflib.get_close_matches(str(mode), MODES, n=1, cutoff=0.5)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ValueError(f"mode={mode!r} is not one of {', '.join(MODES)}{hint}")
+        check_mode(mode)
         self.component = component
         self.component_name, fn = resolve_component(component)
         self.description = _description(fn)
@@ -199,19 +188,12 @@ class TetherStep:
         self._by_name = {i.name: i for i in self.inputs}
         self.schedulers = scheduler_list(scheduler, f"step {self.component_name!r}")
         self.scheduler = ",".join(self.schedulers)  # a failover list as `tether run -s` takes
-        if mode == MODE_NATIVE and len(self.schedulers) > 1:
-            raise NativeStepError(
-                f"step {self.component_name!r}: mode='native' with scheduler="
-                f"{self.schedulers!r}: a native step is one KFP container step on the "
-                "pipeline's own cluster and cannot move to another scheduler; give one "
-                "scheduler, or use mode='launcher' (or 'auto'): a launcher step tries the "
-                "schedulers in order"
-            )
+        check_native_schedulers(self.component_name, mode, self.schedulers)
         self.cfg: dict[str, CfgVal] = dict(cfg or {})
         self.mode = mode
         self.image = image
         self.env = dict(env or {})
-        self.secrets = _check_secrets(secrets)
+        self.secrets = check_secrets(secrets)
         self.outputs = parse_outputs(outputs)
         self.name = step_identifier(name or self.component_name)
         self.k8s = k8s or KubernetesOptions()
@@ -220,52 +202,11 @@ class TetherStep:
         self._launcher_component: BaseComponent | None = None
         self._native_interfaces: dict[tuple[Any, ...], Any] = {}
         self._launcher_spec: LaunchSpec | None = None
-        self._pods = False  # the scheduler's replicas are Kubernetes pods (its capability)
-        self._check_scheduler()
-        if mode == MODE_NATIVE and self.outputs:
-            raise NativeStepError(
-                f"{self.component_name}: outputs={[n for n, _ in self.outputs]} need a launcher "
-                "step (only tether can read a job's outputs); use mode='launcher' or 'auto'"
-            )
+        # the scheduler's replicas are Kubernetes pods (its capability)
+        self._pods = check_scheduler(self.component_name, self.schedulers, self.cfg)
+        check_native_outputs(self.component_name, mode, self.outputs)
 
-    # ---- checks ------------------------------------------------------------------------
-    def _check_scheduler(self) -> None:
-        from tether.runner import get_runner
-
-        with get_runner() as runner:
-            if len(self.schedulers) > 1:  # a launcher step; every candidate checked here
-                check_candidates(runner, self.schedulers, self.cfg,
-                                 f"step {self.component_name!r}")  # fmt: skip
-                return
-            known = runner.scheduler_backends()
-            if self.scheduler not in known:
-                close = difflib.get_close_matches(self.scheduler, known, n=3, cutoff=0.5)
-                hint = f"; did you mean {', '.join(close)}?" if close else ""
-                raise ValueError(
-                    f"unknown scheduler {self.scheduler!r}{hint} (available: {', '.join(known)})"
-                )
-            try:
-                self._pods = runner.scheduler_capabilities(self.scheduler).kubernetes_pods
-            except Exception as e:  # its client may be missing where we compile
-                log.warning("cannot create scheduler %s here (%s): its steps are launcher "
-                            "steps", self.scheduler, e)
-            if not self.cfg:
-                return
-            try:
-                opts = runner.scheduler_run_opts(self.scheduler)
-            except Exception as e:  # the scheduler's client may be missing where we compile
-                log.debug("cannot check the run options of %s here: %s", self.scheduler, e)
-                return
-        names = [n for n, _ in opts]
-        for key in self.cfg:
-            if key not in opts:
-                close = difflib.get_close_matches(key, names, n=3, cutoff=0.6)
-                hint = f"; did you mean {', '.join(close)}?" if close else ""
-                raise InvalidRunConfigException(
-                    f"unknown run option {key!r} for scheduler {self.scheduler!r}{hint} "
-                    f"(allowed: {', '.join(names) or 'none'})"
-                )
-
+    # ---- arguments ---------------------------------------------------------------------
     def check_names(self, kwargs: Mapping[str, Any]) -> None:
         """Checks that the component takes every argument named.
 
@@ -275,33 +216,7 @@ class TetherStep:
         Raises:
             StepArgumentError: For a name it does not take (with close matches).
         """
-        for key in kwargs:
-            if key not in self._by_name:
-                close = difflib.get_close_matches(key, list(self._by_name), n=3, cutoff=0.6)
-                hint = f"; did you mean {', '.join(close)}?" if close else ""
-                raise StepArgumentError(
-                    f"{self.component_name} has no parameter {key!r}{hint} "
-                    f"(parameters: {', '.join(self._by_name) or 'none'})"
-                )
-
-    def _check_args(self, kwargs: Mapping[str, Any], runtime: Sequence[str]) -> None:
-        self.check_names(kwargs)
-        for i in self.inputs:
-            if i.artifact == "output" and i.name in kwargs:
-                raise StepArgumentError(
-                    f"{self.component_name}: {i.name!r} is an output artifact; do not pass it, "
-                    f"read it from the task: task.outputs[{i.name!r}]")
-            if i.artifact == "input" and i.name in kwargs and i.name not in runtime:
-                raise StepArgumentError(
-                    f"{self.component_name}: {i.name!r} is an input artifact; wire an artifact "
-                    f"to it (an upstream task's output, or dsl.importer), not "
-                    f"{kwargs[i.name]!r}")
-        missing = [i.name for i in self.inputs if i.required and i.artifact != "output"
-                   and i.name not in kwargs and i.name not in runtime]
-        if missing:
-            raise StepArgumentError(
-                f"{self.component_name} is missing required argument(s): {', '.join(missing)}"
-            )
+        check_names(self.component_name, self.inputs, kwargs)
 
     @property
     def signature(self) -> inspect.Signature:
@@ -393,7 +308,7 @@ class TetherStep:
     def _plan(self, kwargs: Mapping[str, Any], runtime: list[str]) -> StepPlan:
         """:meth:`plan`, the parameters in ``runtime`` being pipeline values (those among
         ``kwargs`` stand in for them; the others are not given)."""
-        self._check_args(kwargs, runtime)
+        check_args(self.component_name, self.inputs, kwargs, runtime)
         runtime = runtime + [i.name for i in self.inputs if i.artifact == "output"]
         app, resources, value_problems = self._app_for(kwargs, runtime)
         if self.mode == MODE_LAUNCHER:
