@@ -171,6 +171,32 @@ def test_native_step_reports_live_into_its_metrics_artifact(
     assert (saved["step"], saved["total"], saved["metrics"]) == (4, 4, {"loss": 0.125})
 
 
+def test_a_native_step_as_a_loaded_component_passes_its_metrics_on(
+        kfp_tether_image: Path, tether_image: TetherImage) -> None:
+    from kfp import components, dsl
+    from kfp.dsl import Metrics
+
+    from tether.adapters.kfp import KubernetesOptions, step
+
+    train = step(progress_app.training_in_image, k8s=KubernetesOptions(metrics=True))
+    assert train.plan(gate="g", image=tether_image.image).mode == "native"
+    # shared as YAML, as another team would use it
+    loaded = components.load_component_from_text(train.to_yaml(image=tether_image.image))
+
+    @dsl.pipeline(name="native-component-metrics")
+    def pipeline(gate: str) -> Metrics:
+        return loaded(gate=gate).outputs["tether_metrics"]
+
+    gate = kfp_tether_image / "gate"
+    gate.touch()  # the job runs through: the artifact holds its last report
+    metrics = pipeline(gate=str(gate)).output
+
+    assert isinstance(metrics, Metrics)
+    assert metrics.metadata == {"loss": 0.125, "step": 4.0, "total": 4.0, "eta_s": 0.0}
+    saved = _read(Path(metrics.path))
+    assert (saved["step"], saved["total"], saved["metrics"]) == (4, 4, {"loss": 0.125})
+
+
 def test_native_steps_run_in_containers(kfp_docker: Path, capfd: pytest.CaptureFixture[str]
                                         ) -> None:
     from kfp import dsl
