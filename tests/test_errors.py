@@ -52,6 +52,7 @@ BUILTIN_BASES = {
     "tether.adapters.kfp.native.NativeStepError": "ValueError",
     "tether.adapters.kfp.ship.ShipError": "ValueError",
     "tether.adapters.kfp.stepchecks.StepArgumentError": "ValueError",
+    "tether.adapters.kfp.stepchecks.StepSettingError": "ValueError",
     "tether.adapters.prefect.reap.ReapError": "ValueError",
     "tether.adapters.prefect.run.JobStoppedError": "RuntimeError",
     "tether.components.args.ComponentArgError": "ValueError",

@@ -15,6 +15,7 @@ from tether.adapters.kfp import (
     LauncherOptions,
     NativeStepError,
     StepArgumentError,
+    StepSettingError,
     step,
 )
 from tether.specs import AppDef, InvalidRunConfigException, Role, resource
@@ -246,9 +247,11 @@ def test_component_rejecting_constants_is_reported() -> None:
 
 
 def test_bad_mode_and_scheduler() -> None:
-    with pytest.raises(ValueError, match=r"mode='nativ' is not one of .*did you mean 'native'"):
+    bad_mode = r"mode='nativ' is not one of .*did you mean 'native'"
+    with pytest.raises(StepSettingError, match=bad_mode):
         step(c.hello, mode="nativ")
-    with pytest.raises(ValueError, match=r"unknown scheduler 'local_cdw'; did you mean local_cwd"):
+    bad_scheduler = r"unknown scheduler 'local_cdw'; did you mean local_cwd"
+    with pytest.raises(StepSettingError, match=bad_scheduler):
         step(c.hello, scheduler="local_cdw")
 
 

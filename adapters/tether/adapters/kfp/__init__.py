@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from tether.adapters.kfp.native import NativeStepError
 from tether.adapters.kfp.options import KubernetesOptions, LauncherOptions
-from tether.adapters.kfp.stepchecks import StepArgumentError
+from tether.adapters.kfp.stepchecks import StepArgumentError, StepSettingError
 from tether.adapters.kfp.steps import (
     LauncherFallbackWarning,
     StepPlan,
@@ -48,6 +48,7 @@ __all__ = [
     "NativeStepError",
     "StepArgumentError",
     "StepPlan",
+    "StepSettingError",
     "TetherStep",
     "step",
 ]

@@ -26,6 +26,10 @@ class StepArgumentError(SpecError):
     """A step was called with arguments the component does not take or is missing."""
 
 
+class StepSettingError(SpecError):
+    """A step's own setting (its mode, its scheduler) is not one tether knows."""
+
+
 def check_mode(mode: str) -> None:
     """Checks a step's ``mode``.
 
@@ -33,12 +37,12 @@ def check_mode(mode: str) -> None:
         mode: The mode asked for.
 
     Raises:
-        ValueError: For a mode that is not one of :data:`~.options.MODES`.
+        StepSettingError: For a mode that is not one of :data:`~.options.MODES`.
     """
     if mode not in MODES:
         close = difflib.get_close_matches(str(mode), MODES, n=1, cutoff=0.5)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ValueError(f"mode={mode!r} is not one of {', '.join(MODES)}{hint}")
+        raise StepSettingError(f"mode={mode!r} is not one of {', '.join(MODES)}{hint}")
 
 
 def check_native_schedulers(component_name: str, mode: str, schedulers: Sequence[str]) -> None:
@@ -116,7 +120,7 @@ def check_scheduler(component_name: str, schedulers: Sequence[str],
         for a list, or a scheduler whose client is missing here.
 
     Raises:
-        ValueError: For an unknown scheduler (with close matches).
+        StepSettingError: For an unknown scheduler (with close matches).
         InvalidRunConfigException: For a run option the scheduler does not declare.
     """
     from tether.runner import get_runner
@@ -131,7 +135,7 @@ def check_scheduler(component_name: str, schedulers: Sequence[str],
         if scheduler not in known:
             close = difflib.get_close_matches(scheduler, known, n=3, cutoff=0.5)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise ValueError(
+            raise StepSettingError(
                 f"unknown scheduler {scheduler!r}{hint} (available: {', '.join(known)})")
         try:
             pods = runner.scheduler_capabilities(scheduler).kubernetes_pods
