@@ -26,6 +26,7 @@ import pytest
 pytest.importorskip("kubernetes")
 
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from tests.e2e.infra.httpfault import Fault, FaultProxy, Seen
 from tests.e2e.infra.kube import KubeCluster, create_namespace
@@ -308,7 +309,11 @@ def test_watch_drop_410_and_out_of_band_delete_miss_nothing(
         for job in batch.list_namespaced_job(ns, label_selector=sel).items:
             batch.delete_namespaced_job(job.metadata.name, ns, propagation_policy="Background")
         for pod in v1.list_namespaced_pod(ns, label_selector=sel).items:
-            v1.delete_namespaced_pod(pod.metadata.name, ns, grace_period_seconds=0)
+            try:
+                v1.delete_namespaced_pod(pod.metadata.name, ns, grace_period_seconds=0)
+            except ApiException as e:  # the Job's deletion took it first: gone all the same
+                if e.status != 404:
+                    raise
         ends_sel = f"tether.dev/app-id={ends.rsplit(':', 1)[1]}"
         _until("the ending job's pod to succeed", lambda: all(
             p.status.phase == "Succeeded"
