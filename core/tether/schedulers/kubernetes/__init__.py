@@ -77,8 +77,10 @@ template); :mod:`.client` (the apiserver's REST API); :mod:`.fetch` (reading an 
 objects); :mod:`.status`, the native -> AppState tables applied to those objects, with
 :mod:`.fields` (object fields), :mod:`.pods` (a replica's current pod), :mod:`.roles` (roles
 read back) and :mod:`.views` (the results); :mod:`.reconcile` (planning restarts and stops);
-:mod:`.actions` (creating, stopping and deleting objects); :mod:`.logs` (reading logs); and
-:mod:`.scheduler`, the scheduler class that combines them.
+:mod:`.actions` (creating, stopping and deleting objects); :mod:`.logs` (reading logs);
+:mod:`.scheduler`, the scheduler class that combines them; and :mod:`.watch` (the watch hub's
+view of a namespace, analyzed from one cache), over :mod:`.reflector` (one kind's list +
+watch).
 """
 
 from __future__ import annotations
