@@ -25,6 +25,7 @@ pytest.importorskip("docker")
 
 from tests.adapters import progress_app
 from tests.adapters.kfp import components as c
+from tests.adapters.kfp.pipelines import last_report_of
 from tests.e2e.infra.podman import BUSYBOX_IMAGE, PodmanService, PodmanUnavailable
 from tests.e2e.infra.tether_image import TetherImage
 
@@ -173,7 +174,7 @@ def test_native_step_reports_live_into_its_metrics_artifact(
 
 def test_a_native_step_as_a_loaded_component_passes_its_metrics_on(
         kfp_tether_image: Path, tether_image: TetherImage) -> None:
-    from kfp import components, dsl
+    from kfp import components
     from kfp.dsl import Metrics
 
     from tether.adapters.kfp import KubernetesOptions, step
@@ -182,14 +183,7 @@ def test_a_native_step_as_a_loaded_component_passes_its_metrics_on(
     assert train.plan(gate="g", image=tether_image.image).mode == "native"
     # shared as YAML, as another team would use it
     loaded = components.load_component_from_text(train.to_yaml(image=tether_image.image))
-
-    @dsl.pipeline(name="native-component-metrics")
-    def pipeline(gate: str) -> Metrics:
-        return loaded(gate=gate).outputs["tether_metrics"]
-
-    gate = kfp_tether_image / "gate"
-    gate.touch()  # the job runs through: the artifact holds its last report
-    metrics = pipeline(gate=str(gate)).output
+    metrics = last_report_of(loaded, "native-component-metrics", kfp_tether_image)
 
     assert isinstance(metrics, Metrics)
     assert metrics.metadata == {"loss": 0.125, "step": 4.0, "total": 4.0, "eta_s": 0.0}

@@ -4,6 +4,7 @@ No ``from __future__ import annotations`` here: KFP reads pipeline parameter typ
 annotations.
 """
 
+from pathlib import Path
 from typing import Any
 
 from tests.adapters.kfp import components as c
@@ -88,3 +89,19 @@ def typed_pipeline() -> Any:
         workers(msg=tag, n=replicas)
 
     return pipeline
+
+
+def last_report_of(loaded: Any, name: str, gate_dir: Path) -> Any:
+    """Runs a pipeline of one step of a loaded tether component (a ``gate`` parameter) on
+    the KFP local runner the test set up, its job's gate open, and returns the step's
+    ``tether_metrics``: the job's last progress report."""
+    from kfp import dsl
+    from kfp.dsl import Metrics
+
+    @dsl.pipeline(name=name)
+    def pipeline(gate: str) -> Metrics:
+        return loaded(gate=gate).outputs["tether_metrics"]
+
+    gate = gate_dir / "gate"
+    gate.touch()  # the job runs through: the artifact holds its last report
+    return pipeline(gate=str(gate)).output

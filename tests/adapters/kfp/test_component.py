@@ -14,6 +14,7 @@ import yaml
 pytest.importorskip("kfp")
 
 from tests.adapters.kfp import components as c
+from tests.adapters.kfp.pipelines import last_report_of
 from tether.adapters.kfp import KubernetesOptions, LauncherOptions, StepArgumentError, step
 
 pytestmark = pytest.mark.filterwarnings(
@@ -132,19 +133,12 @@ def test_the_component_has_the_metrics_output_when_its_task_has_it(
 
 def test_a_loaded_components_metrics_hold_the_jobs_last_report(kfp_subprocess: Path,
                                                               tmp_path: Path) -> None:
-    from kfp import components, dsl
+    from kfp import components
     from kfp.dsl import Metrics
 
     train = step("tests.adapters.progress_app:training", scheduler="local_cwd", launcher=FAST)
     loaded = components.load_component_from_text(train.to_yaml())
-
-    @dsl.pipeline(name="component-metrics")
-    def pipeline(gate: str) -> Metrics:
-        return loaded(gate=gate).outputs["tether_metrics"]
-
-    gate = tmp_path / "gate"
-    gate.touch()  # the job runs through: the artifact holds its last report
-    metrics = pipeline(gate=str(gate)).output
+    metrics = last_report_of(loaded, "component-metrics", tmp_path)
 
     assert isinstance(metrics, Metrics)
     assert (metrics.metadata["step"], metrics.metadata["total"]) == (4, 4)
