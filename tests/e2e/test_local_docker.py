@@ -18,7 +18,12 @@ import pytest
 
 pytest.importorskip("docker")
 
-from tests.e2e.infra.podman import BUSYBOX_IMAGE, PodmanService, PodmanUnavailable
+from tests.e2e.infra.podman import (
+    BUSYBOX_IMAGE,
+    PodmanService,
+    PodmanUnavailable,
+    tether_apps_here,
+)
 from tether.schedulers.api import JOB_KEY
 from tether.schedulers.local_docker.scheduler import LocalDockerScheduler
 from tether.schedulers.local_docker.watch import DockerReader
@@ -50,15 +55,15 @@ def podman() -> Iterator[PodmanService]:
 @pytest.fixture
 def sched(podman: PodmanService) -> Iterator[LocalDockerScheduler]:
     s = LocalDockerScheduler("test", docker_host=podman.docker_host)
-    # podman instances on one host share the CNI network configuration, so other sessions'
-    # app networks may be listed: clean up only what this test created
-    before = {a.app_id for a in s.list()}
+    # podman instances on one host share the CNI network configuration, so the listing shows
+    # the apps of other sessions' podmans too (another group's, running now): delete only
+    # what this test made on this engine
+    before = tether_apps_here(s.api)
     try:
         yield s
     finally:
-        for app in s.list():
-            if app.app_id not in before:
-                s.delete(app.app_id)
+        for app_id in sorted(tether_apps_here(s.api) - before):
+            s.delete(app_id)
         s.close()
 
 

@@ -16,7 +16,12 @@ pytest.importorskip("docker")
 
 from airflow_testlib import run_dag, task_states, xcoms
 
-from tests.e2e.infra.podman import BUSYBOX_IMAGE, PodmanService, PodmanUnavailable
+from tests.e2e.infra.podman import (
+    BUSYBOX_IMAGE,
+    PodmanService,
+    PodmanUnavailable,
+    tether_apps_here,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("airflow_db")]
 
@@ -35,15 +40,15 @@ def podman() -> Iterator[PodmanService]:
     from tether.schedulers.local_docker.scheduler import LocalDockerScheduler
 
     sched = LocalDockerScheduler("cleanup", docker_host=service.docker_host)
-    before = {a.app_id for a in sched.list()}  # the CNI network config is host-wide
+    # the CNI network config is host-wide: the listing shows other podmans' apps too
+    before = tether_apps_here(sched.api)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DOCKER_HOST", service.docker_host)
         try:
             yield service
         finally:
-            for app in sched.list():
-                if app.app_id not in before:
-                    sched.delete(app.app_id)
+            for app_id in sorted(tether_apps_here(sched.api) - before):
+                sched.delete(app_id)
             sched.close()
             service.stop()
 

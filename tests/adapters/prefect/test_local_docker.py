@@ -14,7 +14,12 @@ import pytest
 pytest.importorskip("docker")
 
 from tests.adapters.prefect.conftest import wait_for_logs
-from tests.e2e.infra.podman import BUSYBOX_IMAGE, PodmanService, PodmanUnavailable
+from tests.e2e.infra.podman import (
+    BUSYBOX_IMAGE,
+    PodmanService,
+    PodmanUnavailable,
+    tether_apps_here,
+)
 from tether.adapters.common import JobFailedError, JobResult
 from tether.specs import AppState
 
@@ -33,15 +38,15 @@ def podman() -> Iterator[PodmanService]:
     from tether.schedulers.local_docker.scheduler import LocalDockerScheduler
 
     sched = LocalDockerScheduler("cleanup", docker_host=service.docker_host)
-    before = {a.app_id for a in sched.list()}  # the CNI network config is host-wide
+    # the CNI network config is host-wide: the listing shows other podmans' apps too
+    before = tether_apps_here(sched.api)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DOCKER_HOST", service.docker_host)
         try:
             yield service
         finally:
-            for app in sched.list():
-                if app.app_id not in before:
-                    sched.delete(app.app_id)
+            for app_id in sorted(tether_apps_here(sched.api) - before):
+                sched.delete(app_id)
             sched.close()
             service.stop()
 

@@ -33,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from tests.e2e.infra.reaper import OWNER_FILE, forget, owner_alive, start_service, write_owner
 
@@ -131,6 +132,29 @@ def reap_stale(root: Path = Path("/tmp")) -> list[str]:
             teardown_storage(service_dir)
             reaped.append(str(service_dir))
     return reaped
+
+
+def tether_apps_here(api: Any) -> set[str]:
+    """The ids of the tether apps this engine holds something of: a container or an event
+    record (a volume; a start that failed leaves one and no container).
+
+    An app's network is no sign of it: network definitions live in the host's shared CNI
+    configuration directory, so every podman on the host lists the networks of apps that
+    another podman (another test group's) runs. Clean up with these, never with a listing.
+
+    Args:
+        api: A Docker API client of the engine (``LocalDockerScheduler.api``).
+
+    Returns:
+        The app ids.
+    """
+    from tether.schedulers.local_docker.render import LABEL_APP_ID, LABEL_MANAGED_BY, MANAGED_BY
+
+    mine = {"label": [f"{LABEL_MANAGED_BY}={MANAGED_BY}"]}
+    objs = [*api.containers(all=True, filters=mine),
+            *((api.volumes(filters=mine) or {}).get("Volumes") or [])]
+    return {str(o["Labels"][LABEL_APP_ID]) for o in objs
+            if LABEL_APP_ID in (o.get("Labels") or {})}
 
 
 class PodmanUnavailable(RuntimeError):
