@@ -7,6 +7,7 @@ except in CI (``CI`` set), where that is a failure.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
@@ -28,7 +29,16 @@ from tether.schedulers.api import JOB_KEY
 from tether.schedulers.local_docker.scheduler import LocalDockerScheduler
 from tether.schedulers.local_docker.watch import DockerReader
 from tether.schedulers.watch import JobEvent, Subscription, WatchHub, resolve_target
-from tether.specs import AppDef, AppState, BindMount, Resource, RetryPolicy, Role, is_terminal
+from tether.specs import (
+    AppDef,
+    AppState,
+    BindMount,
+    Resource,
+    RetryPolicy,
+    Role,
+    is_terminal,
+    parse_app_handle,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -252,20 +262,25 @@ def test_cli_run_echo(podman: PodmanService, tmp_path: Any) -> None:
 
     env = {**os.environ, "DOCKER_HOST": podman.docker_host, "HOME": str(tmp_path),
            "TETHER_STATE_DIR": str(tmp_path / "state")}
-    res = subprocess.run(
-        [sys.executable, "-m", "tether.cli.main", "run", "-s", "local_docker", "utils.echo",
-         "--msg", "hi", "--image", BUSYBOX_IMAGE],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=DEADLINE_S)
-    assert res.returncode == 0, res.stderr
-    assert "hi" in res.stdout.splitlines() or "hi" in res.stderr, (res.stdout, res.stderr)
-    sched = LocalDockerScheduler("cli", docker_host=podman.docker_host)
-    try:
-        apps = [a for a in sched.list() if a.name == "echo"]
-        assert [a.state for a in apps] == [AppState.SUCCEEDED]
-        for a in apps:
-            sched.delete(a.app_id)
-    finally:
-        sched.close()
+    with contextlib.closing(LocalDockerScheduler("cli", docker_host=podman.docker_host)
+                            ) as sched:
+        before = tether_apps_here(sched.api)
+        res = subprocess.run(
+            [sys.executable, "-m", "tether.cli.main", "run", "-s", "local_docker",
+             "utils.echo", "--msg", "hi", "--image", BUSYBOX_IMAGE],
+            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=DEADLINE_S)
+        assert res.returncode == 0, res.stderr
+        assert "hi" in res.stdout.splitlines() or "hi" in res.stderr, (res.stdout, res.stderr)
+        handle = res.stdout.splitlines()[0]  # printed first
+        assert handle.startswith("local_docker://"), handle
+        app_id = parse_app_handle(handle).app_id
+        # one app, the CLI's, made on this engine; listed as it ended (the listing also
+        # shows other podmans' apps, another test group's echo too: their networks are in
+        # the host's shared CNI directory)
+        assert tether_apps_here(sched.api) - before == {app_id}
+        assert [(a.name, a.state) for a in sched.list() if a.app_id == app_id] == [
+            ("echo", AppState.SUCCEEDED)]
+        sched.delete(app_id)
 
 
 def test_unpullable_image_fails_with_engine_reason(sched: LocalDockerScheduler) -> None:
