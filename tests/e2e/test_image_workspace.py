@@ -17,7 +17,12 @@ import pytest
 
 pytest.importorskip("docker")
 
-from tests.e2e.infra.podman import BUSYBOX_IMAGE, PodmanService, PodmanUnavailable
+from tests.e2e.infra.podman import (
+    BUSYBOX_IMAGE,
+    PodmanService,
+    PodmanUnavailable,
+    tether_apps_here,
+)
 from tests.e2e.infra.registry import Registry, RegistryUnavailable
 from tether.runner import get_runner
 from tether.specs import AppDef, AppState, Role
@@ -162,10 +167,16 @@ def test_user_dockerfile_and_build_failure(podman: PodmanService, project: Path,
     with get_runner("ws", docker_host=podman.docker_host) as runner:
         info = runner.dryrun(AppDef("ws", roles=[role()]), "local_docker", {},
                              workspace=str(project))
-        before = runner.list("local_docker")
+        app_id = info.request.app_id
+        before = tether_apps_here(api)
         with pytest.raises(ImageBuildError):
             runner.schedule(info)
-        assert runner.list("local_docker") == before
+        # neither the app nor its network exists; nothing of any app was made on the engine
+        # (the listing shows other podmans' apps, whose networks share the host's CNI
+        # directory: another test group's, changing meanwhile)
+        assert app_id not in [a.app_id for a in runner.list("local_docker")]
+        assert api.networks(names=[app_id]) == []
+        assert tether_apps_here(api) == before
 
 
 def test_push_to_registry(podman: PodmanService, registry: Registry, project: Path, api: Any
