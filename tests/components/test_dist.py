@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import socket
 import sys
 import textwrap
 import warnings
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.infra.ports import free_port
 from tether.components.args import ComponentArgError, materialize
 from tether.components.dist import TORCH_DEBUG_FLAGS, ddp, spmd
 from tether.components.finder import get_component
@@ -150,12 +150,6 @@ def test_spmd_explicit_nproc_and_errors() -> None:
         run_cli_style("dist.spmd", ["-h", "cpu.small", "-j", "2", "--script", "t.py"])
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.slow
 def test_ddp_two_nodes_rendezvous_for_real(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                            ) -> None:
@@ -171,7 +165,7 @@ def test_ddp_two_nodes_rendezvous_for_real(tmp_path: Path, monkeypatch: pytest.M
     """))
     with get_runner() as runner:
         handle = runner.run_component(
-            "dist.ddp", ["-j", "2x1", "--rdzv_port", str(_free_port()), "--script", "world.py"],
+            "dist.ddp", ["-j", "2x1", "--rdzv_port", str(free_port()), "--script", "world.py"],
             "local_cwd",
         )
         status = runner.wait(handle, wait_interval=1, timeout=240)

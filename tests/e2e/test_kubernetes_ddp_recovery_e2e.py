@@ -96,7 +96,7 @@ def test_ddp_evicted_twice_ends_as_an_uninterrupted_run(
     monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest,
 ) -> None:  # fmt: skip
     torch = pytest.importorskip("torch")
-    from tests.e2e.infra.kube import free_port
+    from tests.e2e.infra.ports import free_port
     from tether.components.dist import ddp
     from tether.runner import Runner
 

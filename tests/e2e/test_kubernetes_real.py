@@ -185,7 +185,7 @@ def test_ddp_two_nodes_by_two_processes_trains_as_on_local_cwd(
     kubelet: every epoch's loss, as logged by rank 0, is the one logged on ``local_cwd``, and
     all four ranks report the end of their training."""
     torch = pytest.importorskip("torch")
-    from tests.e2e.infra.kube import free_port
+    from tests.e2e.infra.ports import free_port
     from tether.components.dist import ddp
     from tether.runner import Runner
 

@@ -114,7 +114,7 @@ def test_elastic_role_starts_with_the_replicas_that_fit(sched: RayScheduler) -> 
 
 def test_torch_distributed_gloo_from_workspace(sched: RayScheduler, tmp_path: Path) -> None:
     pytest.importorskip("torch.distributed")
-    from tests.e2e.infra.ray import free_port
+    from tests.e2e.infra.ports import free_port
 
     (tmp_path / "allreduce.py").write_text(
         "import os\n"
@@ -192,7 +192,7 @@ def test_reattach_by_job_key(sched: RayScheduler, ray_head: Any) -> None:
 
 
 def test_unreachable_head_names_what_to_set() -> None:
-    from tests.e2e.infra.ray import free_port
+    from tests.e2e.infra.ports import free_port
 
     sched = RayScheduler("e2e", address=f"http://127.0.0.1:{free_port()}")
     with pytest.raises(RayConnectionError, match="TETHER_RAY_ADDRESS"):

@@ -335,7 +335,7 @@ def test_cli_ddp_two_nodes_gloo(
     import subprocess
     import sys
 
-    from tests.e2e.infra.slurm import free_ports
+    from tests.e2e.infra.ports import free_ports
 
     script = tmp_path / "train.py"
     script.write_text(TRAIN)

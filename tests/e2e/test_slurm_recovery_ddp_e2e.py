@@ -25,7 +25,8 @@ from typing import Any
 import pytest
 
 from tests.e2e import slurm_recovery as rec
-from tests.e2e.infra.slurm import SlurmCluster, free_ports
+from tests.e2e.infra.ports import free_ports
+from tests.e2e.infra.slurm import SlurmCluster
 from tether.components.dist import ddp
 from tether.runner import Runner
 from tether.specs import (

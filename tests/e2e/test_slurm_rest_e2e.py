@@ -24,7 +24,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.infra.slurm import SlurmCluster, free_ports
+from tests.e2e.infra.ports import free_ports
+from tests.e2e.infra.slurm import SlurmCluster
 from tests.e2e.infra.slurm_remote import SSH_USER, SlurmRestd, ensure_user
 from tests.e2e.slurm_remote_checks import (
     outputs_through_the_mount,

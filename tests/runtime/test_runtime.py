@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.infra.ports import free_port
 from tether import runtime
 
 
@@ -88,12 +88,6 @@ def test_local_device_without_group_on_this_host() -> None:
     assert runtime.local_device() == expected
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.slow
 def test_under_torchrun_with_two_processes(tmp_path: Path) -> None:
     script = tmp_path / "probe.py"
@@ -110,7 +104,7 @@ def test_under_torchrun_with_two_processes(tmp_path: Path) -> None:
     """))
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node",
-         "2", "--rdzv_backend", "c10d", "--rdzv_endpoint", f"localhost:{_free_port()}",
+         "2", "--rdzv_backend", "c10d", "--rdzv_endpoint", f"localhost:{free_port()}",
          str(script), str(tmp_path)],
         capture_output=True, text=True, timeout=240, check=False,
     )
@@ -132,7 +126,7 @@ def test_local_device_under_nccl_is_the_local_cuda_device(tmp_path: Path) -> Non
     """))
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "1",
-         "--rdzv_backend", "c10d", "--rdzv_endpoint", f"localhost:{_free_port()}", str(script)],
+         "--rdzv_backend", "c10d", "--rdzv_endpoint", f"localhost:{free_port()}", str(script)],
         capture_output=True, text=True, timeout=240, check=False,
     )
     assert proc.returncode == 0, proc.stderr
@@ -142,7 +136,7 @@ def test_local_device_under_nccl_is_the_local_cuda_device(tmp_path: Path) -> Non
 def _torchrun(script: Path, *args: str, nproc: int = 2) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node",
-         str(nproc), "--rdzv_backend", "c10d", "--rdzv_endpoint", f"localhost:{_free_port()}",
+         str(nproc), "--rdzv_backend", "c10d", "--rdzv_endpoint", f"localhost:{free_port()}",
          str(script), *args],
         capture_output=True, text=True, timeout=240, check=False,
     )

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import http.server
 import json
-import socket
 import threading
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.infra.ports import free_port
 from tether.schedulers.kubernetes.client import KubernetesApiError, KubernetesUnreachableError
 from tether.schedulers.kubernetes.scheduler import create_scheduler
 from tether.specs import AppState
@@ -72,15 +72,8 @@ def test_an_apiserver_never_reached_is_an_error_a_lost_one_is_unknown() -> None:
     assert desc.app_id == "ml:train-abc123"
 
 
-
-def _free_port() -> int:
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _two_context_kubeconfig(path: Path) -> dict[str, int]:
-    ports = {"alpha": _free_port(), "beta": _free_port()}
+    ports = {"alpha": free_port(), "beta": free_port()}
     clusters = "".join(
         f"- name: {n}\n  cluster:\n    server: http://127.0.0.1:{p}\n" for n, p in ports.items()
     )

@@ -30,7 +30,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -42,6 +41,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from tests.e2e.infra.ports import free_port
 from tests.e2e.infra.reaper import forget, start_service
 
 START_TIMEOUT_S = 300.0
@@ -51,13 +51,6 @@ RUN_COLUMNS = ("state", "clear_number", "queued_at", "start_date", "end_date",
                "last_scheduling_decision")
 TI_COLUMNS = ("task_id", "map_index", "state", "try_number", "max_tries", "hostname", "pid",
               "queued_dttm", "start_date", "end_date", "next_method", "trigger_id")
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def airflow_cli() -> list[str] | None:

@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -38,6 +37,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import yaml
 
+from tests.e2e.infra.ports import free_port, free_ports
 from tests.e2e.infra.reaper import forget, start_service
 
 if TYPE_CHECKING:
@@ -195,13 +195,6 @@ SKIP_REASON = (
     f"kube-apiserver/kube-controller-manager {KUBE_VERSION} not built "
     f"(run tests/e2e/infra/build_kube.sh, or set TETHER_BUILD_KUBE=1 to build them)"
 )
-
-
-def free_port() -> int:
-    """Returns a TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the forked child
@@ -548,9 +541,7 @@ class KubeCluster:
         )  # fmt: skip
 
     def _etcd_argv(self) -> list[str]:
-        client_port, peer_port = free_port(), free_port()
-        while peer_port == client_port:
-            peer_port = free_port()
+        client_port, peer_port = free_ports(2)
         self.etcd_url = f"http://127.0.0.1:{client_port}"
         peer = f"http://127.0.0.1:{peer_port}"
         argv = [

@@ -48,10 +48,10 @@ from tests.e2e.infra.kube import (
     DEFAULT_CONTROLLERS,
     KubeUnavailable,
     default_cache_dir,
-    free_port,
     stop_process,
 )
 from tests.e2e.infra.kube_images import PAUSE_IMAGE, write_busybox_archive
+from tests.e2e.infra.ports import free_port
 from tests.e2e.infra.reaper import forget, start_service
 
 if TYPE_CHECKING:

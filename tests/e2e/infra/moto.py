@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,7 @@ from types import TracebackType
 from typing import Any
 
 from tests.e2e.infra.kube import stop_process
+from tests.e2e.infra.ports import free_port
 from tests.e2e.infra.reaper import forget, start_service
 
 REGION = "us-east-1"
@@ -48,12 +48,6 @@ def moto_server_binary() -> str | None:
     """The ``moto_server`` of this interpreter's environment (or on PATH)."""
     here = Path(sys.executable).parent / "moto_server"
     return str(here) if here.exists() else shutil.which("moto_server")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class MotoServer:
@@ -104,7 +98,7 @@ class MotoServer:
         if binary is None:
             raise MotoUnavailable("moto_server is not installed: pip install 'moto[server,batch]'")
         self.dir = Path(tempfile.mkdtemp(prefix="tether-moto-"))
-        self.port = _free_port()
+        self.port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         if self.docker_host:
             env["DOCKER_HOST"] = self.docker_host

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,16 +22,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.e2e.infra.ports import free_port
 from tests.e2e.infra.reaper import forget, start_service
 
 START_TIMEOUT_S = 240.0  # a fresh database is migrated first: minutes on a busy 2-core machine
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def prefect_env(home: Path, api_url: str | None) -> dict[str, str]:

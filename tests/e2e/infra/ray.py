@@ -15,7 +15,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,18 +22,12 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from tests.e2e.infra.ports import free_ports
 from tests.e2e.infra.reaper import forget, start_service
 
 START_TIMEOUT_S = 180.0
 START_ATTEMPTS = 3
 STOP_GRACE_S = 10.0
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def ray_cli() -> str | None:
@@ -105,18 +98,18 @@ class RayHead:
 
     def _start_once(self, cli: str) -> RayHead:
         self._tmp = tempfile.mkdtemp(prefix="tether-ray-head-")
-        gcs, dash, agent = free_port(), free_port(), free_port()
+        gcs, dash, agent, client, agent_grpc, runtime_env, metrics = free_ports(7)
         argv = [
             cli, "start", "--head", "--block",
             "--node-ip-address=127.0.0.1",
             f"--port={gcs}",
             "--dashboard-host=127.0.0.1",
             f"--dashboard-port={dash}",
-            f"--ray-client-server-port={free_port()}",
+            f"--ray-client-server-port={client}",
             f"--dashboard-agent-listen-port={agent}",
-            f"--dashboard-agent-grpc-port={free_port()}",
-            f"--runtime-env-agent-port={free_port()}",
-            f"--metrics-export-port={free_port()}",
+            f"--dashboard-agent-grpc-port={agent_grpc}",
+            f"--runtime-env-agent-port={runtime_env}",
+            f"--metrics-export-port={metrics}",
             f"--num-cpus={self.num_cpus}",
             f"--temp-dir={self._tmp}/ray",
             "--disable-usage-stats",

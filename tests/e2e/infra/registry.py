@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 from types import TracebackType
 
 from tests.e2e.infra.kube import stop_process
+from tests.e2e.infra.ports import free_port
 from tests.e2e.infra.reaper import forget, start_service
 
 CONFIG = """\
@@ -36,12 +36,6 @@ http:
 
 class RegistryUnavailable(RuntimeError):
     """The registry binary is missing or did not start; the message says why."""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Registry:
@@ -76,7 +70,7 @@ class Registry:
             raise RegistryUnavailable(
                 "docker-registry is not installed; run tests/e2e/infra/setup.d/30-registry.sh")
         self.dir = Path(tempfile.mkdtemp(prefix="tether-registry-"))
-        self.port = _free_port()
+        self.port = free_port()
         conf = self.dir / "config.yml"
         conf.write_text(CONFIG.format(root=self.dir / "data", port=self.port))
         log = open(self.dir / "registry.log", "wb")  # noqa: SIM115 - closed with the process

@@ -36,6 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
+from tests.e2e.infra.ports import free_ports
 from tests.e2e.infra.reaper import (
     OWNER_FILE,
     forget,
@@ -87,20 +88,6 @@ def missing_tools() -> list[str]:
     if _munged() is None:
         missing.append("munged")
     return missing
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct ports on 127.0.0.1 that were free a moment ago."""
-    socks: list[socket.socket] = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def slurm_conf(

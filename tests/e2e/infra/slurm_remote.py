@@ -36,8 +36,9 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from tests.e2e.infra.ports import free_ports
 from tests.e2e.infra.reaper import forget, start_service
-from tests.e2e.infra.slurm import SlurmCluster, SlurmUnavailable, free_ports, jwt_available
+from tests.e2e.infra.slurm import SlurmCluster, SlurmUnavailable, jwt_available
 
 SSH_USER = "tether-ssh"
 """The dedicated login user of the test sshd (created when missing)."""

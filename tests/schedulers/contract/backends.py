@@ -605,7 +605,7 @@ class RayHarness(BackendHarness):
         return create_scheduler("contract", address=self.head.address)
 
     def offline_scheduler(self) -> Scheduler[Any]:
-        from tests.e2e.infra.ray import free_port
+        from tests.e2e.infra.ports import free_port
         from tether.schedulers.ray import create_scheduler
 
         return create_scheduler("contract", address=f"http://127.0.0.1:{free_port()}")
