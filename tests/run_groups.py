@@ -123,6 +123,7 @@ CONTAINERS = [
     "tests/e2e/test_aws_batch_watch.py",
     "tests/e2e/infra/test_reaper_podman.py",
     "tests/e2e/test_aws_batch_recovery_e2e.py",
+    "tests/e2e/infra/test_ports_retry.py",
 ]
 CONTAINERS_CONTRACT = ["aws_batch", "local_docker"]
 """The backends whose contract cases the containers group runs (podman, moto)."""

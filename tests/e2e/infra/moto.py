@@ -32,7 +32,7 @@ from types import TracebackType
 from typing import Any
 
 from tests.e2e.infra.kube import stop_process
-from tests.e2e.infra.ports import free_port
+from tests.e2e.infra.ports import free_port, retry_if_port_taken
 from tests.e2e.infra.reaper import forget, start_service
 
 REGION = "us-east-1"
@@ -88,6 +88,9 @@ class MotoServer:
     def start(self) -> MotoServer:
         """Starts the server and waits until it answers.
 
+        A start whose port another process took in the meantime is tried again on a new port
+        (:func:`~tests.e2e.infra.ports.retry_if_port_taken`).
+
         Returns:
             self.
 
@@ -97,6 +100,9 @@ class MotoServer:
         binary = moto_server_binary()
         if binary is None:
             raise MotoUnavailable("moto_server is not installed: pip install 'moto[server,batch]'")
+        return retry_if_port_taken(lambda: self._start_once(binary), "moto_server")
+
+    def _start_once(self, binary: str) -> MotoServer:
         self.dir = Path(tempfile.mkdtemp(prefix="tether-moto-"))
         self.port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
@@ -104,20 +110,23 @@ class MotoServer:
             env["DOCKER_HOST"] = self.docker_host
         with open(self.dir / "moto.log", "wb") as log:
             # guarded: it dies with this test process, or at the next session start
-            self._proc = start_service(
+            proc = self._proc = start_service(
                 [binary, "-H", "127.0.0.1", "-p", str(self.port)], "moto", env=env, stdout=log,
                 stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise MotoUnavailable(f"moto_server exited with {self._proc.returncode}: "
-                                      f"{self.log()[-2000:]}")  # fmt: skip
+            if proc.poll() is not None:
+                text = self.log()[-2000:]
+                self.stop()
+                raise MotoUnavailable(f"moto_server exited with {proc.returncode}: {text}")
             try:
                 self._api("GET", "/moto-api/")
-                return self
             except OSError:
                 time.sleep(0.1)
+                continue
+            if proc.poll() is None:  # not another process's server on a port it lost
+                return self
         self.stop()
         raise MotoUnavailable(f"moto_server did not answer within {self.start_timeout:.0f}s")
 

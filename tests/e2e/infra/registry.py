@@ -17,7 +17,7 @@ from pathlib import Path
 from types import TracebackType
 
 from tests.e2e.infra.kube import stop_process
-from tests.e2e.infra.ports import free_port
+from tests.e2e.infra.ports import free_port, retry_if_port_taken
 from tests.e2e.infra.reaper import forget, start_service
 
 CONFIG = """\
@@ -59,6 +59,9 @@ class Registry:
     def start(self) -> Registry:
         """Starts the registry and waits until it answers.
 
+        A start whose port another process took in the meantime is tried again on a new port
+        (:func:`~tests.e2e.infra.ports.retry_if_port_taken`).
+
         Returns:
             self.
 
@@ -69,23 +72,27 @@ class Registry:
         if binary is None:
             raise RegistryUnavailable(
                 "docker-registry is not installed; run tests/e2e/infra/setup.d/30-registry.sh")
+        return retry_if_port_taken(lambda: self._start_once(binary), "docker-registry")
+
+    def _start_once(self, binary: str) -> Registry:
         self.dir = Path(tempfile.mkdtemp(prefix="tether-registry-"))
         self.port = free_port()
         conf = self.dir / "config.yml"
         conf.write_text(CONFIG.format(root=self.dir / "data", port=self.port))
         log = open(self.dir / "registry.log", "wb")  # noqa: SIM115 - closed with the process
-        self._proc = start_service([binary, "serve", str(conf)], "registry", stdout=log,
-                                   stderr=subprocess.STDOUT)
+        proc = self._proc = start_service([binary, "serve", str(conf)], "registry", stdout=log,
+                                          stderr=subprocess.STDOUT)
         log.close()
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
+            if proc.poll() is not None:
                 text = (self.dir / "registry.log").read_text(errors="replace")[-2000:]
                 self.stop()
                 raise RegistryUnavailable(f"docker-registry exited: {text}")
             try:
                 with urllib.request.urlopen(f"http://{self.address}/v2/", timeout=2) as r:
-                    if r.status == 200:
+                    # and not another process's server on a port it lost
+                    if r.status == 200 and proc.poll() is None:
                         return self
             except OSError:
                 pass
