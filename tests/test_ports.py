@@ -29,6 +29,7 @@ def test_free_port_is_bindable() -> None:
 def test_port_taken_reads_the_services_messages() -> None:
     assert port_taken("listen tcp 127.0.0.1:5000: bind: address already in use")  # Go
     assert port_taken("OSError: [Errno 98] Address already in use")  # Python
+    assert port_taken("Port 4200 is already in use. Please specify a different port")  # Prefect
     assert not port_taken("permission denied")
 
 

@@ -19,7 +19,8 @@ T = TypeVar("T")
 START_ATTEMPTS = 3
 """How often :func:`retry_if_port_taken` starts a service in all."""
 
-_IN_USE = re.compile(r"address already in use", re.IGNORECASE)
+# the kernel's EADDRINUSE text (Go, Python), and Prefect's own check before it binds
+_IN_USE = re.compile(r"address already in use|port \d+ is already in use", re.IGNORECASE)
 
 
 def free_ports(n: int) -> list[int]:

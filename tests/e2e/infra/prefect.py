@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.e2e.infra.ports import free_port
+from tests.e2e.infra.ports import free_port, retry_if_port_taken
 from tests.e2e.infra.reaper import forget, start_service
 
 START_TIMEOUT_S = 240.0  # a fresh database is migrated first: minutes on a busy 2-core machine
@@ -81,6 +81,10 @@ class PrefectServer:
 def start_server(home: Path) -> PrefectServer:
     """Starts ``prefect server start`` and waits until ``/api/health`` answers.
 
+    A start whose port another process took in the meantime is tried again on a new port
+    (:func:`~tests.e2e.infra.ports.retry_if_port_taken`; the database is migrated by then,
+    so the next start is quicker).
+
     Args:
         home: The scratch ``PREFECT_HOME`` (holds the sqlite database).
 
@@ -91,6 +95,10 @@ def start_server(home: Path) -> PrefectServer:
         RuntimeError: When it does not become healthy (with the end of its log).
     """
     home.mkdir(parents=True, exist_ok=True)
+    return retry_if_port_taken(lambda: _start_server_once(home), "prefect server")
+
+
+def _start_server_once(home: Path) -> PrefectServer:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(prefect_env(home, None))
@@ -109,7 +117,8 @@ def start_server(home: Path) -> PrefectServer:
             break
         try:
             with urllib.request.urlopen(f"{server.api_url}/health", timeout=2) as resp:
-                if resp.status == 200:
+                # and not another process's server on a port it lost
+                if resp.status == 200 and proc.poll() is None:
                     return server
         except OSError:
             time.sleep(0.3)
