@@ -41,7 +41,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from tests.e2e.infra.ports import free_port
+from tests.e2e.infra.ports import free_ports
 from tests.e2e.infra.reaper import forget, start_service
 
 START_TIMEOUT_S = 300.0
@@ -97,6 +97,7 @@ class AirflowStack:
         self.home = self.root / "airflow"
         self.dags_folder = self.root / "dags"
         self.port = 0
+        self._log_ports: list[int] = []
         self.url = ""
         self._dags = list(dags)
         self._plugins = list(plugins)
@@ -139,8 +140,8 @@ class AirflowStack:
                 "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
                 "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.home / "logs"),
                 # the triggerer serves trigger logs to the api-server on this port
-                "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
-                "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+                "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(self._log_ports[0]),
+                "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(self._log_ports[1]),
                 # quick turns: a worker that vanishes is noticed in seconds, not minutes
                 "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "30",
                 "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "5",
@@ -172,7 +173,7 @@ class AirflowStack:
             (self.home / "plugins").mkdir(exist_ok=True)
         for src in self._plugins:
             shutil.copy(src, self.home / "plugins" / src.name)
-        self.port = free_port()
+        self.port, *self._log_ports = free_ports(3)  # three distinct ports
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = self._make_env()
         migrate = subprocess.run(
