@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -25,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from prefect_home import isolated_prefect_home
 
 
 def main() -> None:
@@ -34,16 +35,7 @@ def main() -> None:
     args = ap.parse_args()
     n = max(3, args.n // 10)  # each task runs a real job: keep the case to tens of seconds
 
-    home = tempfile.mkdtemp(dir=args.work, prefix="prefect-home-")
-    os.environ.update({
-        "PREFECT_HOME": home,
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PREFECT_RESULTS_LOCAL_STORAGE_PATH": os.path.join(home, "results"),
-        "PREFECT_MEMO_STORE_PATH": os.path.join(home, "memo.toml"),
-        "PREFECT_LOGGING_LEVEL": "WARNING",
-        "TETHER_STATE_DIR": os.path.join(home, "tether-state"),
-    })
-    os.environ.pop("PREFECT_API_URL", None)
+    isolated_prefect_home(args.work)
 
     from prefect import flow, task
 

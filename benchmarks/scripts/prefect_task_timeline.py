@@ -16,13 +16,14 @@ import argparse
 import collections
 import functools
 import json
-import os
 import statistics
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from prefect_home import isolated_prefect_home
 
 STAMPS: list[tuple[str, float]] = []
 
@@ -52,16 +53,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=40)
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()))
     args = ap.parse_args()
-    home = tempfile.mkdtemp(dir=args.work, prefix="prefect-home-")
-    os.environ.update({
-        "PREFECT_HOME": home,
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PREFECT_RESULTS_LOCAL_STORAGE_PATH": os.path.join(home, "results"),
-        "PREFECT_MEMO_STORE_PATH": os.path.join(home, "memo.toml"),
-        "PREFECT_LOGGING_LEVEL": "WARNING",
-        "TETHER_STATE_DIR": os.path.join(home, "tether-state"),
-    })
-    os.environ.pop("PREFECT_API_URL", None)
+    isolated_prefect_home(args.work)
 
     from prefect import flow, task
     from prefect.client.orchestration import get_client
