@@ -42,6 +42,19 @@ def test_structured_opts_help_from_docstrings() -> None:
     assert opts.get("retries").default == 2  # type: ignore[union-attr]
 
 
+def test_check_names_checks_names_only() -> None:
+    """Only the names: values and required options are ``resolve``'s, so a wrong value and
+    a missing required option pass, and an unknown name does not."""
+    opts = Required.as_runopts() | DemoOpts.as_runopts()
+    opts.check_names({"namespace": "x", "hosts": ["a"], "retries": "many"}, "demo")
+    with pytest.raises(InvalidRunConfigException,
+                       match=r"unknown run option 'namespce' for scheduler 'demo'; did you mean "
+                             r"namespace\? \(allowed: cluster, namespace, "):  # fmt: skip
+        opts.check_names({"namespce": "x"}, "demo")
+    with pytest.raises(InvalidRunConfigException, match=r"names must be str, got int 3"):
+        opts.check_names({3: "x"})  # type: ignore[dict-item]
+
+
 def test_cfg_from_str_types() -> None:
     opts = DemoOpts.as_runopts()
     cfg = opts.cfg_from_str("retries=5,ratio=2,dry=yes,labels=a:1;b:2,hosts=h1;h2,queue=q")

@@ -291,6 +291,36 @@ class runopts:
             spelled[name] = key
         return out
 
+    def check_names(self, cfg: Mapping[str, CfgVal], scheduler: str = "") -> None:
+        """Checks only that every key of ``cfg`` names a declared option (as written, an
+        alias or another spelling: :meth:`name_of`); values, types and required options are
+        :meth:`resolve`'s.
+
+        Args:
+            cfg: The user's options.
+            scheduler: Name used in error messages.
+
+        Raises:
+            InvalidRunConfigException: For a key that is not a str, or an unknown option
+                (with close matches and what is allowed).
+        """
+        for key in cfg:
+            if not isinstance(key, str):
+                raise InvalidRunConfigException(
+                    f"run option names must be str, got {type(key).__name__} {key!r:.80}"
+                )
+            if self.name_of(key) is None:
+                import difflib  # for an error's hint only: not on the start-up path
+
+                where = f" for scheduler {scheduler!r}" if scheduler else ""
+                known = list(self._opts)
+                close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
+                hint = f"; did you mean {', '.join(close)}?" if close else ""
+                raise InvalidRunConfigException(
+                    f"unknown run option {key!r}{where}{hint} "
+                    f"(allowed: {', '.join(known) or 'none'})"
+                )
+
     def resolve(self, cfg: Mapping[str, CfgVal], scheduler: str = "") -> dict[str, CfgVal]:
         """Checks ``cfg`` and fills in defaults.
 
@@ -306,27 +336,13 @@ class runopts:
                 required one, or a value of the wrong type.
         """
         where = f" for scheduler {scheduler!r}" if scheduler else ""
-        known = list(self._opts)
         if not isinstance(cfg, Mapping):
             raise InvalidRunConfigException(
                 f"run options{where} must be a dict of name -> value, got "
                 f"{type(cfg).__name__} {cfg!r:.80}"
             )
         cfg = self._canonical(cfg, where)
-        for key in cfg:
-            if not isinstance(key, str):
-                raise InvalidRunConfigException(
-                    f"run option names must be str, got {type(key).__name__} {key!r:.80}"
-                )
-            if key not in self._opts:
-                import difflib  # for an error's hint only: not on the start-up path
-
-                close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
-                hint = f"; did you mean {', '.join(close)}?" if close else ""
-                raise InvalidRunConfigException(
-                    f"unknown run option {key!r}{where}{hint} "
-                    f"(allowed: {', '.join(known) or 'none'})"
-                )
+        self.check_names(cfg, scheduler)
         out: dict[str, CfgVal] = {}
         for key, opt in self._opts.items():
             val = cfg.get(key, opt.default)

@@ -260,6 +260,12 @@ def test_unknown_run_option_checked_when_compiling() -> None:
         step(c.hello, scheduler="local_cwd", cfg={"cdw": "/tmp"})
 
 
+def test_run_options_are_taken_as_the_scheduler_takes_them() -> None:
+    """A spelling the scheduler accepts (camelCase) is accepted when compiling too."""
+    s = step(c.hello, scheduler="local_cwd", cfg={"logDir": "/tmp/logs", "grace_period": 2.0})
+    assert s.cfg == {"logDir": "/tmp/logs", "grace_period": 2.0}
+
+
 @pytest.mark.parametrize(
     ("outputs", "expected"),
     [

@@ -17,7 +17,7 @@ from tether.adapters.kfp.native import NativeStepError
 from tether.adapters.kfp.options import MODE_NATIVE, MODES
 from tether.adapters.kfp.signature import StepInput
 from tether.errors import SpecError
-from tether.specs import CfgVal, InvalidRunConfigException, SecretRef
+from tether.specs import CfgVal, SecretRef
 
 log = logging.getLogger(__name__)
 
@@ -149,15 +149,7 @@ def check_scheduler(component_name: str, schedulers: Sequence[str],
         except Exception as e:  # the scheduler's client may be missing where we compile
             log.debug("cannot check the run options of %s here: %s", scheduler, e)
             return pods
-    names = [n for n, _ in opts]
-    for key in cfg:
-        if key not in opts:
-            close = difflib.get_close_matches(key, names, n=3, cutoff=0.6)
-            hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise InvalidRunConfigException(
-                f"unknown run option {key!r} for scheduler {scheduler!r}{hint} "
-                f"(allowed: {', '.join(names) or 'none'})"
-            )
+    opts.check_names(cfg, scheduler)  # as the scheduler takes them (aliases, camelCase)
     return pods
 
 

@@ -69,7 +69,6 @@ from tether.adapters.kfp.stepchecks import (
     StepArgumentError,
     check_args,
     check_mode,
-    check_names,
     check_native_outputs,
     check_native_schedulers,
     check_scheduler,
@@ -205,18 +204,6 @@ class TetherStep:
         # the scheduler's replicas are Kubernetes pods (its capability)
         self._pods = check_scheduler(self.component_name, self.schedulers, self.cfg)
         check_native_outputs(self.component_name, mode, self.outputs)
-
-    # ---- arguments ---------------------------------------------------------------------
-    def check_names(self, kwargs: Mapping[str, Any]) -> None:
-        """Checks that the component takes every argument named.
-
-        Args:
-            kwargs: Arguments.
-
-        Raises:
-            StepArgumentError: For a name it does not take (with close matches).
-        """
-        check_names(self.component_name, self.inputs, kwargs)
 
     @property
     def signature(self) -> inspect.Signature:
