@@ -2,9 +2,13 @@
 vs a plain Prefect task running the same command with ``subprocess``.
 
 Prints ``{"tether": seconds per task, "native": seconds per task, "published": seconds per
-task}`` (median over N tasks run one after the other in one flow, the sides taking turns; an
-ephemeral Prefect API in a temporary home). ``published`` is a plain task that also publishes
-one markdown artifact, as a tether task publishes its job summary: the same server write.
+task, "same writes": seconds per task}`` (median over N tasks run one after the other in one
+flow, the sides taking turns; an ephemeral Prefect API in a temporary home). ``published`` is
+a plain task that also publishes one markdown artifact, as a tether task publishes its job
+summary. ``same writes`` is a plain task that makes both server writes a tether task makes
+before it returns, as a tether task makes them (its own client, the two requests in
+parallel): the job's lines (``POST /logs/``) and the summary (``POST /artifacts/``). It runs
+no job, so what a tether task costs over it is tether's own part.
 
 The note splits the overhead: local_cwd's submit (the supervisor host hands each job to a
 pre-forked spare supervisor), following the job (the job itself and local_cwd's noticing its
@@ -26,6 +30,32 @@ from pathlib import Path
 from typing import Any
 
 from prefect_home import isolated_prefect_home
+
+
+def write_lines_and_summary(out: str) -> None:
+    """What a tether task writes to the server before it returns, written the same way: the
+    job's lines and its summary artifact, in parallel, from a client of the task's own."""
+    import threading
+    from datetime import datetime, timezone
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import ArtifactCreate
+    from prefect.context import TaskRunContext
+
+    ctx = TaskRunContext.get()
+    assert ctx is not None
+    run = ctx.task_run
+    with get_client(sync_client=True) as client:
+        line = {"name": "tether.job.bench", "level": 20, "message": out.rstrip("\n"),
+                "timestamp": datetime.now(timezone.utc).isoformat(),
+                "flow_run_id": str(run.flow_run_id), "task_run_id": str(run.id)}
+        lines = threading.Thread(target=client.create_logs, args=([line],))
+        lines.start()
+        client.create_artifact(ArtifactCreate(
+            key="same-writes-echo", type="markdown", data=f"echo: `{out.strip()}`\n",
+            flow_run_id=run.flow_run_id, task_run_id=run.id,
+        ))
+        lines.join()
 
 
 def main() -> None:
@@ -96,8 +126,16 @@ def main() -> None:
         create_markdown_artifact(markdown=f"echo: `{out.strip()}`", key="plain-echo")
         return out
 
-    times: dict[str, list[float]] = {"tether": [], "native": [], "published": []}
-    sides = (("native", plain_echo), ("published", published_echo), ("tether", echo))
+    @task
+    def same_writes_echo(msg: str) -> str:
+        out = subprocess.run(["echo", msg], check=True, capture_output=True, text=True).stdout
+        write_lines_and_summary(out)
+        return out
+
+    times: dict[str, list[float]] = {"tether": [], "native": [], "published": [],
+                                     "same writes": []}
+    sides = (("native", plain_echo), ("published", published_echo),
+             ("same writes", same_writes_echo), ("tether", echo))
 
     @flow
     def bench() -> None:
@@ -127,7 +165,11 @@ def main() -> None:
                    f"end seen), {adapter_ms:.0f} ms the rest over a plain task "
                    "(the adapter: AppDef, job key, last log lines, summary); "
                    f"{(medians['tether'] - medians['published']) * 1000:.0f} ms over a plain "
-                   "task that publishes one artifact")
+                   "task that publishes one artifact; "
+                   f"{(medians['tether'] - medians['same writes']) * 1000:.0f} ms over a plain "
+                   "task that makes the same two writes (its lines and a summary), itself "
+                   f"{(medians['same writes'] - medians['native']) * 1000:.0f} ms over a plain "
+                   "task")
     print(json.dumps(out))
     sys.stdout.flush()
 
