@@ -432,15 +432,13 @@ def test_wait_for_change_returns_quickly_after_the_last_process_exits(
         os._exit(0)
     """
     app_id = sched.submit(AppDef("latency", [py("r", code)]), FAST)
-    t0 = time.monotonic()
+    # it returns because the app ended: not before (the app is final at once after it), and
+    # not at its 600 s timeout, which would outlast the suite's 300 s test timeout and fail
+    # the test (how fast: benchmarks/)
     sched.wait_for_change(app_id, 600.0)
-    # it returned because the app ended, not at its timeout (how fast: benchmarks/)
-    assert time.monotonic() - t0 < 300
     assert stamp.exists()
     assert sched.describe(app_id).state == AppState.SUCCEEDED  # type: ignore[union-attr]
-    t0 = time.monotonic()
     sched.wait_for_change(app_id, 600.0)  # a finished app returns at once
-    assert time.monotonic() - t0 < 300
 
 
 # ---- logs --------------------------------------------------------------------------------

@@ -411,11 +411,8 @@ def test_task_timeout_cancels_the_job(tmp_path: Path, how: str) -> None:
             return py.submit(marker, c=code).result()
         return py(marker, c=code)
 
-    start = time.monotonic()
     state = slow(return_state=True)
-    elapsed = time.monotonic() - start
     assert state.is_failed()
-    assert elapsed < 20, elapsed
     (task_run,) = _task_runs(state.state_details.flow_run_id)
     assert task_run.state.name == "TimedOut", task_run.state
     assert task_run.state.is_failed() and "exceeded timeout" in task_run.state.message
