@@ -8,9 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from tether.errors import SpecTypeError
 from tether.schedulers.local.logindex import INDEX_RESOLUTION_S, LogIndexWriter, read_index
 from tether.schedulers.local.records import AppRecord, ReplicaRecord, app_from_json, app_to_json
-from tether.schedulers.local.state import StateStore, atomic_write_json, default_state_dir
+from tether.schedulers.local.scheduler import LocalScheduler
+from tether.schedulers.local.state import (
+    CorruptRecordError,
+    StateStore,
+    atomic_write_json,
+    default_state_dir,
+)
 from tether.specs import (
     AppDef,
     AppState,
@@ -68,6 +75,63 @@ def test_app_json_round_trip() -> None:
     assert back.roles[0].metadata["obj"].startswith("<object object")
     back.roles[0].metadata["obj"] = role.metadata["obj"]
     assert back == app
+
+
+def test_an_app_read_back_reports_a_wrong_type_as_its_constructor_does() -> None:
+    good = app_to_json(AppDef("demo", [Role("r", entrypoint="true", env={"A": "1"})]))
+    bad_env = json.loads(json.dumps(good))
+    bad_env["roles"][0]["env"]["A"] = 1
+    with pytest.raises(SpecTypeError) as built:
+        Role("r", entrypoint="true", env={"A": 1})  # type: ignore[dict-item]
+    with pytest.raises(SpecTypeError) as read:
+        app_from_json(bad_env)
+    assert str(read.value) == str(built.value)
+    assert "env['A']" in str(read.value)
+    bad_name = dict(good, name=7)
+    with pytest.raises(SpecTypeError, match=r"invalid AppDef: app name must be a str"):
+        app_from_json(bad_name)
+    assert app_from_json(good, check=False) == app_from_json(good)
+
+
+def _write_app(store: StateStore, rec: AppRecord, app: AppDef) -> None:
+    rec.app = app_to_json(app)
+    store.save(rec)
+
+
+def test_a_record_rewritten_with_another_app_is_read_afresh(tmp_path: Path) -> None:
+    store = StateStore(tmp_path)
+    sched = LocalScheduler("s", state_dir=tmp_path)
+    rec = record()
+    store.create(rec)
+    _write_app(store, rec, AppDef("demo", [Role("first", entrypoint="true")]))
+    for _ in range(2):  # read again: the same answer
+        d = sched.describe(rec.app_id)
+        assert d is not None and [r.name for r in d.roles] == ["first"]
+    _write_app(store, rec, AppDef("demo", [Role("second", entrypoint="true", env={"B": "2"})]))
+    d = sched.describe(rec.app_id)
+    assert d is not None and [(r.name, r.env) for r in d.roles] == [("second", {"B": "2"})]
+
+
+def test_a_record_whose_app_turned_corrupt_is_reported_though_read_fine_before(
+    tmp_path: Path,
+) -> None:
+    store = StateStore(tmp_path)
+    rec = record()
+    store.create(rec)
+    _write_app(store, rec, AppDef("demo", [Role("r", entrypoint="true", env={"A": "1"})]))
+    assert store.load(rec.app_id) is not None
+    path = store.state_path(rec.app_id)
+    doc = json.loads(path.read_bytes())
+    doc["app"]["roles"][0]["env"]["A"] = 1  # the same app but for one value's type
+    path.write_bytes(json.dumps(doc).encode())
+    for _ in range(2):
+        with pytest.raises(CorruptRecordError, match=r"env\['A'\] must be a str") as ei:
+            store.load(rec.app_id)
+        assert str(path) in str(ei.value)
+    doc["app"]["roles"][0]["env"]["A"] = "1"
+    path.write_bytes(json.dumps(doc).encode())
+    loaded = store.load(rec.app_id)
+    assert loaded is not None and loaded.app["roles"][0]["env"] == {"A": "1"}
 
 
 def test_record_round_trip_and_atomic_save(tmp_path: Path) -> None:

@@ -25,6 +25,8 @@ from tether.specs import (
     SecretRef,
     VolumeMount,
 )
+from tether.specs.app import check_app_fields, unchecked_app, unchecked_role
+from tether.specs.checks import raise_type_problems
 
 RECORD_VERSION = 1
 """Version of the record format; a record of another version is not read."""
@@ -83,11 +85,13 @@ def role_to_json(role: Role) -> dict[str, Any]:
     }
 
 
-def role_from_json(doc: dict[str, Any]) -> Role:
+def role_from_json(doc: dict[str, Any], check: bool = True) -> Role:
     """Rebuilds a role written by :func:`role_to_json`.
 
     Args:
         doc: The JSON dict.
+        check: Check the fields as ``Role(...)`` does (raising its errors); False only for
+            a document found valid before (see :func:`check_app_json`).
 
     Returns:
         The role.
@@ -101,7 +105,7 @@ def role_from_json(doc: dict[str, Any]) -> Role:
         from tether.workspace.api import Workspace
 
         workspace = Workspace(dict(doc["workspace"]))
-    return Role(
+    values = dict(
         name=doc["name"],
         image=doc.get("image", ""),
         entrypoint=doc.get("entrypoint", ""),
@@ -121,6 +125,7 @@ def role_from_json(doc: dict[str, Any]) -> Role:
         workspace=workspace,
         metadata=dict(doc.get("metadata", {})),
     )
+    return Role(**values) if check else unchecked_role(**values)
 
 
 def app_to_json(app: AppDef) -> dict[str, Any]:
@@ -139,20 +144,57 @@ def app_to_json(app: AppDef) -> dict[str, Any]:
     }
 
 
-def app_from_json(doc: dict[str, Any]) -> AppDef:
+def app_from_json(doc: dict[str, Any], check: bool = True) -> AppDef:
     """Rebuilds an app written by :func:`app_to_json`.
 
     Args:
         doc: The JSON dict.
+        check: Check the fields as the ``AppDef`` and ``Role`` constructors do (raising
+            their errors; each role is checked once); False only for a document found
+            valid before (see :func:`check_app_json`).
 
     Returns:
         The app.
     """
-    return AppDef(
-        name=doc["name"],
-        roles=[role_from_json(r) for r in doc.get("roles", [])],
-        metadata=dict(doc.get("metadata", {})),
-    )
+    name = doc["name"]
+    roles = [role_from_json(r, check) for r in doc.get("roles", [])]
+    app = unchecked_app(name=name, roles=roles, metadata=dict(doc.get("metadata", {})))
+    if check:  # the roles were checked as they were built
+        raise_type_problems(check_app_fields(app), "AppDef")
+    return app
+
+
+_VALID_APP_DOCS: dict[str, None] = {}
+"""The app documents :func:`check_app_json` found valid, as canonical JSON text."""
+_VALID_APP_DOCS_MAX = 256
+
+
+def check_app_json(doc: dict[str, Any]) -> None:
+    """Checks that :func:`app_from_json` rebuilds an app from ``doc``.
+
+    A record keeps its app document unchanged for its whole life, and is read again at
+    every ``describe``: a document equal to one found valid before (the same canonical JSON
+    text) is not rebuilt again. The verdict depends on the document alone, so a record
+    rewritten with another app is checked afresh.
+
+    Args:
+        doc: The app's JSON document (``AppRecord.app``).
+
+    Raises:
+        ValueError, TypeError, KeyError, AttributeError, IndexError: What
+            :func:`app_from_json` raises for ``doc``.
+    """
+    try:
+        key = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):  # not JSON (records are): check it, remember nothing
+        app_from_json(doc)
+        return
+    if key in _VALID_APP_DOCS:
+        return
+    app_from_json(doc)
+    if len(_VALID_APP_DOCS) >= _VALID_APP_DOCS_MAX:
+        _VALID_APP_DOCS.clear()
+    _VALID_APP_DOCS[key] = None
 
 
 # ---- records -----------------------------------------------------------------------------

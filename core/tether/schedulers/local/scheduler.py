@@ -313,7 +313,7 @@ class LocalScheduler(Scheduler[LocalRequest, LocalOpts], WorkspaceMixin[None]):
             num_restarts=rec.num_restarts,
             msg=rec.msg,
             roles_statuses=list(roles.values()),
-            roles=app_from_json(rec.app).roles,
+            roles=app_from_json(rec.app, check=False).roles,  # load() checked it
             job_key=rec.job_key,
         )
 
@@ -471,7 +471,8 @@ class LocalScheduler(Scheduler[LocalRequest, LocalOpts], WorkspaceMixin[None]):
         )
         from tether.schedulers.local.records import app_from_json
 
-        role = next((r for r in app_from_json(rec.app).roles if r.name == role_name), None)
+        roles_of = app_from_json(rec.app, check=False).roles  # load() checked it
+        role = next((r for r in roles_of if r.name == role_name), None)
         if role is not None and role.secrets:
             # values of the role's SecretRefs (readable here: this user's secrets dir)
             known = [v for v in known_secret_values(role.secrets) if v]

@@ -304,7 +304,7 @@ class StateStore:
             return None
         except OSError as e:
             raise CorruptRecordError(f"cannot read local_cwd record {path}: {e}") from None
-        from tether.schedulers.local.records import AppRecord, app_from_json
+        from tether.schedulers.local.records import AppRecord, check_app_json
 
         try:
             doc = json.loads(raw)
@@ -314,7 +314,7 @@ class StateStore:
             rec.app_state  # noqa: B018 (checks the state name)
             for rep in rec.replicas:
                 rep.app_state  # noqa: B018
-            app_from_json(rec.app)
+            check_app_json(rec.app)
             return rec
         except (ValueError, TypeError, KeyError, AttributeError, IndexError) as e:
             raise CorruptRecordError(
