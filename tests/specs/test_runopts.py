@@ -196,3 +196,23 @@ def test_literal_choices_are_string_options() -> None:
     assert ChoiceOpts.from_cfg(parsed) == ChoiceOpts(gang="volcano", policy="Always")
     with pytest.raises(InvalidRunConfigException, match=r"'gang'.*expects str, got int 3"):
         ChoiceOpts.from_cfg({"gang": 3})
+
+
+def test_each_build_of_the_options_is_its_own() -> None:
+    # the declarations are read once per class; what a caller changes in one runopts (or a
+    # default it resolved) must not show in the next
+    first = Outer.as_runopts()
+    hosts = DemoOpts.as_runopts().get("hosts")
+    assert hosts is not None and hosts.default == []
+    hosts.default.append("h1")  # type: ignore[union-attr]
+    ctx = first.get("k8s.context")
+    assert ctx is not None
+    ctx.help = "changed"
+    first.add("extra", str, "More.")
+    second = Outer.as_runopts()
+    assert DemoOpts.as_runopts().get("hosts").default == []  # type: ignore[union-attr]
+    assert DemoOpts.from_cfg({}).hosts == []
+    assert second.get("k8s.context").help == "Kube context."  # type: ignore[union-attr]
+    assert second.get("extra") is None
+    assert second.name_of("mail_user") == "mail-user" and second.name_of("k8s.imageRepo") == (
+        "k8s.image_repo")

@@ -117,7 +117,9 @@ class TetherEvent:
         """
         from tether.specs.secrets import mask_text, mask_value
 
-        doc = dataclasses.asdict(self)
+        # a shallow dict (the fields are flat; the dicts are masked into copies or only
+        # encoded): asdict would deep-copy every value of every event
+        doc = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         doc["source"] = self.source.value
         if self.app_metadata:
             doc["app_metadata"] = mask_value("app_metadata", self.app_metadata)

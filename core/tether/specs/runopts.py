@@ -589,29 +589,13 @@ class StructuredOpts(Mapping[str, Any]):
         Returns:
             The runopts.
         """
-        docs = _field_docs(cls)
-        hints = _type_hints(cls)
         opts = runopts()
-        for f in _cfg_fields(cls):
-            t = _unwrap_optional(hints[f.name])
-            if _is_group(t):
-                group = t.as_runopts()
-                for key, sub in group:
-                    opts.add(f"{f.name}.{key}", sub.opt_type, sub.help, default=sub.default,
-                             required=sub.is_required)  # fmt: skip
-                for alias, key in group._aliases.items():
-                    opts.add_alias(f"{f.name}.{alias}", f"{f.name}.{key}")
-                continue
-            required = f.default is dataclasses.MISSING and (
-                f.default_factory is dataclasses.MISSING
-            )
-            default: CfgVal = None
-            if f.default is not dataclasses.MISSING:
-                default = typing.cast(CfgVal, f.default)
-            elif f.default_factory is not dataclasses.MISSING:
-                default = typing.cast(CfgVal, f.default_factory())
-            opts.add(_cfg_key(f), t, docs.get(f.name, ""), default=default, required=required)
-            opts.add_alias(f.name, _cfg_key(f))  # TorchX reads the field name too
+        for key, alias_of, opt_type, help_, default, factory, required in _declarations(cls):
+            if alias_of is not None:
+                opts.add_alias(key, alias_of)
+            else:
+                default = default if factory is None else factory()
+                opts.add(key, opt_type, help_, default=default, required=required)
         return opts
 
     @classmethod
@@ -659,14 +643,15 @@ class StructuredOpts(Mapping[str, Any]):
 
     def __getitem__(self, key: str) -> Any:
         head, dot, rest = key.partition(".")
+        names = (head, snake_case(head))  # the field names ``key`` (or its group) may mean
         for f in _cfg_fields(self):
-            if dot and f.name in (head, snake_case(head)):
+            if dot and f.name in names:
                 group = getattr(self, f.name)
                 if isinstance(group, StructuredOpts):
                     return group[rest]
             elif (
                 not dot
-                and (key == _cfg_key(f) or f.name in (key, snake_case(key)))
+                and (key == _cfg_key(f) or f.name in names)
                 and not isinstance(getattr(self, f.name), StructuredOpts)
             ):
                 return getattr(self, f.name)
@@ -701,6 +686,52 @@ class StructuredOpts(Mapping[str, Any]):
         return docs
 
 
+_Decl = tuple[str, str | None, Any, str, CfgVal, typing.Callable[[], Any] | None, bool]
+"""One step of building an options class's :class:`runopts` (see :func:`_declarations`):
+``(key, alias_of, type, help, default, default_factory, required)``; an alias of option
+``alias_of`` when that is set (the rest unused), else an option (a plain tuple: a dataclass
+more would cost every dry run its making)."""
+
+_DECLS_CACHE: dict[type, tuple[_Decl, ...]] = {}
+
+
+def _declarations(cls: type[StructuredOpts]) -> tuple[_Decl, ...]:
+    """The options and aliases of an options class, in the order :meth:`runopts.add` and
+    :meth:`runopts.add_alias` take them (read once per class: docstrings, type hints and
+    fields do not change; a default factory is still called at each build)."""
+    cached = _DECLS_CACHE.get(cls)
+    if cached is not None:
+        return cached
+    docs = _field_docs(cls)
+    hints = _type_hints(cls)
+    out: list[_Decl] = []
+    for f in _cfg_fields(cls):
+        t = _unwrap_optional(hints[f.name])
+        if _is_group(t):
+            group = _declarations(t)
+            # every option of the group, then its aliases (each alias as last declared)
+            out += ((f"{f.name}.{d[0]}", *d[1:]) for d in group if d[1] is None)
+            aliases = {d[0]: d[1] for d in group if d[1] is not None}
+            out += (_alias(f"{f.name}.{a}", f"{f.name}.{k}") for a, k in aliases.items())
+            continue
+        required = f.default is dataclasses.MISSING and (
+            f.default_factory is dataclasses.MISSING
+        )
+        default: CfgVal = None
+        if f.default is not dataclasses.MISSING:
+            default = typing.cast(CfgVal, f.default)
+        factory = None if f.default_factory is dataclasses.MISSING else f.default_factory
+        key = _cfg_key(f)
+        out.append((key, None, t, docs.get(f.name, ""), default, factory, required))
+        out.append(_alias(f.name, key))  # TorchX reads the field name too
+    _DECLS_CACHE[cls] = decls = tuple(out)
+    return decls
+
+
+def _alias(alias: str, key: str) -> _Decl:
+    return (alias, key, None, "", None, None, False)
+
+
 @functools.cache
 def _type_hints(cls: type) -> dict[str, Any]:
     """The evaluated field types of an options class (evaluated once per class: each
@@ -708,8 +739,15 @@ def _type_hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def _cfg_fields(cls_or_obj: Any) -> list[dataclasses.Field[Any]]:
-    return [f for f in dataclasses.fields(cls_or_obj) if not f.name.startswith("_")]
+def _cfg_fields(cls_or_obj: Any) -> tuple[dataclasses.Field[Any], ...]:
+    cls = cls_or_obj if isinstance(cls_or_obj, type) else type(cls_or_obj)
+    return _class_cfg_fields(cls)
+
+
+@functools.cache
+def _class_cfg_fields(cls: type) -> tuple[dataclasses.Field[Any], ...]:
+    """The option fields of an options class (its fields not starting with ``_``)."""
+    return tuple(f for f in dataclasses.fields(cls) if not f.name.startswith("_"))
 
 
 def _cfg_key(f: dataclasses.Field[Any]) -> str:
