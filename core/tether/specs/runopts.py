@@ -642,19 +642,14 @@ class StructuredOpts(Mapping[str, Any]):
         return cls(**kwargs)
 
     def __getitem__(self, key: str) -> Any:
-        head, dot, rest = key.partition(".")
-        names = (head, snake_case(head))  # the field names ``key`` (or its group) may mean
-        for f in _cfg_fields(self):
-            if dot and f.name in names:
-                group = getattr(self, f.name)
-                if isinstance(group, StructuredOpts):
-                    return group[rest]
-            elif (
-                not dot
-                and (key == _cfg_key(f) or f.name in names)
-                and not isinstance(getattr(self, f.name), StructuredOpts)
-            ):
-                return getattr(self, f.name)
+        _, dot, rest = key.partition(".")
+        for name in _fields_named(type(self), key):
+            value = getattr(self, name)
+            if dot:
+                if isinstance(value, StructuredOpts):
+                    return value[rest]
+            elif not isinstance(value, StructuredOpts):
+                return value
         raise KeyError(key)
 
     def __iter__(self) -> Iterator[str]:
@@ -748,6 +743,19 @@ def _cfg_fields(cls_or_obj: Any) -> tuple[dataclasses.Field[Any], ...]:
 def _class_cfg_fields(cls: type) -> tuple[dataclasses.Field[Any], ...]:
     """The option fields of an options class (its fields not starting with ``_``)."""
     return tuple(f for f in dataclasses.fields(cls) if not f.name.startswith("_"))
+
+
+@functools.lru_cache(maxsize=1024)
+def _fields_named(cls: type, key: str) -> tuple[str, ...]:
+    """The fields of options class ``cls`` that ``opts[key]`` may mean, in order: for a
+    dotted key, the groups its head names; else the options it names (by ``cfg_key``, field
+    name or the snake_case of either). Which one it is depends on the values (a group
+    field may be unset)."""
+    head, dot, _ = key.partition(".")
+    names = (head, snake_case(head))
+    if dot:
+        return tuple(f.name for f in _class_cfg_fields(cls) if f.name in names)
+    return tuple(f.name for f in _class_cfg_fields(cls) if key == _cfg_key(f) or f.name in names)
 
 
 def _cfg_key(f: dataclasses.Field[Any]) -> str:
