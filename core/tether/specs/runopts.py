@@ -681,11 +681,12 @@ class StructuredOpts(Mapping[str, Any]):
         return docs
 
 
-_Decl = tuple[str, str | None, Any, str, CfgVal, typing.Callable[[], Any] | None, bool]
-"""One step of building an options class's :class:`runopts` (see :func:`_declarations`):
-``(key, alias_of, type, help, default, default_factory, required)``; an alias of option
-``alias_of`` when that is set (the rest unused), else an option (a plain tuple: a dataclass
-more would cost every dry run its making)."""
+if typing.TYPE_CHECKING:  # (not built at import: every command imports this module)
+    _Decl = tuple[str, str | None, Any, str, CfgVal, typing.Callable[[], Any] | None, bool]
+    """One step of building an options class's :class:`runopts` (see
+    :func:`_declarations`): ``(key, alias_of, type, help, default, default_factory,
+    required)``; an alias of option ``alias_of`` when that is set (the rest unused), else an
+    option (a plain tuple: a dataclass more would cost every dry run its making)."""
 
 _DECLS_CACHE: dict[type, tuple[_Decl, ...]] = {}
 

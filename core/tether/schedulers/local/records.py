@@ -25,8 +25,9 @@ from tether.specs import (
     SecretRef,
     VolumeMount,
 )
-from tether.specs.app import check_app_fields, unchecked_app, unchecked_role
+from tether.specs.app import check_app_fields
 from tether.specs.checks import raise_type_problems
+from tether.specs.trusted import unchecked_app, unchecked_role
 
 RECORD_VERSION = 1
 """Version of the record format; a record of another version is not read."""
