@@ -360,11 +360,13 @@ class AppRecord:
                 f"local_cwd state record of app {doc.get('app_id')!r} has version {version}; "
                 f"this tether reads version {RECORD_VERSION}"
             )
-        known = {f.name for f in dataclasses.fields(AppRecord)}
-        rep_known = {f.name for f in dataclasses.fields(ReplicaRecord)}
-        fields_ = {k: v for k, v in doc.items() if k in known and k != "replicas"}
+        fields_ = {k: v for k, v in doc.items() if k in _RECORD_FIELDS and k != "replicas"}
         reps = [
-            ReplicaRecord(**{k: v for k, v in r.items() if k in rep_known})
+            ReplicaRecord(**{k: v for k, v in r.items() if k in _REPLICA_FIELDS})
             for r in doc.get("replicas", [])
         ]
         return AppRecord(**fields_, replicas=reps)
+
+
+_RECORD_FIELDS = frozenset(f.name for f in dataclasses.fields(AppRecord))
+_REPLICA_FIELDS = frozenset(f.name for f in dataclasses.fields(ReplicaRecord))
