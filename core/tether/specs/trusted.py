@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from tether.errors import SpecTypeError
 from tether.specs.app import AppDef, Role
 
 _FIELD_SPECS: dict[type, tuple[tuple[str, Any, Any], ...]] = {}
@@ -26,7 +27,7 @@ def _unchecked(cls: type[Any], values: dict[str, Any]) -> Any:
         _FIELD_SPECS[cls] = spec
     unknown = set(values).difference(name for name, _, _ in spec)
     if unknown:
-        raise TypeError(f"{cls.__name__} has no field {sorted(unknown)[0]!r}")
+        raise SpecTypeError(f"{cls.__name__} has no field {sorted(unknown)[0]!r}")
     obj = object.__new__(cls)
     attrs = obj.__dict__
     for name, default, factory in spec:
@@ -37,7 +38,7 @@ def _unchecked(cls: type[Any], values: dict[str, Any]) -> Any:
         elif factory is not dataclasses.MISSING:
             attrs[name] = factory()
         else:
-            raise TypeError(f"{cls.__name__} needs field {name!r}")
+            raise SpecTypeError(f"{cls.__name__} needs field {name!r}")
     return obj
 
 
@@ -56,7 +57,7 @@ def unchecked_role(**values: Any) -> Role:
         The role.
 
     Raises:
-        TypeError: For a name that is no field of Role, or a missing ``name``.
+        SpecTypeError: For a name that is no field of Role, or a missing ``name``.
     """
     role: Role = _unchecked(Role, values)
     return role
@@ -72,7 +73,7 @@ def unchecked_app(**values: Any) -> AppDef:
         The app.
 
     Raises:
-        TypeError: For a name that is no field of AppDef, or a missing ``name``.
+        SpecTypeError: For a name that is no field of AppDef, or a missing ``name``.
     """
     app: AppDef = _unchecked(AppDef, values)
     return app
