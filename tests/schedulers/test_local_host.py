@@ -127,10 +127,13 @@ def test_an_app_gets_the_launchers_environment_umask_and_directories_not_the_hos
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     s = create_scheduler("host")
+    monkeypatch.setenv("TETHER_HOST_ONLY", "the first launcher's")
     app = AppDef("one", roles=[Role("r", entrypoint="sleep", args=["30"])])
     first = s.schedule(s.submit_dryrun(app, FAST))
     hosts = host_pids()
     assert len(hosts) == 1, "the first launch starts one host"
+    with open(f"/proc/{hosts[0]}/environ", "rb") as f:
+        assert b"TETHER_HOST_ONLY=" in f.read(), "started with the first launcher's variables"
     rec = s.store.load(first)
     assert rec is not None and rec.supervisor_pid is not None
     assert rec.supervisor_pid not in hosts, "the supervisor is a fork, not the host itself"
@@ -141,19 +144,21 @@ def test_an_app_gets_the_launchers_environment_umask_and_directories_not_the_hos
 
     # what the launcher has now differs from what the host was started with
     monkeypatch.setenv("TETHER_HOST_PROBE", f"launcher-{uuid.uuid4().hex}")
+    monkeypatch.delenv("TETHER_HOST_ONLY")
     work = tmp_path / "work"
     work.mkdir()
     old = os.umask(0o027)
     try:
-        script = 'echo "$TETHER_HOST_PROBE $(umask) $(pwd)"; touch made'
+        script = 'echo "$TETHER_HOST_PROBE $(umask) $(pwd) ${TETHER_HOST_ONLY-unset}"; touch made'
         app = AppDef("two", roles=[Role("r", entrypoint="sh", args=["-c", script])])
         app_id = s.schedule(s.submit_dryrun(app, {**FAST, "cwd": str(work)}))
     finally:
         os.umask(old)
     assert finish(s, app_id) == AppState.SUCCEEDED
     assert host_pids() == hosts, "the second launch used the same host"
-    probe, umask, cwd = output(s, app_id, "r").split()
+    probe, umask, cwd, host_only = output(s, app_id, "r").split()
     assert probe == os.environ["TETHER_HOST_PROBE"]
+    assert host_only == "unset", "a variable the launcher no longer has is not passed on"
     assert umask == "0027"
     assert os.path.realpath(cwd) == os.path.realpath(work)
     assert (work / "made").stat().st_mode & 0o777 == 0o640
@@ -517,3 +522,4 @@ def test_a_launch_is_taken_by_the_waiting_spare_and_the_spare_goes_with_the_host
     left = spare_pids()
     os.kill(h, signal.SIGKILL)
     eventually("the spare exited with its host", lambda: not any(pid_alive(p) for p in left))
+

@@ -310,6 +310,49 @@ _SPAWNER = """
 """
 
 
+def test_a_replicas_end_is_recorded_while_a_process_it_left_is_stopped(
+    sched: LocalScheduler, tmp_path: Path
+) -> None:
+    """A replica that exits leaving a process in a session of its own (out of its process
+    group, reparented to the supervisor) and deaf to SIGTERM: the supervisor stops that
+    process, SIGKILL after the grace period. Meanwhile the record shows the replica's end and
+    the app still running; the app's end is recorded once the process is gone."""
+    ready = tmp_path / "left.pid"
+    child = tmp_path / "left.py"
+    child.write_text(textwrap.dedent(f"""
+        import os, signal, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        with open({str(ready)!r} + ".tmp", "w") as f:
+            f.write(f"{{os.getpid()}}\\n")
+        os.rename({str(ready)!r} + ".tmp", {str(ready)!r})
+        time.sleep(120)
+    """))
+    code = f"""
+        import os, subprocess, sys, time
+        subprocess.Popen([sys.executable, {str(child)!r}], start_new_session=True,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+        while not os.path.exists({str(ready)!r}):
+            time.sleep(0.01)
+    """
+    app_id = sched.schedule(sched.submit_dryrun(AppDef("leave", roles=[py("r", code)]),
+                                                {"grace_period": 3.0}))
+    left = int(wait_for_file(ready))
+    seen_ended_replica_in_running_app = False
+    while True:
+        d = sched.describe(app_id)
+        assert d is not None
+        (replica,) = d.roles_statuses[0].replicas
+        if d.state.is_terminal():
+            break
+        if replica.state == AppState.SUCCEEDED:
+            seen_ended_replica_in_running_app = True
+        time.sleep(0.01)
+    assert d.state == AppState.SUCCEEDED
+    assert gone(left), "the process the replica left is stopped before the app's end"
+    assert seen_ended_replica_in_running_app, "the replica's end was recorded first"
+
+
 def test_cancel_leaves_no_process_behind(sched: LocalScheduler, tmp_path: Path) -> None:
     pids_file = tmp_path / "pids"
     app_id = sched.submit(AppDef("cancel-me", [py("r", _SPAWNER.format(pids=str(pids_file)))]),

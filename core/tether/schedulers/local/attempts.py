@@ -25,6 +25,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tether.errors import TetherError
 from tether.schedulers.local.failures import failure_message
@@ -43,6 +44,9 @@ from tether.schedulers.local.state import APP_TOKEN_ENV, private_dirs
 from tether.schedulers.local.status import exited_state
 from tether.specs import AppState, Role
 from tether.specs.secrets import mask_text
+
+if TYPE_CHECKING:
+    from tether.schedulers.local.logfiles import ReadBuffer
 
 PIPE_SIZE = 1024 * 1024
 """Capacity asked for the replicas' pipes (fewer wake-ups for chatty replicas; Linux only)."""
@@ -83,7 +87,7 @@ class Attempt:
             return False
         return signal_group(pid, sig)
 
-    def read(self, pump: Pump, buf: bytearray, sel: selectors.BaseSelector) -> None:
+    def read(self, pump: Pump, buf: ReadBuffer, sel: selectors.BaseSelector) -> None:
         """Hands what one of the attempt's pipes holds to its pump; at EOF, closes the pump.
 
         Args:

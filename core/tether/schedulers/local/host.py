@@ -15,6 +15,11 @@ next spare. So a launch costs no fork and no switch through the host::
                                     adopt cwd, umask, env, log
     wait for "R"             <---   "R" once the app is claimed
 
+What every supervisor would do the same way (imports, logging set up, libc looked up) is done
+once, in the host, before it forks. The next spare is forked while the supervisor claims its
+app, with the launcher waiting: later it would compete with the app's start and end, and with
+its follower, for the cores (measured slower on two cores).
+
 While it has no spare (one could not be forked, or was killed within the last
 :data:`SPARE_RETRY_S`), the host serves a launch itself: it answers ``F`` and forks the
 supervisor twice (fork -> setsid -> fork). A spare exits when the host does; one that finds
@@ -307,10 +312,9 @@ def _recv_exact(conn: socket.socket, size: int) -> bytes:
 
 def _set_name(name: bytes) -> None:
     """Sets this process's name (``comm``: what ``top`` and ``ps -o comm`` show)."""
-    import ctypes
+    from tether.schedulers.local.procsetup import set_name  # loaded: this is the host's side
 
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(15, ctypes.c_char_p(name[:15]), 0, 0, 0)
+    set_name(name)
 
 
 def _become_supervisor(conn: socket.socket, req: dict[str, Any]) -> NoReturn:
@@ -329,15 +333,25 @@ def _become_supervisor(conn: socket.socket, req: dict[str, Any]) -> NoReturn:
         os.close(log_fd)
         os.chdir(str(req["cwd"]))
         os.umask(int(req["umask"]))
-        env = req["env"]
-        os.environ.clear()
-        os.environ.update({str(k): str(v) for k, v in env.items()})
+        _adopt_environment({str(k): str(v) for k, v in req["env"].items()})
         serve(Path(str(req["state"])), conn.fileno())  # ends the process
     except BaseException as e:  # reported, then this process ends
         with contextlib.suppress(Exception):
             os.write(2, f"tether supervisor host: could not start the supervisor: {e!r}\n"
                      .encode())
     os._exit(code)
+
+
+def _adopt_environment(env: dict[str, str]) -> None:
+    """Makes ``os.environ`` ``env``, changing only what differs: the host's environment is
+    the one of the launcher that started it, so a launch changes a few variables (its app's
+    token) of about a hundred, and each change is a ``putenv``."""
+    current = os.environ
+    for key in [k for k in current if k not in env]:
+        del current[key]
+    for key, value in env.items():
+        if current.get(key) != value:
+            current[key] = value
 
 
 def _handle(listener: socket.socket, conn: socket.socket, files: dict[str, int]) -> bool:
@@ -383,6 +397,10 @@ def serve_host(addr: bytes, ready_fd: int, idle_s: float) -> int:
     import select
 
     import tether.schedulers.local.supervisor  # noqa: F401 (what each fork runs, loaded once)
+    from tether.schedulers.local.procsetup import configure_logging, libc_prctl
+
+    configure_logging()  # done once, here, not in each supervisor
+    libc_prctl()
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:

@@ -12,10 +12,17 @@ import errno
 import logging
 import os
 import time
+from typing import TYPE_CHECKING
 
 from tether.schedulers.local.limits import FDS_PER_REPLICA
 from tether.schedulers.local.logindex import LogIndexWriter
 from tether.schedulers.local.state import INDEX_SUFFIX
+
+if TYPE_CHECKING:
+    import mmap
+
+    ReadBuffer = bytearray | mmap.mmap
+    """The supervisor's one read buffer (see :class:`Pump`)."""
 
 log = logging.getLogger("tether.local_supervisor")
 
@@ -188,7 +195,7 @@ class Pump:
         self.partial = b""
         self.split_lines = 0
 
-    def feed(self, buf: bytearray, n: int, now: float) -> None:
+    def feed(self, buf: ReadBuffer, n: int, now: float) -> None:
         """Copies ``buf[:n]`` (just read from the pipe) into the logs."""
         view = memoryview(buf)[:n]
         self.out.write(view, now)

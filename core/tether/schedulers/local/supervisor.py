@@ -40,8 +40,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import logging
+import mmap
 import os
 import selectors
 import signal
@@ -55,6 +55,7 @@ from tether.schedulers.local.attempts import Attempt, StartError, spawn, track
 from tether.schedulers.local.gates import Gates
 from tether.schedulers.local.limits import ensure_fd_limit
 from tether.schedulers.local.logfiles import exhausted_reason
+from tether.schedulers.local.procsetup import configure_logging, set_child_subreaper
 from tether.schedulers.local.proctable import (
     DRAIN_AFTER_KILL_S,
     descendants,
@@ -86,21 +87,13 @@ CONFIRM_SYNC_S = 0.1
 replica that ends sooner is recorded final first, and the app needs no flush)."""
 
 
-def _set_child_subreaper() -> None:
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        log.warning("could not become a child subreaper; escaped processes are not tracked")
-
-
 # ---- the supervisor ----------------------------------------------------------------------
 
 
 class Supervisor:
     """Runs one app to completion (see the module docs).
+
+    The record is read by :meth:`claim`, once, under the app's lock.
 
     Args:
         state_path: The app's ``state.json``.
@@ -109,6 +102,7 @@ class Supervisor:
 
     def __init__(self, state_path: Path, ready_fd: int = -1) -> None:
         app_dir = state_path.parent
+        self.state_path = state_path
         self.store = StateStore(app_dir.parent.parent.parent)
         self.app_id = app_dir.name
         self.ready_fd = ready_fd
@@ -126,15 +120,15 @@ class Supervisor:
         self.restart_delayed = ""  # why the pending restarts wait (out of a resource)
         self.restart_retry_at = 0.0
         self._wake_r, self._wake_w = os.pipe()
-        self.buf = bytearray(READ_CHUNK)  # what a pipe read goes into
+        # what a pipe read goes into: anonymous memory, whose pages come with the first read
+        # that reaches them (most replicas' output fits in one), not a megabyte zeroed at start
+        self.buf = mmap.mmap(-1, READ_CHUNK)
         self.base_env = dict(os.environ)  # the launcher's: what every replica starts from
         self.log_dirs: set[str] = set()  # log directories made by the first start
         self.gates = Gates(app_dir)  # none, unless a test holds this app at its steps
-        rec = self.store.load(self.app_id)
-        if rec is None:
-            raise FileNotFoundError(f"no local_cwd app record at {state_path}")
-        self.rec: AppRecord = rec
-        self.roles: dict[str, Role] = {r.name: r for r in app_from_json(rec.app).roles}
+        self.dirty = False  # the record changed since it was last written
+        self.rec: AppRecord  # set by claim()
+        self.roles: dict[str, Role]
 
     # -- signals --------------------------------------------------------------------------
     def install_signals(self) -> None:
@@ -186,6 +180,7 @@ class Supervisor:
     def _save(self, fsync: bool = False) -> None:
         """Writes the record; a failure (a full disk) is retried later, never fatal."""
         self._note_start_times()
+        self.dirty = False
         try:
             with self.store.lock(self.app_id):
                 self.store.save(self.rec, fsync=fsync)
@@ -227,21 +222,29 @@ class Supervisor:
             self.ready_fd = -1
 
     # -- main -----------------------------------------------------------------------------
-    def run(self) -> int:
-        """Supervises the app until it ends.
+    def claim(self) -> bool:
+        """Claims the app: its record read under the app's lock, this process's pid and every
+        replica's intent written into it.
 
         Returns:
-            The process exit code (0 unless the supervisor itself failed).
+            False when the app ended or another supervisor claimed it (then ``R`` was
+            signalled and this supervisor has nothing to do).
+
+        Raises:
+            FileNotFoundError: When the app has no record.
         """
         with self.store.lock(self.app_id):
-            # re-read under the lock: a cancel may have finished the app before we started
+            # read under the lock only: a cancel may have finished the app before we started
             rec = self.store.load(self.app_id)
-            if rec is None or rec.app_state.is_terminal() or rec.supervisor_pid is not None:
+            if rec is None:
+                raise FileNotFoundError(f"no local_cwd app record at {self.state_path}")
+            self.rec = rec
+            self.roles = {r.name: r for r in app_from_json(rec.app).roles}
+            if rec.app_state.is_terminal() or rec.supervisor_pid is not None:
                 # ended, or claimed by another supervisor (a launcher that gave up on the
                 # supervisor host started one itself): at most one supervisor per app
                 self._signal_ready()
-                return 0
-            self.rec = rec
+                return False
             self.rec.supervisor_pid = os.getpid()
             self.rec.supervisor_start_time = start_time_of(os.getpid())
             self.rec.supervisor_sid = os.getsid(0)
@@ -250,6 +253,14 @@ class Supervisor:
             # the pid and the intent first: from the rename on others can tell whether this
             # supervisor lives, and find what it starts (see procs.recover)
             self.store.save(self.rec)
+        return True
+
+    def run(self) -> int:
+        """Supervises the claimed app (see :meth:`claim`) until it ends.
+
+        Returns:
+            The process exit code (0 unless the supervisor itself failed).
+        """
         # the app is this supervisor's now: the launcher may return (readers see it PENDING
         # until the confirmation below; a cancel from now on reaches this process). The claim
         # is made durable before any replica starts; the launcher need not wait for that,
@@ -275,7 +286,7 @@ class Supervisor:
         self._save()  # confirmed: every started replica's pid and start time...
         self._sync_soon()  # ...flushed to disk a little later, off the job's way
         log.info("app %s: %d replica(s) started", self.app_id, len(self.attempts))
-        while not (self.rec.app_state.is_terminal() and not self.attempts):
+        while not self._done():
             try:
                 self._step()
             except MemoryError:  # the replicas keep running; the next step tries again
@@ -317,9 +328,28 @@ class Supervisor:
             self._handle_signals()
             self._reap()
         self._tick()
+        if self.dirty and not self._ends_now():
+            self._save()  # the replicas that ended in this step, in one record
         self._progress()
         if self.save_error and time.monotonic() >= self.save_retry_at:
             self._save()
+
+    def _done(self) -> bool:
+        """Whether the app ended and none of its processes is left to reap."""
+        return self.rec.app_state.is_terminal() and not self.attempts
+
+    def _ends_now(self) -> bool:
+        """Whether the app ends with this step, with no process left to stop: its final
+        record, written right after (see :meth:`run`), then also records the replicas'
+        ends. Where a process is left (one that escaped its replica's group), they are
+        written first, and the app's end once that process is stopped."""
+        if self.attempts or self.restart_pending:
+            return False
+        try:
+            os.waitpid(-1, os.WNOHANG)  # reaps an exited orphan, if there is one
+        except ChildProcessError:
+            return True  # no child at all, hence no descendant
+        return False
 
     # -- replicas -------------------------------------------------------------------------
     def _start(self, rep: ReplicaRecord) -> bool:
@@ -413,7 +443,7 @@ class Supervisor:
         att.record_end(time.time(), self.secret_values)
         if att.rep.state == AppState.FAILED.name:
             self._on_failure(att.rep)
-        self._save()
+        self.dirty = True  # written once per step (see _step)
 
     def _on_failure(self, rep: ReplicaRecord) -> None:
         if self.cancelling or self.failing:
@@ -576,14 +606,13 @@ def serve(state_path: Path, ready_fd: int = -1) -> NoReturn:
         state_path: The app's ``state.json``.
         ready_fd: Gets ``R`` once the app is claimed (or -1).
     """
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s [pid %(process)d] %(message)s",
-    )
+    configure_logging()  # done already in a fork of the supervisor host
     sup = Supervisor(state_path, ready_fd)
     sup.install_signals()
-    _set_child_subreaper()
+    set_child_subreaper()
+    if not sup.claim():
+        sys.stderr.flush()
+        os._exit(0)
     ensure_fd_limit(len(sup.rec.replicas))
     try:
         code = sup.run()
