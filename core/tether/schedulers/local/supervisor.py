@@ -239,7 +239,8 @@ class Supervisor:
             if rec is None:
                 raise FileNotFoundError(f"no local_cwd app record at {self.state_path}")
             self.rec = rec
-            self.roles = {r.name: r for r in app_from_json(rec.app).roles}
+            # load() checked the app
+            self.roles = {r.name: r for r in app_from_json(rec.app, check=False).roles}
             if rec.app_state.is_terminal() or rec.supervisor_pid is not None:
                 # ended, or claimed by another supervisor (a launcher that gave up on the
                 # supervisor host started one itself): at most one supervisor per app
