@@ -286,11 +286,24 @@ class LocalScheduler(Scheduler[LocalRequest, LocalOpts], WorkspaceMixin[None]):
         Returns:
             The description, or None when there is no such app.
         """
+        return self.describe_loaded(app_id, self._store.load(app_id))
+
+    def describe_loaded(self, app_id: str, loaded: AppRecord | None) -> DescribeAppResponse | None:
+        """As :meth:`describe`, from the app's record just loaded by the caller (a reader that
+        needs the record too reads it once, not twice).
+
+        Args:
+            app_id: The app id.
+            loaded: What ``store.load(app_id)`` returned just now (left unchanged).
+
+        Returns:
+            The description, or None when there is no such app.
+        """
         from tether.schedulers.local.records import app_from_json
         from tether.schedulers.local.status import replica_failure
         from tether.specs.status import ReplicaStatus, RoleStatus
 
-        rec = self._view(app_id)
+        rec = self._settle(app_id, loaded)
         if rec is None:
             return None
         roles: dict[str, RoleStatus] = {}
@@ -389,9 +402,13 @@ class LocalScheduler(Scheduler[LocalRequest, LocalOpts], WorkspaceMixin[None]):
         with the reason) without writing anything or touching a process: that is
         :meth:`reconcile`'s.
         """
+        return self._settle(app_id, self._store.load(app_id))
+
+    def _settle(self, app_id: str, rec: AppRecord | None) -> AppRecord | None:
+        """:meth:`_view` from a record just loaded (a record it marks is one it read again,
+        never ``rec``)."""
         from tether.schedulers.local.procs import mark_unsupervised, supervised
 
-        rec = self._store.load(app_id)
         if rec is None or rec.app_state.is_terminal() or supervised(rec):
             return rec
         # read again now that the supervisor is known to be gone: it may have recorded the

@@ -99,7 +99,7 @@ class StateDirReader:
     def _read(self, app_id: str, stamp: tuple[int, int, int]) -> DescribeAppResponse | None:
         self.reads += 1
         record = self._scheduler.store.load(app_id)
-        resp = self._scheduler.describe(app_id)
+        resp = self._scheduler.describe_loaded(app_id, record)
         if resp is None:
             self._seen.pop(app_id, None)
             return None
