@@ -143,3 +143,32 @@ def test_a_second_session_attaches_to_the_logical_job_of_the_first() -> None:
             second_result = first.cancel_and_wait(timeout=30, poll_interval=0.2)
         assert second_result is not None and second_result.state == AppState.CANCELLED
         assert [a["attempt"] for a in runner.attempts(handle)] == [0]
+
+
+def test_following_a_job_it_launched_reads_no_status_to_set_up() -> None:
+    # the launch built the job's scheduler in the runner: follow() streams and waits without
+    # a status read of its own first; a session that attached reads one (it builds the
+    # scheduler before the log thread uses it), and both deliver every line once
+    app = _app("for i in range(5): print('line', i, flush=True)")
+    with get_runner() as runner:
+        with JobSession(app, "local_cwd", runner=runner) as session:
+            session.submit()
+            handle = session.app_handle
+            reads: list[str] = []
+            status = session.follower.status
+
+            def counting(app_handle: str) -> object:
+                reads.append(app_handle)
+                return status(app_handle)
+
+            session.follower.status = counting  # type: ignore[method-assign]
+            lines: list[str] = []
+            result = session.follow(sink=lines.append, poll_interval=0.05)
+        assert result.state == AppState.SUCCEEDED
+        assert reads == []
+        assert [x.split(" ", 1)[1] for x in lines] == [f"line {i}" for i in range(5)]
+    assert handle is not None
+    with JobSession.attach(handle) as attached:
+        again: list[str] = []
+        assert attached.follow(sink=again.append, poll_interval=0.05).succeeded
+        assert again == lines

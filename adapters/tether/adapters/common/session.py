@@ -82,6 +82,8 @@ class JobSession:
         self._cancelled = threading.Event()
         self.stop_reason: str | None = None
         self.final_status: AppStatus | None = None
+        # whether the runner built the scheduler of app_handle (a launch here did)
+        self._scheduler_built = False
 
     @classmethod
     def attach(cls, app_handle: str, runner: Runner | None = None) -> JobSession:
@@ -179,11 +181,13 @@ class JobSession:
                                                 parent_run_id=self.parent_run_id,
                                                 job_key=self.key)  # fmt: skip
             self.app_handle, self.reattached = outcome.app_handle, outcome.reattached
+            self._scheduler_built = False  # a logical job's handle: follow() checks it
             return self.app_handle
         info = self.runner.dryrun(
             self.app, self.scheduler, self.cfg, parent_run_id=self.parent_run_id, job_key=self.key
         )
         self.app_handle, self.reattached = self.runner.schedule(info), False
+        self._scheduler_built = True
         return self.app_handle
 
     def adopt(self, app_handle: str) -> str:
@@ -196,6 +200,7 @@ class JobSession:
             The app handle.
         """
         self.app_handle, self.reattached = app_handle, True
+        self._scheduler_built = False
         return app_handle
 
     def _handle(self) -> str:
@@ -327,7 +332,9 @@ class JobSession:
             The result (whatever the final state).
         """
         handle = self._handle()
-        self.status()  # creates the scheduler here, not concurrently in the log thread
+        if not self._scheduler_built:  # build it here, not concurrently in the log thread
+            self.status()
+            self._scheduler_built = True
         pump = LogPump(self.runner, handle, sink, skip).start() if sink is not None else None
         progress = ProgressWatch(on_progress) if on_progress is not None else None
         with self.follower.open_watch(handle, poll_interval) as watch:  # one subscription
