@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from tests.schedulers.local_started import wait_running
 from tether.runner import ENV_JOB_ID, UnknownAppError, fan_in, get_runner
+from tether.runner.logs import LogReadError
 from tether.specs import AppDef, AppState, Role
 
 
@@ -88,6 +90,32 @@ def test_fan_in_merges_every_replica_and_redacts_secrets() -> None:
             ]
     assert not any("hf_very_secret_value" in ln for ln in lines)
     assert sum("token is ****" in ln for ln in lines) == 4
+
+
+def test_fan_in_of_one_replica_reads_in_the_consumers_thread() -> None:
+    # nothing to merge: no reader thread, the lines in order and masked, a read error as a
+    # line (or raised when asked to), and a consumer may leave early
+    code = ("import os; [print('line', i, flush=True) for i in range(50)]; "
+            "print(os.environ['HF_TOKEN'])")
+    app = AppDef("one", [_py("a", code, env={"HF_TOKEN": "hf_very_secret_value"})])
+    with get_runner() as runner:
+        handle = runner.run(app, "local_cwd")
+        before = set(threading.enumerate())
+        started: list[str] = []
+        stream = fan_in(runner, handle)
+        lines = []
+        for ln in stream:
+            started += [t.name for t in threading.enumerate() if t not in before]
+            lines.append(ln.format())
+        assert started == []
+        assert lines == [f"a/0 line {i}" for i in range(50)] + ["a/0 ****"]
+        early = fan_in(runner, handle)
+        assert next(early).format() == "a/0 line 0"
+        early.close()
+        bad = [ln.format() for ln in fan_in(runner, handle, regex="(")]
+        assert len(bad) == 1 and bad[0].startswith("a/0 [tether] cannot read logs of a/0: "), bad
+        with pytest.raises(LogReadError, match="cannot read the logs of a/0: "):
+            list(fan_in(runner, handle, regex="(", raise_errors=True))
 
 
 def test_dryrun_submits_nothing_and_masks_secrets() -> None:

@@ -7,7 +7,8 @@ launcher step all read job logs through :func:`fan_in`, so they look the same ev
 A consumer that stops reading (breaks out of, or closes, the iterator) ends every replica's
 reader thread promptly, also one waiting for a line that may never come (a Pending pod, a
 quiet process): the readers read inside :func:`~tether.schedulers.interrupt.stoppable`, so
-the backends' waits end at the stop request and their streams release what they hold.
+the backends' waits end at the stop request and their streams release what they hold. An
+app of one replica has nothing to merge: its lines are read in the consumer's own thread.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import collections
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tether.errors import TetherError
 from tether.schedulers.interrupt import Stopped, StopToken, stoppable
@@ -149,6 +150,40 @@ def _forward(
             close()
 
 
+def _one(
+    runner: Runner,
+    app_handle: AppHandle,
+    role: str,
+    k: int,
+    secrets: list[str],
+    raise_errors: bool,
+    kwargs: Mapping[str, Any],
+) -> Iterator[LogLine]:
+    """:func:`fan_in` of a single replica: its lines, masked, read by the consumer itself (no
+    reader thread, no queue); a read error ends it as it ends a replica's reader there."""
+    lines: Iterator[str] | None = None
+    try:
+        while True:
+            try:
+                if lines is None:
+                    lines = iter(runner.log_lines(app_handle, role, k, **kwargs))
+                line = next(lines)
+            except StopIteration:
+                return
+            except Stopped:
+                return  # a stop requested of the consumer's own reads
+            except Exception as e:
+                if raise_errors:
+                    raise LogReadError(f"cannot read the logs of {role}/{k}: {e}") from e
+                yield LogLine(role, k, f"[tether] cannot read logs of {role}/{k}: {e}\n")
+                return
+            yield LogLine(role, k, mask_text(line, secrets))
+    finally:  # a stream left early releases what it holds now, not when collected
+        close = getattr(lines, "close", None)
+        if close is not None:
+            close()
+
+
 def fan_in(
     runner: Runner,
     app_handle: AppHandle,
@@ -186,15 +221,17 @@ def fan_in(
     pairs, secrets = _replicas(runner, app_handle)
     if roles is not None:
         pairs = [(r, k) for r, k in pairs if r in roles and (not roles[r] or k in roles[r])]
+    kwargs: dict[str, Any] = {"regex": regex, "since": since, "until": until,
+                              "should_tail": should_tail, "streams": streams}  # fmt: skip
+    if len(pairs) == 1:  # nothing to merge: read in the consumer's thread
+        yield from _one(runner, app_handle, *pairs[0], secrets, raise_errors, kwargs)
+        return
     stop = StopToken()  # set when the consumer is gone: every reader's wait ends at once
     q = _ByteQueue(QUEUE_BYTES, stop)
     errors: list[str] = []
 
     def read(role: str, k: int) -> None:
-        _forward(iter(runner.log_lines(
-            app_handle, role, k, regex=regex, since=since, until=until,
-            should_tail=should_tail, streams=streams,
-        )), role, k, secrets, q, stop)  # fmt: skip
+        _forward(iter(runner.log_lines(app_handle, role, k, **kwargs)), role, k, secrets, q, stop)
 
     def pump(role: str, k: int) -> None:
         try:
