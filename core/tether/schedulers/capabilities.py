@@ -154,6 +154,8 @@ class Capabilities:
             (a native step), and a launcher step's job goes to the pipeline's namespace with
             the step's node selectors and tolerations.
         follow: How the watch hub follows many of its jobs at once (see :class:`Follow`).
+        ui_urls: ``describe`` may give a page of the job in a UI (``ui_url``); False: it
+            never does (an adapter then reads no status to look for a link).
     """
 
     runs_on_this_host: bool = False
@@ -175,6 +177,7 @@ class Capabilities:
     max_roles: int | None = None
     kubernetes_pods: bool = False
     follow: Follow = DEFAULT_FOLLOW
+    ui_urls: bool = True
 
     @property
     def retries(self) -> frozenset[RetryPolicy]:

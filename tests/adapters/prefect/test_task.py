@@ -157,6 +157,31 @@ def test_link_artifact_points_at_the_job_ui() -> None:
     assert link.data == "[k8s://ns/app-1](https://ui.example/jobs/app-1)"  # Prefect's link form
 
 
+def test_a_link_is_looked_for_only_where_the_scheduler_may_give_one() -> None:
+    import sys
+
+    from tether.adapters.common import JobSession
+    from tether.adapters.prefect.run import _publish_link
+
+    app = AppDef("noui", [Role("r", image="", entrypoint=sys.executable, args=["-c", "pass"])])
+    reads: list[str] = []
+    with JobSession(app, "local_cwd") as session:
+        session.submit()
+        status = session.follower.status
+
+        def counting(app_handle: str) -> Any:
+            reads.append(app_handle)
+            return status(app_handle)
+
+        session.follower.status = counting  # type: ignore[method-assign]
+        _publish_link("noui", session, logging.getLogger("test"))
+        assert reads == []  # local_cwd declares ui_urls=False: no status read for a link
+        # a handle whose scheduler declares nothing here (a logical job's) is looked at
+        session.adopt("chain://tether/chain-none")
+        _publish_link("noui", session, logging.getLogger("test"))
+        assert reads == ["chain://tether/chain-none"]
+
+
 def test_failure_raises_with_the_jobs_own_message() -> None:
     from prefect import flow
 

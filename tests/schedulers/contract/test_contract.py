@@ -98,6 +98,8 @@ def test_submit_runs_to_succeeded_through_running(harness: BackendHarness) -> No
         _go(harness)
         desc = wait_state(sched, app_id, seen=seen)
         assert desc.state == AppState.SUCCEEDED, desc
+        if not harness.capabilities.ui_urls:  # what it declares: no page to link
+            assert desc.ui_url is None, desc.ui_url
         order = [AppState.SUBMITTED, AppState.PENDING, AppState.RUNNING, AppState.SUCCEEDED]
         assert [s for s in seen if s in order] == seen, seen
         assert [order.index(s) for s in seen] == sorted(order.index(s) for s in seen), seen

@@ -423,12 +423,25 @@ def _publish_link(task_name: str, job: JobSession, logger: Any) -> None:
     from tether.adapters.prefect.artifacts import create_link
 
     try:
+        if not _may_link(job):
+            return
         status = job.status()
         if status is None or not status.ui_url:
             return
         create_link(task_name, job.result(status))
     except Exception as e:
         logger.warning("cannot create the link artifact of %s: %s", job.app_handle, e)
+
+
+def _may_link(job: JobSession) -> bool:
+    """False when the job's scheduler declares it gives no UI page (no status read then)."""
+    from tether.specs import parse_app_handle
+
+    try:
+        backend = parse_app_handle(job.app_handle or "").scheduler_backend
+        return job.runner.scheduler_capabilities(backend).ui_urls
+    except Exception:  # e.g. a logical job's handle: look at its status
+        return True
 
 
 def _publish_summary(

@@ -82,6 +82,7 @@ class LocalScheduler(Scheduler[LocalRequest, LocalOpts], WorkspaceMixin[None]):
         secrets=True,  # read at launch from $TETHER_SECRETS_DIR/<name>/<key>
         # one stat() per followed app per scan; the scan's interval bounds how late a change is
         follow=Follow(FollowMode.STATE_SCAN, "tether.schedulers.local.watch", interval=0.2),
+        ui_urls=False,  # no UI: describe gives no page of a job
     )
 
     def __init__(
