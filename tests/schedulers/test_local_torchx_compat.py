@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 
 from tether.runner import Runner
@@ -57,8 +58,14 @@ def test_exit_with_launcher_cancels_on_close_default_is_durable(tmp_path: Path) 
     with Runner("t") as observer:
         st = observer.wait(tied, wait_interval=0.2, timeout=60)
         assert st is not None and st.state == AppState.CANCELLED
+        # the durable app lives on: SUBMITTED until its supervisor confirms its replica
+        # started (under load that can come after the tied app's cancel), then RUNNING
         st = observer.status(durable)
-        assert st is not None and st.state in (AppState.RUNNING, AppState.PENDING)
+        deadline = time.monotonic() + 60
+        while st is not None and st.state == AppState.SUBMITTED and time.monotonic() < deadline:
+            time.sleep(0.05)
+            st = observer.status(durable)
+        assert st is not None and st.state in (AppState.RUNNING, AppState.PENDING), st
         observer.cancel(durable)
 
 
